@@ -1,0 +1,221 @@
+"""The running server: a configuration, its listeners and HTTP endpoints.
+
+``App`` is a twisted Service.  ``load`` parses and builds a configuration
+without touching sockets; ``startService`` opens listeners (one UDP+TCP pair
+per (address, port)), binds the HTTP endpoints plugins registered, and
+starts the plugins.  ``lookup`` re-enters the whole server for plugins that
+need an answer from elsewhere in the configuration (CoreDNS's upstream).
+"""
+
+import re
+import time
+
+from twisted.application import service
+from twisted.internet import defer
+
+from corednstw import config as configlib
+from corednstw import corefile
+from corednstw import dnswire as w
+from corednstw import httpd
+from corednstw import log
+from corednstw import server
+from corednstw.request import Request, make_query, parse_response
+
+DEFAULT_COREFILE = ".:%d {\n    whoami\n    log\n}\n"
+
+#: Upstream lookups nest at most this deep (CNAME chains across plugins).
+MAX_DEPTH = 8
+
+
+class App(service.Service):
+    """corednstw as a twisted Service."""
+
+    name = "coredns"
+
+    def __init__(self, path, reactor=None, dns_port=53, text=None):
+        if reactor is None:
+            from twisted.internet import reactor
+        self.reactor = reactor
+        self.path = path
+        self.dns_port = dns_port
+        self.text = text
+        self.config = None
+        self.listeners = {}   # (transport, host, port) -> Listener
+        self.http = {}        # address -> httpd.Site listener
+        self.clock = time.monotonic
+        self.lameduck = False
+        self.muxes = []
+
+    # -- configuration ---------------------------------------------------------
+
+    def parse(self):
+        """Parse the Corefile (or the default one) into server blocks."""
+        if self.text is not None:
+            return corefile.parse(self.text, self.path or "Corefile")
+        if self.path is None:
+            return corefile.parse(DEFAULT_COREFILE % self.dns_port,
+                                  "Corefile")
+        return corefile.load(self.path)
+
+    def load(self):
+        """Parse and build; raises CorefileError.  Nothing is started."""
+        blocks = self.parse()
+        _default_ports(blocks, self.dns_port)
+        return configlib.build(self, self.path or "Corefile", blocks)
+
+    # -- service ---------------------------------------------------------------
+
+    def startService(self):
+        service.Service.startService(self)
+        if self.config is None:
+            self.config = self.load()
+        self._open(self.config)
+        return self._start_plugins(self.config)
+
+    def stopService(self):
+        service.Service.stopService(self)
+        ds = [defer.maybeDeferred(p.stop) for p in self.config.plugins()]
+        for lst in self.listeners.values():
+            ds.append(defer.maybeDeferred(lst.udp.stopListening))
+            ds.append(defer.maybeDeferred(lst.tcp.stopListening))
+        for site in self.http.values():
+            ds.append(defer.maybeDeferred(site.stopListening))
+        self.listeners = {}
+        self.http = {}
+        return defer.DeferredList(ds)
+
+    def _start_plugins(self, cfg):
+        ds = []
+        for p in cfg.plugins():
+            try:
+                d = p.start()
+            except Exception as e:
+                log.error(p.name, "start failed: %s" % e)
+                raise
+            if isinstance(d, defer.Deferred):
+                ds.append(d)
+        if ds:
+            return defer.DeferredList(ds)
+        return None
+
+    def _open(self, cfg):
+        """Open every listener and HTTP endpoint of ``cfg``."""
+        default = None
+        for (transport, host, port), entries in cfg.listeners.items():
+            zones = {}
+            chaos = False
+            for zone, block in entries:
+                zones.setdefault(zone, []).append((zone, block))
+                if block.plugin("chaos") is not None:
+                    chaos = True
+            label = configlib.server_label(transport, host, port)
+            mux = server.Mux(self, label, zones, chaos)
+            bind_host = host
+            if bind_host is None:
+                if default is None:
+                    default = server.default_host()
+                bind_host = default
+            timeouts = _timeouts(entries)
+            udp, tcp, actual = server.listen(self.reactor, bind_host,
+                                             int(port), mux, timeouts)
+            self.listeners[(transport, host, port)] = Listener(
+                mux, udp, tcp, bind_host, actual)
+            self.muxes.append(mux)
+        for address, paths in cfg.http.items():
+            self.http[address] = httpd.serve(self.reactor, address, paths)
+
+    # -- helpers for plugins and tests -------------------------------------------
+
+    def port(self, host=None, port=None, transport="dns"):
+        """The actual port of a listener (for tests on port 0)."""
+        for (t, h, p), lst in self.listeners.items():
+            if t == transport and (host is None or h == host) and (
+                    port is None or str(p) == str(port)):
+                return lst.port
+        raise KeyError((transport, host, port))
+
+    def http_port(self, address=None):
+        for a, site in self.http.items():
+            if address is None or a == address:
+                return site.getHost().port
+        raise KeyError(address)
+
+    def lookup(self, name, qtype, qclass=w.CLASS_IN, parent=None, do=False):
+        """Resolve through this server's own blocks (CoreDNS's upstream).
+
+        Returns a Deferred firing with a Response.  ``parent`` (the request
+        that needs the answer) carries the loop guard.
+        """
+        depth = parent.depth + 1 if parent is not None else 1
+        if depth > MAX_DEPTH:
+            return defer.succeed(None)
+        data = make_query(name, qtype, qclass, do=do)
+        req = Request(data, "127.0.0.1", 0, "udp", None, "")
+        req.depth = depth
+        req.proto = "tcp"   # no truncation for internal lookups
+        if not self.muxes:
+            return defer.succeed(None)
+        mux = self.muxes[0]
+        if parent is not None and parent.server:
+            for m in self.muxes:
+                if m.label == parent.server:
+                    mux = m
+                    break
+        result = defer.Deferred()
+
+        def send(wire):
+            if not result.called:
+                result.callback(parse_response(wire))
+
+        qd, an, ns, ar = req.parse_header()
+        req.parse_question(an, ns, ar)
+        entry = mux.route(req)
+        if entry is None:
+            return defer.succeed(None)
+        req.server = mux.label
+        req.zone, req.block = entry
+        req.start = self.clock()
+        out = entry[1].chain.serve(req)
+        if isinstance(out, defer.Deferred):
+            out.addCallback(lambda r: send(r.finish(req)) if r else
+                            result.callback(None))
+            out.addErrback(lambda f: result.callback(None) if not
+                           result.called else None)
+        elif out is None:
+            result.callback(None)
+        else:
+            send(out.finish(req))
+        return result
+
+
+class Listener:
+    """One UDP+TCP pair on an address."""
+
+    def __init__(self, mux, udp, tcp, host, port):
+        self.mux = mux
+        self.udp = udp
+        self.tcp = tcp
+        self.host = host
+        self.port = port
+
+
+def _default_ports(blocks, dns_port):
+    """Keys without a port take --dns-port (CoreDNS's -dns.port)."""
+    for sb in blocks:
+        for key in sb.keys:
+            given = getattr(key, "port_given", None)
+            if given is None:
+                given = re.search(r"\]?:\d+$", key.key) is not None
+            if not given and key.transport == "dns":
+                key.port = str(dns_port)
+
+
+def _timeouts(entries):
+    """TCP read/idle timeouts: the timeouts plugin's, or CoreDNS's 3s/10s."""
+    read, idle = 3.0, 10.0
+    for _, block in entries:
+        t = block.settings.get("timeouts")
+        if t:
+            read = t.get("read", read)
+            idle = t.get("idle", idle)
+    return read, idle

@@ -1,0 +1,182 @@
+"""From parsed server blocks to a runnable configuration.
+
+``build`` sets every plugin of every block up (all of it, before anything is
+switched: a reload that fails keeps the old configuration) and groups the
+blocks into listeners, one per (transport, address, port).
+"""
+
+from corednstw import corefile
+from corednstw import directives
+from corednstw.plugin import END
+
+SUPPORTED_TRANSPORTS = ("dns",)
+
+
+class Block:
+    """One server block, set up.
+
+    ``zones``: the zones of its keys (CIDRs expanded); ``plugins``: every
+    plugin object in chain order; ``chain``: the first plugin of the request
+    path.  Plugins store block-wide settings in ``settings`` (root, timeouts,
+    debug, ...) and register HTTP endpoints through ``config``.
+    """
+
+    def __init__(self, source, config, index):
+        self.source = source
+        self.config = config
+        self.index = index
+        self.keys = list(source.keys)
+        self.zones = []
+        for k in self.keys:
+            if k.zone not in self.zones:
+                self.zones.append(k.zone)
+        self.plugins = []
+        self.chain = END
+        self.filters = []
+        self.view = ""
+        self.bind = None        # list of addresses, set by the bind plugin
+        self.debug = False
+        self.settings = {}
+
+    @property
+    def app(self):
+        return self.config.app
+
+    def accepts(self, req):
+        for f in self.filters:
+            if not f(req):
+                return False
+        return True
+
+    def plugin(self, name):
+        """The first plugin of directive ``name`` in this block, or None."""
+        for p in self.plugins:
+            if p.name == name:
+                return p
+        return None
+
+    def find(self, kind):
+        """Plugins that are instances of ``kind`` or define method ``kind``
+        (lookup by interface, not by import)."""
+        if isinstance(kind, str):
+            return [p for p in self.plugins if callable(getattr(p, kind, None))]
+        return [p for p in self.plugins if isinstance(p, kind)]
+
+    def directive_names(self):
+        return [p.name for p in self.plugins]
+
+    def __repr__(self):
+        return "<Block %s>" % " ".join(str(k) for k in self.keys)
+
+
+class Config:
+    """A whole configuration: blocks, listeners, HTTP endpoints."""
+
+    def __init__(self, app, path, blocks):
+        self.app = app
+        self.path = path
+        self.sources = blocks
+        self.blocks = []
+        # (transport, host or None, port) -> [(zone, block)]
+        self.listeners = {}
+        # address -> {path: twisted.web resource}
+        self.http = {}
+        self.files = [path]
+
+    def handle_http(self, address, path, resource, d):
+        """Register an HTTP endpoint for directive ``d``.  Several blocks of
+        one directive may share it (``prometheus :9153`` everywhere); two
+        different directives on one path clash."""
+        paths = self.http.setdefault(address, {})
+        if path in paths and paths[path][1] != d.name:
+            raise d.error("%s already served on %s by %s" % (
+                path, address, paths[path][1]))
+        if path not in paths:
+            paths[path] = (resource, d.name)
+
+    def plugins(self):
+        for b in self.blocks:
+            yield from b.plugins
+
+    def ready_reporters(self):
+        """Plugins with a ``ready()`` method, for the ready plugin."""
+        seen = []
+        for p in self.plugins():
+            if callable(getattr(p, "ready", None)) and p not in seen:
+                seen.append(p)
+        return seen
+
+
+def build(app, path, blocks):
+    """Set up every block; CorefileError on the first problem."""
+    cfg = Config(app, path, blocks)
+    for i, sb in enumerate(blocks):
+        cfg.blocks.append(_build_block(cfg, sb, i))
+    _group_listeners(cfg)
+    return cfg
+
+
+def _build_block(cfg, sb, index):
+    block = Block(sb, cfg, index)
+    for key in block.keys:
+        if key.transport not in SUPPORTED_TRANSPORTS:
+            raise corefile.CorefileError(
+                "%s: transport %s:// not supported yet" % (key.key,
+                                                           key.transport),
+                sb.file, sb.line)
+    ordered = sorted(sb.directives, key=lambda d: directives.position(d.name))
+    seen = set()
+    chain = []
+    for d in ordered:
+        mod = directives.load(d.name)
+        if mod is None:
+            raise d.error("not supported yet")
+        plugin = mod.setup(d, block)
+        if plugin is None:
+            continue
+        if getattr(plugin, "once", True) and d.name in seen:
+            raise d.error("this plugin can only be used once per Server "
+                          "Block")
+        seen.add(d.name)
+        plugin.name = getattr(plugin, "name", None) or d.name
+        if plugin.name == "plugin":
+            plugin.name = d.name
+        plugin.block = block
+        plugin.directive = d
+        block.plugins.append(plugin)
+        if plugin.in_chain:
+            chain.append(plugin)
+    nxt = END
+    for p in reversed(chain):
+        p.next = nxt
+        nxt = p
+    block.chain = nxt
+    return block
+
+
+def _group_listeners(cfg):
+    """One listener per (transport, address, port); blocks sharing a zone
+    on one listener must differ by a filter (bind or view)."""
+    for block in cfg.blocks:
+        hosts = block.bind or [None]
+        for key in block.keys:
+            for host in hosts:
+                lk = (key.transport, host, key.port)
+                entries = cfg.listeners.setdefault(lk, [])
+                for zone, other in entries:
+                    if (zone == key.zone and other is not block
+                            and not block.filters and not other.filters):
+                        raise corefile.CorefileError(
+                            "cannot serve %s - it is already defined"
+                            % key, block.source.file, block.source.line)
+                if (key.zone, block) not in entries:
+                    entries.append((key.zone, block))
+
+
+def server_label(transport, host, port):
+    """The ``server`` metrics label, as CoreDNS prints its address."""
+    if host is None:
+        return "%s://:%s" % (transport, port)
+    if ":" in host:
+        return "%s://[%s]:%s" % (transport, host, port)
+    return "%s://%s:%s" % (transport, host, port)

@@ -1,0 +1,445 @@
+"""DNS wire format: the few parts of it the hot path needs, by hand.
+
+Twisted's ``dns.Message`` and dnspython's ``dns.message`` both decode every
+section into objects; that costs more than our whole per-query budget.  This
+module reads the header, the question and the OPT record straight from the
+bytes and writes responses from records whose rdata is already wire-encoded.
+Everything else (zone files, exotic rdata) goes through dnspython, with wire
+bytes as the interchange.
+"""
+
+import functools
+import struct
+
+import dns.rcode
+import dns.rdataclass
+import dns.rdatatype
+
+# Header flag bits (second 16-bit word of the header).
+QR = 0x8000
+AA = 0x0400
+TC = 0x0200
+RD = 0x0100
+RA = 0x0080
+AD = 0x0020
+CD = 0x0010
+
+OPCODE_QUERY = 0
+OPCODE_NOTIFY = 4
+
+NOERROR = 0
+FORMERR = 1
+SERVFAIL = 2
+NXDOMAIN = 3
+NOTIMP = 4
+REFUSED = 5
+NOTAUTH = 9
+BADVERS = 16
+
+CLASS_IN = 1
+CLASS_CH = 3
+CLASS_ANY = 255
+
+A = 1
+NS = 2
+CNAME = 5
+SOA = 6
+PTR = 12
+HINFO = 13
+MX = 15
+TXT = 16
+AAAA = 28
+SRV = 33
+DNAME = 39
+OPT = 41
+DS = 43
+RRSIG = 46
+NSEC = 47
+DNSKEY = 48
+NSEC3 = 50
+SVCB = 64
+HTTPS = 65
+IXFR = 251
+AXFR = 252
+ANY = 255
+
+MIN_UDP_SIZE = 512
+MAX_MSG_SIZE = 65535
+
+_HEADER = struct.Struct("!HHHHHH")
+_RRHEAD = struct.Struct("!HHIH")
+_H = struct.Struct("!H")
+_HH = struct.Struct("!HH")
+
+
+class FormatError(Exception):
+    """The query cannot be parsed: the server answers FORMERR."""
+
+
+# -- names -----------------------------------------------------------------
+
+_PLAIN = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                   b"0123456789-_*/+=:~^!#$%&'`|{}<>?,[]")
+
+
+def _label_text(label):
+    """Presentation form of one label, with CoreDNS's (miekg) escapes."""
+    if all(c in _PLAIN for c in label):
+        return label.decode("ascii")
+    out = []
+    for c in label:
+        if c in _PLAIN:
+            out.append(chr(c))
+        elif c in b'.;\\()"@ ':
+            out.append("\\" + chr(c))
+        else:
+            out.append("\\%03d" % c)
+    return "".join(out)
+
+
+def read_name(data, off):
+    """Decode the (possibly compressed) name at ``off``.
+
+    Returns (text, end) where text is the FQDN in presentation form with its
+    case kept and end is the offset just past the name in the original
+    position.  Raises FormatError on loops, bad pointers and overruns.
+    """
+    labels = []
+    end = None
+    hops = 0
+    length = len(data)
+    total = 0
+    while True:
+        if off >= length:
+            raise FormatError("name overruns message")
+        n = data[off]
+        if n == 0:
+            off += 1
+            break
+        if n & 0xC0 == 0xC0:
+            if off + 1 >= length:
+                raise FormatError("truncated pointer")
+            if end is None:
+                end = off + 2
+            hops += 1
+            if hops > 127:
+                raise FormatError("compression loop")
+            off = ((n & 0x3F) << 8) | data[off + 1]
+            continue
+        if n & 0xC0:
+            raise FormatError("bad label type")
+        total += n + 1
+        if total > 254:
+            raise FormatError("name too long")
+        labels.append(data[off + 1:off + 1 + n])
+        off += 1 + n
+        if off > length:
+            raise FormatError("label overruns message")
+    if end is None:
+        end = off
+    if not labels:
+        return ".", end
+    return ".".join(_label_text(lb) for lb in labels) + ".", end
+
+
+@functools.lru_cache(maxsize=65536)
+def name_to_wire(name):
+    """Uncompressed wire form of presentation name ``name`` (case kept).
+
+    Accepts names with or without the final dot; handles ``\\.`` and
+    ``\\DDD`` escapes.  Cached: plugins call it with the same few names.
+    """
+    if name in (".", ""):
+        return b"\x00"
+    if "\\" not in name:
+        parts = name.rstrip(".").split(".")
+        out = bytearray()
+        for p in parts:
+            b = p.encode("utf-8") if not p.isascii() else p.encode("ascii")
+            if not b or len(b) > 63:
+                raise ValueError("bad label in %r" % name)
+            out.append(len(b))
+            out += b
+        out.append(0)
+        if len(out) > 255:
+            raise ValueError("name too long: %r" % name)
+        return bytes(out)
+    import dns.name
+    return dns.name.from_text(name).to_wire()
+
+
+def wire_labels(wire):
+    """Offsets of each label start in an uncompressed wire name."""
+    offs = []
+    i = 0
+    while wire[i]:
+        offs.append(i)
+        i += wire[i] + 1
+    return offs
+
+
+def reverse_name(ip):
+    """The in-addr.arpa./ip6.arpa. name of an address (text)."""
+    import ipaddress
+    return ipaddress.ip_address(ip).reverse_pointer + "."
+
+
+# -- type and rcode names ----------------------------------------------------
+
+@functools.lru_cache(maxsize=None)
+def type_text(t):
+    """Mnemonic of a type number as CoreDNS prints it (TYPE123 if unknown)."""
+    return dns.rdatatype.to_text(t)
+
+
+@functools.lru_cache(maxsize=None)
+def class_text(c):
+    return dns.rdataclass.to_text(c)
+
+
+_RCODE_NAMES = {
+    0: "NOERROR", 1: "FORMERR", 2: "SERVFAIL", 3: "NXDOMAIN", 4: "NOTIMP",
+    5: "REFUSED", 6: "YXDOMAIN", 7: "YXRRSET", 8: "NXRRSET", 9: "NOTAUTH",
+    10: "NOTZONE", 16: "BADSIG", 17: "BADKEY", 18: "BADTIME", 19: "BADMODE",
+    20: "BADNAME", 21: "BADALG", 22: "BADTRUNC", 23: "BADCOOKIE",
+}
+
+
+def rcode_text(rc):
+    """Rcode mnemonic as CoreDNS's metrics and logs print it."""
+    name = _RCODE_NAMES.get(rc)
+    if name is None:
+        return str(rc)
+    return name
+
+
+def type_value(text):
+    """Type number from a mnemonic (or TYPEnnn); ValueError if unknown."""
+    try:
+        return dns.rdatatype.from_text(text.upper())
+    except Exception:
+        raise ValueError("unknown type %r" % text)
+
+
+def rcode_value(text):
+    """Rcode number from a mnemonic; ValueError if unknown."""
+    up = text.upper()
+    for k, v in _RCODE_NAMES.items():
+        if v == up:
+            return k
+    try:
+        return int(dns.rcode.from_text(up))
+    except Exception:
+        raise ValueError("unknown rcode %r" % text)
+
+
+# -- records -----------------------------------------------------------------
+
+class RR:
+    """One resource record with wire-form rdata.
+
+    ``name`` is the owner in presentation form (any case); ``rdata`` is the
+    uncompressed wire rdata.  Kept small (slots) because answers are built
+    per query on some paths.
+    """
+
+    __slots__ = ("name", "rtype", "rclass", "ttl", "rdata")
+
+    def __init__(self, name, rtype, ttl, rdata, rclass=CLASS_IN):
+        self.name = name
+        self.rtype = rtype
+        self.rclass = rclass
+        self.ttl = ttl
+        self.rdata = rdata
+
+    def __repr__(self):
+        return "<RR %s>" % self.to_text()
+
+    def __eq__(self, other):
+        return (isinstance(other, RR) and self.rtype == other.rtype
+                and self.rclass == other.rclass and self.ttl == other.ttl
+                and self.rdata == other.rdata
+                and self.name.lower() == other.name.lower())
+
+    def __hash__(self):
+        return hash((self.name.lower(), self.rtype, self.rdata))
+
+    def copy(self, name=None, ttl=None):
+        return RR(self.name if name is None else name, self.rtype,
+                  self.ttl if ttl is None else ttl, self.rdata, self.rclass)
+
+    def rdata_obj(self):
+        """The rdata as a dnspython object (slow; for logs and tests)."""
+        import dns.rdata
+        return dns.rdata.from_wire(self.rclass, self.rtype, self.rdata, 0,
+                                   len(self.rdata))
+
+    def rdata_text(self):
+        return self.rdata_obj().to_text()
+
+    def to_text(self):
+        """Zone-file line, as CoreDNS's log and tests print records."""
+        return "%s\t%d\t%s\t%s\t%s" % (
+            self.name, self.ttl, class_text(self.rclass),
+            type_text(self.rtype), self.rdata_text())
+
+    @classmethod
+    def from_text(cls, name, rtype, ttl, text, rclass=CLASS_IN, origin=None):
+        """Build from presentation rdata (uses dnspython; not for hot paths)."""
+        import dns.name
+        import dns.rdata
+        if isinstance(rtype, str):
+            rtype = type_value(rtype)
+        org = dns.name.from_text(origin) if origin else dns.name.root
+        rd = dns.rdata.from_text(rclass, rtype, text, origin=org)
+        return cls(name, rtype, ttl, rdata_wire(rd), rclass)
+
+    @classmethod
+    def from_dnspython(cls, name, ttl, rd):
+        """From a dnspython rdata object and an owner (text or dns.name)."""
+        return cls(str(name), rd.rdtype, ttl, rdata_wire(rd), rd.rdclass)
+
+
+def rdata_wire(rd):
+    """Uncompressed, case-kept wire form of a dnspython rdata."""
+    return rd.to_wire()
+
+
+def a_rdata(ip):
+    import socket
+    return socket.inet_pton(socket.AF_INET, ip)
+
+
+def aaaa_rdata(ip):
+    import socket
+    return socket.inet_pton(socket.AF_INET6, ip)
+
+
+def srv_rdata(priority, weight, port, target):
+    return struct.pack("!HHH", priority, weight, port) + name_to_wire(target)
+
+
+def soa_rdata(mname, rname, serial, refresh, retry, expire, minimum):
+    return (name_to_wire(mname) + name_to_wire(rname)
+            + struct.pack("!IIIII", serial, refresh, retry, expire, minimum))
+
+
+def txt_rdata(*strings):
+    out = bytearray()
+    for s in strings:
+        b = s.encode("utf-8") if isinstance(s, str) else s
+        while True:
+            chunk, b = b[:255], b[255:]
+            out.append(len(chunk))
+            out += chunk
+            if not b:
+                break
+    return bytes(out)
+
+
+def mx_rdata(pref, exchange):
+    return _H.pack(pref) + name_to_wire(exchange)
+
+
+# -- EDNS0 -------------------------------------------------------------------
+
+class EDNS:
+    """The OPT record of a query (RFC 6891)."""
+
+    __slots__ = ("size", "ttl", "options")
+
+    def __init__(self, size, ttl, options):
+        self.size = size
+        self.ttl = ttl          # ext-rcode(8) | version(8) | DO + Z (16)
+        self.options = options  # list of (code, bytes)
+
+    @property
+    def version(self):
+        return (self.ttl >> 16) & 0xFF
+
+    @property
+    def do(self):
+        return bool(self.ttl & 0x8000)
+
+    def option(self, code):
+        for c, v in self.options:
+            if c == code:
+                return v
+        return None
+
+
+def parse_options(rdata):
+    opts = []
+    i = 0
+    n = len(rdata)
+    while i < n:
+        if i + 4 > n:
+            raise FormatError("truncated EDNS option")
+        code, olen = _HH.unpack_from(rdata, i)
+        i += 4
+        if i + olen > n:
+            raise FormatError("truncated EDNS option")
+        opts.append((code, bytes(rdata[i:i + olen])))
+        i += olen
+    return opts
+
+
+def opt_wire(size, ttl, options=()):
+    """Wire form of an OPT record."""
+    rd = b"".join(_HH.pack(c, len(v)) + v for c, v in options)
+    return b"\x00" + _RRHEAD.pack(OPT, size, ttl, len(rd)) + rd
+
+
+def skip_rr(data, off):
+    """Offset past the RR at ``off`` plus its (type, class, ttl, rdata)."""
+    _, off = read_name(data, off)
+    if off + 10 > len(data):
+        raise FormatError("truncated RR")
+    rtype, rclass, ttl, rdlen = _RRHEAD.unpack_from(data, off)
+    off += 10
+    end = off + rdlen
+    if end > len(data):
+        raise FormatError("rdata overruns message")
+    return end, rtype, rclass, ttl, data[off:end]
+
+
+# -- message encoding -----------------------------------------------------
+
+def put_name(buf, wire, comp):
+    """Append uncompressed wire name ``wire`` to ``buf``, compressing
+    against ``comp`` (lower-cased wire suffix -> offset) and registering
+    the new suffixes it writes."""
+    i = 0
+    lw = wire.lower()
+    while wire[i]:
+        ptr = comp.get(lw[i:])
+        if ptr is not None:
+            buf += _H.pack(0xC000 | ptr)
+            return
+        off = len(buf)
+        if off < 0x3FFF:
+            comp[lw[i:]] = off
+        n = wire[i] + 1
+        buf += wire[i:i + n]
+        i += n
+    buf.append(0)
+
+
+def put_rr(buf, rr, comp):
+    put_name(buf, name_to_wire(rr.name), comp)
+    buf += _RRHEAD.pack(rr.rtype, rr.rclass, rr.ttl & 0xFFFFFFFF, len(rr.rdata))
+    buf += rr.rdata
+
+
+def question_comp(qwire, base=12):
+    """Compression map seeded with every suffix of the question name."""
+    lw = qwire.lower()
+    return {lw[i:]: base + i for i in wire_labels(qwire)}
+
+
+def header(msgid, flags, qd, an, ns, ar):
+    return _HEADER.pack(msgid, flags, qd, an, ns, ar)
+
+
+def unpack_header(data):
+    return _HEADER.unpack_from(data, 0)

@@ -1,0 +1,80 @@
+"""HTTP endpoints (metrics, health, ready) shared per listen address.
+
+Several plugins may serve on one address (``prometheus :9153`` in many
+blocks, health and ready on their own ports); each address gets one
+twisted.web Site whose root dispatches on the exact path.
+"""
+
+from twisted.web import resource, server
+
+
+class Root(resource.Resource):
+    """Dispatches exact paths to the registered resources; 404 otherwise."""
+
+    def __init__(self, paths):
+        resource.Resource.__init__(self)
+        self.paths = {p.encode() if isinstance(p, str) else p: r
+                      for p, (r, _owner) in paths.items()}
+
+    def getChild(self, name, request):
+        r = self.paths.get(request.path)
+        if r is not None:
+            return r
+        return resource.NoResource()
+
+    def render(self, request):
+        r = self.paths.get(request.path)
+        if r is not None:
+            return r.render(request)
+        return resource.NoResource().render(request)
+
+
+class Text(resource.Resource):
+    """A plain-text endpoint computed by ``fn() -> (status, body)``."""
+
+    isLeaf = True
+
+    def __init__(self, fn):
+        resource.Resource.__init__(self)
+        self.fn = fn
+
+    def render_GET(self, request):
+        status, body = self.fn()
+        request.setResponseCode(status)
+        request.setHeader(b"content-type", b"text/plain; charset=utf-8")
+        return body.encode() if isinstance(body, str) else body
+
+    render_HEAD = render_GET
+
+
+def split_address(address, default_port):
+    """(host, port) from ':8080', '127.0.0.1:8080', '[::1]:8080' or ''."""
+    if not address:
+        return "", default_port
+    if address.startswith("["):
+        host, _, port = address[1:].partition("]")
+        port = port.lstrip(":")
+    elif address.count(":") == 1:
+        host, port = address.split(":")
+    elif ":" in address:
+        return address, default_port
+    else:
+        host, port = address, ""
+    return host, int(port) if port else default_port
+
+
+class QuietSite(server.Site):
+    """No access log: CoreDNS does not log probe and scrape requests."""
+
+    noisy = False
+
+    def log(self, request):
+        pass
+
+
+def serve(reactor, address, paths):
+    """Listen on ``address`` ("host:port") with the given path table."""
+    host, port = split_address(address, 0)
+    site = QuietSite(Root(paths))
+    site.displayTracebacks = False
+    return reactor.listenTCP(port, site, interface=host)

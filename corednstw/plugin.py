@@ -1,0 +1,151 @@
+"""The chain contract every plugin implements.
+
+A plugin is a resolver class in an ordered chain (twisted.names' chain idea,
+extended).  The server calls ``serve(request)``; a plugin answers with a
+``Response``, passes the request on with ``self.next.serve(request)``, or
+returns a Deferred that fires with a Response.  Results are synchronous
+whenever possible: a Deferred per plugin per query costs more than the whole
+per-query budget.  ``None`` means "nothing written": the server then answers
+SERVFAIL, as CoreDNS does when no plugin writes.
+
+Plugin modules live in ``corednstw.plugins.<directive>`` and expose
+``setup(directive, block) -> Plugin`` (see config.py).  A plugin that only
+configures something (bind, root, health, ...) sets ``in_chain = False`` and
+is kept out of the request path.
+"""
+
+from twisted.internet import defer
+
+from corednstw import dnswire as w
+from corednstw.request import Response
+
+
+def _normalize(name):
+    from corednstw import zones
+    return zones.normalize(name)
+
+
+def match(zones, qname):
+    """The longest zone of ``zones`` containing ``qname`` (both lower-case
+    FQDNs), or None.  CoreDNS's plugin.Zones.Matches."""
+    best = None
+    for z in zones:
+        if z == "." or qname == z or qname.endswith("." + z):
+            if best is None or len(z) > len(best):
+                best = z
+    return best
+
+
+def then(result, fn, *args):
+    """Apply ``fn(result, *args)`` now, or when the Deferred fires.
+
+    Middleware uses this so the synchronous path stays free of Deferreds.
+    """
+    if isinstance(result, defer.Deferred):
+        return result.addCallback(fn, *args)
+    return fn(result, *args)
+
+
+class Plugin:
+    """Base class: a link of the chain.
+
+    Attributes: ``name`` (the directive), ``next`` (the following plugin, or
+    the chain's end), ``block`` (the server block it belongs to), ``zones``
+    (the plugin's own zones: its arguments or the block's keys).
+    """
+
+    name = "plugin"
+    #: False for configuration-only plugins (not placed in the chain).
+    in_chain = True
+    #: True when CoreDNS refuses the directive twice in one server block.
+    once = True
+
+    next = None
+    block = None
+    zones = ()
+
+    def serve(self, req):
+        return self.next.serve(req)
+
+    # Life cycle -------------------------------------------------------------
+
+    def start(self):
+        """Called when the configuration goes live (may return a Deferred)."""
+
+    def stop(self):
+        """Called when the configuration is retired (may return a Deferred)."""
+
+    # Helpers for subclasses -------------------------------------------------
+
+    def match_zone(self, qname):
+        """The longest of the plugin's zones that contains ``qname``."""
+        return match(self.zones, qname)
+
+    def respond(self, req, rcode=w.NOERROR, answer=None, authority=None,
+                additional=None, aa=True):
+        """A Response written by this plugin."""
+        return Response(rcode, answer, authority, additional, aa=aa,
+                        plugin=self.name)
+
+    def __repr__(self):
+        return "<%s %s>" % (type(self).__name__, " ".join(self.zones))
+
+
+class End(Plugin):
+    """The end of every chain: nothing was written."""
+
+    name = ""
+
+    def serve(self, req):
+        return None
+
+
+END = End()
+
+
+class Fallthrough:
+    """The ``fallthrough [ZONES...]`` option: which NXDOMAIN answers go on
+    to the next plugin instead of to the client."""
+
+    __slots__ = ("zones",)
+
+    def __init__(self, zones=None):
+        self.zones = zones  # None: off; [] or ['.']: everything
+
+    @classmethod
+    def parse(cls, args):
+        if not args:
+            return cls(["."])
+        out = []
+        for a in args:
+            out.extend(_normalize(a))
+        return cls(out)
+
+    def through(self, qname):
+        """True when an NXDOMAIN for ``qname`` should fall through."""
+        z = self.zones
+        if z is None:
+            return False
+        if not z or "." in z:
+            return True
+        return match(z, qname) is not None
+
+    def __bool__(self):
+        return self.zones is not None
+
+
+def zones_from_args(args, block):
+    """A plugin's zones: its arguments (CIDRs expanded) or the block's keys."""
+    if not args:
+        return list(block.zones)
+    out = []
+    for a in args:
+        out.extend(_normalize(a))
+    return out
+
+
+class Readiness:
+    """Mixin for plugins that report readiness to the ``ready`` plugin."""
+
+    def ready(self):
+        return True

@@ -1,0 +1,94 @@
+"""prometheus: counts every query of the block and serves /metrics.
+
+``prometheus [ADDRESS]`` (default localhost:9153).  Middleware: it passes the
+query on, then records the answer in the core families (corednstw.vars).
+The metrics endpoint is shared by every block naming the same address.
+"""
+
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry
+from prometheus_client import PlatformCollector, ProcessCollector
+from prometheus_client import generate_latest
+
+from corednstw import config as configlib
+from corednstw import dnswire as w
+from corednstw import httpd
+from corednstw import metrics
+from corednstw import vars
+from corednstw.plugin import Plugin, then
+
+DEFAULT_ADDRESS = "localhost:9153"
+
+_registry = None
+
+
+def registry():
+    """One registry: our collector plus process/platform metrics."""
+    global _registry
+    if _registry is None:
+        r = CollectorRegistry(auto_describe=False)
+        r.register(metrics.Collector())
+        ProcessCollector(registry=r)
+        PlatformCollector(registry=r)
+        _registry = r
+    return _registry
+
+
+class MetricsResource(httpd.Text):
+    def __init__(self):
+        httpd.Text.__init__(self, None)
+
+    def render_GET(self, request):
+        body = generate_latest(registry())
+        request.setHeader(b"content-type", CONTENT_TYPE_LATEST.encode())
+        return body
+
+    render_HEAD = render_GET
+
+
+class Prometheus(Plugin):
+    name = "prometheus"
+
+    def __init__(self, address):
+        self.address = address
+
+    def serve(self, req):
+        return then(self.next.serve(req), self._record, req)
+
+    def _record(self, resp, req):
+        if resp is None:
+            rcode, plugin, size = w.SERVFAIL, "", 0
+        else:
+            rcode, plugin = resp.rcode, resp.plugin
+            size = len(resp.finish(req))
+        vars.report(req.server, req, req.zone, req.view, rcode, plugin, size,
+                    req.block.config.app.clock() - req.start)
+        return resp
+
+    def start(self):
+        """coredns_plugin_enabled for every plugin of the block."""
+        block = self.block
+        hosts = block.bind or [None]
+        for key in block.keys:
+            for host in hosts:
+                label = configlib.server_label(key.transport, host, key.port)
+                for p in block.plugins:
+                    vars.PLUGIN_ENABLED.set(
+                        (label, key.zone, block.view, p.name), 1)
+
+
+def setup(d, block):
+    if len(d.args) > 1:
+        raise d.arg_error()
+    if d.children:
+        raise d.error("unknown property '%s'" % d.children[0].name)
+    address = d.args[0] if d.args else DEFAULT_ADDRESS
+    _check_address(d, address)
+    block.config.handle_http(address, "/metrics", MetricsResource(), d)
+    return Prometheus(address)
+
+
+def _check_address(d, address):
+    try:
+        httpd.split_address(address, 0)
+    except ValueError:
+        raise d.error("invalid address %r" % address)

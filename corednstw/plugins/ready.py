@@ -1,0 +1,50 @@
+"""ready: /ready answers 200 OK once every plugin that reports readiness is
+ready, 503 with their sorted, comma-joined names until then.
+
+``ready [ADDRESS]`` (default :8181).  As in CoreDNS a plugin that was ready
+once is not asked again; during shutdown /ready says 503 "Shutting down".
+"""
+
+from corednstw import httpd
+from corednstw import log
+from corednstw.plugin import Plugin
+
+DEFAULT_ADDRESS = ":8181"
+
+
+class Ready(Plugin):
+    name = "ready"
+    in_chain = False
+
+    def __init__(self, address):
+        self.address = address
+        self.done = set()
+
+    def status(self):
+        app = self.block.config.app
+        if getattr(app, "lameduck", False) or not app.running:
+            return 503, "Shutting down"
+        waiting = set()
+        for p in app.config.ready_reporters():
+            if id(p) in self.done:
+                continue
+            if p.ready():
+                self.done.add(id(p))
+            else:
+                waiting.add(p.name)
+        if not waiting:
+            return 200, "OK"
+        names = ",".join(sorted(waiting))
+        log.info("ready", "Plugins not ready: %r" % names)
+        return 503, names
+
+
+def setup(d, block):
+    if len(d.args) > 1:
+        raise d.arg_error()
+    if d.children:
+        raise d.error("unknown property '%s'" % d.children[0].name)
+    address = d.args[0] if d.args else DEFAULT_ADDRESS
+    p = Ready(address)
+    block.config.handle_http(address, "/ready", httpd.Text(p.status), d)
+    return p

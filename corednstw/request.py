@@ -1,0 +1,418 @@
+"""A query as the chain sees it, and the answer a plugin gives back.
+
+``Request`` is parsed straight from the bytes: header, question and OPT only
+(see dnswire for why).  A full message is decoded lazily for the plugins that
+need one.  ``Response`` holds sections of ``dnswire.RR`` and is turned into
+bytes once, at the end of the chain (or earlier by middleware that needs the
+size), with CoreDNS's EDNS echo and truncation rules.
+"""
+
+import struct
+
+from corednstw import dnswire as w
+
+_HEADER = struct.Struct("!HHHHHH")
+_QTAIL = struct.Struct("!HH")
+_RRHEAD = struct.Struct("!HHIH")
+
+#: EDNS0 option codes the server echoes back (CoreDNS keeps none by
+#: default; plugins such as nsid register theirs with ``support_option``).
+SUPPORTED_OPTIONS = set()
+
+
+def support_option(code):
+    """Let EDNS0 option ``code`` from the query be echoed in responses."""
+    SUPPORTED_OPTIONS.add(code)
+
+
+class Request:
+    """One query: the raw bytes plus what was parsed from them.
+
+    Attributes set by ``parse``: id, flags, opcode, qname (lower-cased FQDN),
+    name (as sent, case kept), qtype, qclass, qwire (question name bytes as
+    sent), qend (offset past the question), edns (dnswire.EDNS or None),
+    arcount.  Set by the listener: client, port, proto ('udp'/'tcp'),
+    family (1/2), local (address the query arrived on), server (metrics
+    label such as 'dns://:53').  Set by the mux: zone (matched block key),
+    view, block.
+    """
+
+    __slots__ = ("data", "id", "flags", "opcode", "qname", "name", "qtype",
+                 "qclass", "qwire", "qend", "edns", "arcount", "client",
+                 "port", "proto", "family", "local", "server", "zone", "view",
+                 "block", "metadata", "depth", "_message", "tsig", "start")
+
+    def __init__(self, data, client="127.0.0.1", port=0, proto="udp",
+                 local=None, server=""):
+        self.data = data
+        self.client = client
+        self.port = port
+        self.proto = proto
+        self.family = 2 if ":" in client else 1
+        self.local = local
+        self.server = server
+        self.zone = "."
+        self.view = ""
+        self.block = None
+        self.metadata = None
+        self.depth = 0
+        self._message = None
+        self.tsig = None
+        self.edns = None
+        self.start = 0.0
+
+    # -- parsing -------------------------------------------------------------
+
+    def parse_header(self):
+        """Read the header; returns (qd, an, ns, ar) counts."""
+        self.id, self.flags, qd, an, ns, ar = _HEADER.unpack_from(self.data, 0)
+        self.opcode = (self.flags >> 11) & 0xF
+        self.arcount = ar
+        return qd, an, ns, ar
+
+    def parse_question(self, an, ns, ar):
+        """Parse the question and find the OPT record (FormatError if bad)."""
+        data = self.data
+        end = 12
+        ln = len(data)
+        # Fast path: an uncompressed question name (every sane client).
+        while True:
+            if end >= ln:
+                raise w.FormatError("question overruns message")
+            n = data[end]
+            if n == 0:
+                end += 1
+                break
+            if n & 0xC0:
+                raise w.FormatError("compressed question name")
+            end += n + 1
+        if end + 4 > ln:
+            raise w.FormatError("truncated question")
+        self.qwire = qwire = data[12:end]
+        self.qtype, self.qclass = _QTAIL.unpack_from(data, end)
+        self.qend = end + 4
+        self.name = name = _wire_text(qwire)
+        self.qname = name.lower()
+        if an or ns or ar:
+            self._parse_rest(an + ns, ar)
+
+    def _parse_rest(self, skip, ar):
+        """Walk the answer/authority/additional records for OPT and TSIG."""
+        data = self.data
+        off = self.qend
+        for _ in range(skip):
+            off = w.skip_rr(data, off)[0]
+        for _ in range(ar):
+            start = off
+            off, rtype, rclass, ttl, rdata = w.skip_rr(data, off)
+            if rtype == w.OPT:
+                if self.edns is not None:
+                    raise w.FormatError("two OPT records")
+                self.edns = w.EDNS(rclass, ttl, w.parse_options(rdata))
+            elif rtype == 250:  # TSIG: must be last; kept for the tsig plugin
+                self.tsig = start
+        if off != len(data):
+            # Trailing garbage: CoreDNS (miekg) tolerates it; so do we.
+            pass
+
+    # -- derived values --------------------------------------------------------
+
+    @property
+    def do(self):
+        """DNSSEC OK bit of the query's OPT record."""
+        e = self.edns
+        return e is not None and bool(e.ttl & 0x8000)
+
+    @property
+    def bufsize(self):
+        """The client's advertised EDNS0 size (0 without OPT), for logs."""
+        e = self.edns
+        return e.size if e is not None else 0
+
+    @property
+    def size(self):
+        """How many bytes the answer may take (CoreDNS's request.Size)."""
+        if self.proto == "tcp":
+            return w.MAX_MSG_SIZE
+        e = self.edns
+        if e is None or e.size < w.MIN_UDP_SIZE:
+            return w.MIN_UDP_SIZE
+        return e.size
+
+    @property
+    def rd(self):
+        return bool(self.flags & w.RD)
+
+    @property
+    def cd(self):
+        return bool(self.flags & w.CD)
+
+    def message(self):
+        """The whole query decoded by dnspython (lazily, then cached)."""
+        if self._message is None:
+            import dns.message
+            self._message = dns.message.from_wire(
+                self.data, ignore_trailing=True, keyring=False)
+        return self._message
+
+    def meta(self):
+        """The request's metadata dict (created on first use)."""
+        if self.metadata is None:
+            self.metadata = {}
+        return self.metadata
+
+    def copy(self, qname=None, qtype=None, data=None):
+        """A new Request for a rewritten question (for rewrite, upstream)."""
+        if data is None:
+            qwire = self.qwire if qname is None else w.name_to_wire(qname)
+            data = (self.data[:12] + qwire
+                    + _QTAIL.pack(self.qtype if qtype is None else qtype,
+                                  self.qclass)
+                    + self.data[self.qend:])
+        r = Request(data, self.client, self.port, self.proto, self.local,
+                    self.server)
+        r.family = self.family
+        qd, an, ns, ar = r.parse_header()
+        r.parse_question(an, ns, ar)
+        r.zone, r.view, r.block = self.zone, self.view, self.block
+        r.metadata, r.depth, r.start = self.metadata, self.depth, self.start
+        return r
+
+
+def _wire_text(qwire):
+    """Presentation text of an uncompressed wire name (fast for plain ASCII)."""
+    if len(qwire) == 1:
+        return "."
+    parts = []
+    i = 0
+    plain = True
+    while qwire[i]:
+        n = qwire[i]
+        lb = qwire[i + 1:i + 1 + n]
+        parts.append(lb)
+        i += n + 1
+    try:
+        text = b".".join(parts).decode("ascii")
+        plain = not any(c in text for c in '\\ ;()"@') and text.isprintable()
+        if plain:
+            for p in parts:
+                if b"." in p:
+                    plain = False
+                    break
+    except UnicodeDecodeError:
+        plain = False
+    if plain:
+        return text + "."
+    return w.read_name(qwire, 0)[0]
+
+
+def make_query(name, qtype, qclass=w.CLASS_IN, msgid=0, rd=True, edns=None,
+               do=False):
+    """Wire bytes of a query (for upstream lookups, probes and tests)."""
+    flags = w.RD if rd else 0
+    ar = 1 if edns is not None or do else 0
+    out = (w.header(msgid, flags, 1, 0, 0, ar) + w.name_to_wire(name)
+           + _QTAIL.pack(qtype, qclass))
+    if ar:
+        out += w.opt_wire(edns or 1232, 0x8000 if do else 0)
+    return out
+
+
+class Response:
+    """What a plugin answers: rcode, flags and three sections of RRs.
+
+    ``plugin`` names the plugin that wrote it (the label of
+    coredns_dns_responses_total).  ``opt`` is an OPT the answer already
+    carries (from an upstream); otherwise the query's OPT is echoed as
+    CoreDNS does.  ``wire`` caches the encoded bytes: middleware that needs
+    the size (prometheus, log) encodes early, the server reuses it.
+    """
+
+    __slots__ = ("rcode", "flags", "answer", "authority", "additional",
+                 "plugin", "opt", "wire", "raw")
+
+    def __init__(self, rcode=0, answer=None, authority=None, additional=None,
+                 aa=False, plugin="", flags=0, ra=False, tc=False):
+        self.rcode = rcode
+        self.flags = flags | (w.AA if aa else 0) | (w.RA if ra else 0) | (
+            w.TC if tc else 0)
+        self.answer = answer if answer is not None else []
+        self.authority = authority if authority is not None else []
+        self.additional = additional if additional is not None else []
+        self.plugin = plugin
+        self.opt = None
+        self.wire = None
+        self.raw = None
+
+    @property
+    def aa(self):
+        return bool(self.flags & w.AA)
+
+    @property
+    def tc(self):
+        return bool(self.flags & w.TC)
+
+    def set_flag(self, bit, on=True):
+        if on:
+            self.flags |= bit
+        else:
+            self.flags &= ~bit
+        self.wire = None
+
+    def finish(self, req):
+        """Encode for ``req`` once and return the bytes (cached)."""
+        wire = self.wire
+        if wire is None:
+            wire = self.wire = encode(req, self)
+        return wire
+
+    def __repr__(self):
+        return "<Response %s an=%d ns=%d ar=%d by %s>" % (
+            w.rcode_text(self.rcode), len(self.answer), len(self.authority),
+            len(self.additional), self.plugin or "-")
+
+
+class RawResponse(Response):
+    """A response whose wire form already exists (from an upstream or a
+    cache): the server patches the ID (and a plugin may have patched TTLs)
+    instead of encoding.  ``raw`` is a complete DNS message; its question is
+    replaced by the query's bytes so the client's case is echoed."""
+
+    __slots__ = ()
+
+    def __init__(self, raw, plugin=""):
+        super().__init__(plugin=plugin)
+        self.raw = raw
+        hdr = _HEADER.unpack_from(raw, 0)
+        self.flags = hdr[1] & 0x07F0
+        self.rcode = hdr[1] & 0xF
+
+
+def encode(req, resp):
+    """Encode ``resp`` as the answer to ``req`` (CoreDNS's SizeAndDo + Scrub).
+
+    The question is copied byte for byte from the query (0x20 case kept).
+    Owner names are compressed against the question and each other.  For
+    UDP the answer is cut to whole RRs that fit the client's size; TC is set
+    when answer or authority records had to go (miekg's Truncate rule).
+    """
+    if resp.raw is not None:
+        return _encode_raw(req, resp)
+    data = req.data
+    qend = req.qend
+    limit = req.size
+    # OPT to append: echo the query's, or keep the one the answer carries.
+    opt = b""
+    rcode = resp.rcode
+    edns = req.edns
+    if edns is not None:
+        opts = ()
+        if resp.opt is not None:
+            opts = resp.opt.options
+        elif edns.options and SUPPORTED_OPTIONS:
+            opts = [o for o in edns.options if o[0] in SUPPORTED_OPTIONS]
+        ttl = (edns.ttl & 0x8000) | ((rcode >> 4) << 24)
+        opt = w.opt_wire(edns.size, ttl, opts)
+    buf = bytearray(12)
+    buf += data[12:qend]
+    comp = None
+    counts = [0, 0, 0]
+    budget = limit - len(opt)
+    truncated = False
+    for si, section in enumerate((resp.answer, resp.authority,
+                                  resp.additional)):
+        if not section:
+            continue
+        if comp is None:
+            comp = w.question_comp(req.qwire)
+        for rr in section:
+            mark = len(buf)
+            w.put_rr(buf, rr, comp)
+            if len(buf) > budget:
+                # Names registered by the cut RR point past the end, but
+                # nothing is written after this, so comp is not reused.
+                del buf[mark:]
+                if si < 2:
+                    truncated = True
+                break
+            counts[si] += 1
+        else:
+            continue
+        break
+    flags = (w.QR | (req.flags & (w.RD | w.CD)) | (req.opcode << 11)
+             | (resp.flags & 0x07F0) | (rcode & 0xF))
+    if truncated:
+        flags |= w.TC
+    ar = counts[2]
+    if opt:
+        buf += opt
+        ar += 1
+    struct.pack_into("!HHHHHH", buf, 0, req.id, flags, 1, counts[0],
+                     counts[1], ar)
+    return bytes(buf)
+
+
+def _encode_raw(req, resp):
+    """Send a ready-made message: patch ID, flags from the response object,
+    and the question bytes; truncate for UDP if needed."""
+    raw = resp.raw
+    try:
+        qd = _HEADER.unpack_from(raw, 0)[2]
+        off = 12
+        if qd == 1:
+            off = w.read_name(raw, 12)[1] + 4
+        body = raw[off:]
+    except w.FormatError:
+        body = raw[12:]
+        qd = 1
+    hdr = bytearray(raw[:12])
+    flags = (w.QR | (req.flags & (w.RD | w.CD)) | (req.opcode << 11)
+             | (resp.flags & 0x07F0) | (resp.rcode & 0xF))
+    struct.pack_into("!HH", hdr, 0, req.id, flags)
+    if qd != 1:
+        struct.pack_into("!H", hdr, 4, 1)
+    out = bytes(hdr) + req.data[12:req.qend] + body
+    if qd != 1 or len(out) > req.size:
+        # Compression pointers past the question may have shifted or the
+        # answer is too big: re-encode through the structured path.
+        return encode(req, parse_response(out, req))
+    return out
+
+
+def parse_response(data, req=None):
+    """Decode a whole response into a Response (for upstream answers that
+    need re-encoding, and for tests)."""
+    msgid, flags, qd, an, ns, ar = _HEADER.unpack_from(data, 0)
+    off = 12
+    for _ in range(qd):
+        off = w.read_name(data, off)[1] + 4
+    resp = Response(rcode=flags & 0xF, flags=flags & 0x07F0)
+    sections = (resp.answer, resp.authority, resp.additional)
+    for si, count in enumerate((an, ns, ar)):
+        for _ in range(count):
+            name, noff = w.read_name(data, off)
+            rtype, rclass, ttl, rdlen = _RRHEAD.unpack_from(data, noff)
+            rstart = noff + 10
+            rdata = data[rstart:rstart + rdlen]
+            if rtype == w.OPT:
+                resp.opt = w.EDNS(rclass, ttl, w.parse_options(rdata))
+                resp.rcode |= ((ttl >> 24) & 0xFF) << 4
+            else:
+                rdata = _decompress_rdata(data, rstart, rdlen, rtype, rclass)
+                sections[si].append(w.RR(name, rtype, ttl, rdata, rclass))
+            off = rstart + rdlen
+    return resp
+
+
+# Types whose rdata may hold compressed names (RFC 3597 section 4).
+_COMPRESSIBLE = frozenset((w.NS, w.CNAME, w.SOA, w.PTR, w.MX, 3, 4, 7, 8, 9,
+                           14, 17, 18, 21, 26, w.SRV, 35, 36, w.DNAME))
+
+
+def _decompress_rdata(data, start, rdlen, rtype, rclass):
+    """Rdata with embedded compressed names expanded (so it can be moved)."""
+    if rtype not in _COMPRESSIBLE:
+        return bytes(data[start:start + rdlen])
+    import dns.rdata
+    rd = dns.rdata.from_wire(rclass, rtype, data, start, rdlen)
+    return rd.to_wire()

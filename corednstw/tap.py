@@ -1,0 +1,88 @@
+"""The twistd command line: ``twistd -n coredns -c Corefile [options]``.
+
+Mirrors CoreDNS's flags: -conf, -dns.port, -plugins, -version, -quiet, plus
+--check/--dump to validate a Corefile without serving.
+"""
+
+import os
+import sys
+
+from twisted.python import usage
+
+from corednstw import COREDNS_VERSION, __version__
+from corednstw import corefile
+from corednstw import directives
+from corednstw import log
+
+
+class Options(usage.Options):
+    synopsis = "[options]"
+    longdesc = "Serve DNS as CoreDNS does, configured by a Corefile."
+    optParameters = [
+        ["conf", "c", None,
+         "Corefile to load (default ./Corefile; 'stdin' reads standard "
+         "input)"],
+        ["dns-port", None, "53", "Port for server blocks that name none"],
+    ]
+    optFlags = [
+        ["plugins", None, "List the installed plugins and exit"],
+        ["version", "v", "Show the version and exit"],
+        ["check", None, "Set the Corefile up without serving; exit 0 or 1"],
+        ["dump", None, "With --check: print the resolved configuration"],
+        ["quiet", "q", "Quiet mode (no initialization output)"],
+    ]
+
+    def opt_version(self):
+        print("CoreDNS-%s (corednstw %s)" % (COREDNS_VERSION, __version__))
+        print("linux/python, corednstw")
+        sys.exit(0)
+
+    def postOptions(self):
+        try:
+            self["dns-port"] = int(self["dns-port"])
+        except ValueError:
+            raise usage.UsageError("--dns-port must be a number")
+        if self["plugins"]:
+            print("Server types:\n  dns\n\nCaddyfile loaders:\n  flag\n"
+                  "  default\n\nOther plugins:")
+            for name in sorted(directives.ORDER):
+                if directives.supported(name):
+                    print("  dns." + name)
+            sys.exit(0)
+        if self["conf"] is None and os.path.exists("Corefile"):
+            self["conf"] = "Corefile"
+        if self["quiet"]:
+            log.quiet = True
+        if self["check"]:
+            sys.exit(check(self["conf"], self["dns-port"], self["dump"]))
+        from corednstw.app import App
+        self.app = App(self["conf"], dns_port=self["dns-port"])
+        try:
+            self.app.config = self.app.load()
+        except corefile.CorefileError as e:
+            raise usage.UsageError(str(e))
+        except OSError as e:
+            raise usage.UsageError(str(e))
+
+
+def check(path, dns_port, dump):
+    """--check: build everything (no sockets); print errors; 0 or 1."""
+    from corednstw.app import App
+    app = App(path, dns_port=dns_port)
+    try:
+        blocks = app.parse()
+    except (corefile.CorefileError, OSError) as e:
+        print(str(e), file=sys.stderr)
+        return 1
+    if dump:
+        sys.stdout.write(corefile.dump(blocks))
+    try:
+        app.load()
+    except (corefile.CorefileError, OSError) as e:
+        print(str(e), file=sys.stderr)
+        return 1
+    return 0
+
+
+def makeService(options):
+    return options.app

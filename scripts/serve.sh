@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# Installs corednstw into a venv and serves Corefile.example on port 1053.
+set -eu
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-python3}
+[ -x .venv/bin/python ] || $PY -m venv .venv
+.venv/bin/pip install -q --upgrade pip >/dev/null 2>&1
+.venv/bin/pip install -q -e . --config-settings editable_mode=compat >/dev/null
+exec .venv/bin/twistd -n --pidfile= coredns -c "${1:-Corefile.example}"

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Installs everything the tests need (a venv with the package, Debian
+# servers the integration tests start) and runs the whole trial suite.
+# Ends with a line "N passed, N failed[, N skipped]".
+set -u
+cd "$(dirname "$0")/.."
+
+DEBS="unbound knot"
+missing=""
+for p in $DEBS; do
+  dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"
+done
+if [ -n "$missing" ]; then
+  SUDO=""
+  [ "$(id -u)" = 0 ] || SUDO="sudo"
+  $SUDO apt-get update -qq >/dev/null 2>&1
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends $missing >/dev/null 2>&1 \
+    || echo "warning: could not install:$missing" >&2
+fi
+# Debian starts these on install; the tests run their own instances.
+for svc in unbound knot etcd; do
+  (systemctl stop "$svc" || service "$svc" stop) >/dev/null 2>&1 || true
+done
+
+PY=${PYTHON:-python3}
+[ -x .venv/bin/python ] || $PY -m venv .venv
+.venv/bin/pip install -q --upgrade pip >/dev/null 2>&1
+.venv/bin/pip install -q -e '.[test]' --config-settings editable_mode=compat 2>&1 | grep -v -i "warning" >&2
+
+out=$(mktemp)
+.venv/bin/trial --reporter=text ${TRIAL_ARGS:-} "${@:-tests}" 2>&1 | tee "$out"
+status=${PIPESTATUS[0]}
+.venv/bin/python scripts/summary.py "$out"
+rm -f "$out"
+exit "$status"

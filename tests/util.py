@@ -1,0 +1,223 @@
+"""Test helpers: start the real service on port 0 and talk to it over the
+wire, from inside trial's reactor (no blocking clients: the server runs in
+the same thread)."""
+
+import os
+import socket
+import struct
+import tempfile
+
+import dns.message
+import dns.rdataclass
+import dns.rdatatype
+from twisted.internet import defer, protocol, reactor
+from twisted.internet.error import TimeoutError
+
+from corednstw import log
+from corednstw.app import App
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+class LogCapture:
+    """Collects corednstw log lines while a test runs."""
+
+    def __init__(self):
+        self.lines = []
+
+    def write(self, s):
+        self.lines.extend(x for x in s.split("\n") if x)
+
+    def flush(self):
+        pass
+
+    def text(self):
+        return "\n".join(self.lines)
+
+
+def capture_log(testcase):
+    """Route corednstw's log to a buffer for the test's duration."""
+    cap = LogCapture()
+    old = log.out
+    log.out = cap
+    testcase.addCleanup(setattr, log, "out", old)
+    return cap
+
+
+def write_files(testcase, files):
+    """Write {relative path: text} into a fresh temporary directory."""
+    d = tempfile.mkdtemp(prefix="corednstw-test-")
+    for rel, text in files.items():
+        p = os.path.join(d, rel)
+        os.makedirs(os.path.dirname(p), exist_ok=True)
+        with open(p, "w") as f:
+            f.write(text)
+    testcase.addCleanup(_rmtree, d)
+    return d
+
+
+def _rmtree(d):
+    import shutil
+    shutil.rmtree(d, ignore_errors=True)
+
+
+def start(testcase, corefile, files=None):
+    """Start an App for Corefile text (ports 0), stopped at test cleanup.
+
+    ``files`` are written beside the Corefile.  Returns the App once every
+    plugin's start() has fired (a Deferred).
+    """
+    d = write_files(testcase, dict(files or {}, Corefile=corefile))
+    path = os.path.join(d, "Corefile")
+    app = App(path, reactor=reactor, dns_port=0)
+    app.config = app.load()
+    started = app.startService()
+    testcase.addCleanup(app.stopService)
+    if isinstance(started, defer.Deferred):
+        return started.addCallback(lambda _: app)
+    return defer.succeed(app)
+
+
+class _UDPClient(protocol.DatagramProtocol):
+    def __init__(self, data, addr, timeout, count):
+        self.data = data
+        self.addr = addr
+        self.d = defer.Deferred()
+        self.replies = []
+        self.count = count
+        self.timer = reactor.callLater(timeout, self._timeout)
+
+    def startProtocol(self):
+        self.transport.write(self.data, self.addr)
+
+    def datagramReceived(self, data, addr):
+        self.replies.append(data)
+        if len(self.replies) >= self.count and not self.d.called:
+            self.timer.cancel()
+            self.d.callback(self.replies if self.count > 1 else data)
+
+    def _timeout(self):
+        if not self.d.called:
+            self.d.errback(TimeoutError("no UDP answer"))
+
+
+def send_udp(port, data, host="127.0.0.1", timeout=5, count=1):
+    """Send raw bytes over UDP; Deferred firing with the reply bytes."""
+    fam = socket.AF_INET6 if ":" in host else socket.AF_INET
+    client = _UDPClient(data, (host, port), timeout, count)
+    iface = "::" if fam == socket.AF_INET6 else ""
+    listening = reactor.listenUDP(0, client, interface=iface)
+
+    def done(r):
+        listening.stopListening()
+        return r
+    return client.d.addBoth(done)
+
+
+class _TCPClient(protocol.Protocol):
+    def __init__(self, messages, count):
+        self.messages = messages
+        self.count = count
+        self.buf = b""
+        self.replies = []
+        self.d = defer.Deferred()
+
+    def connectionMade(self):
+        self.transport.write(b"".join(
+            struct.pack("!H", len(m)) + m for m in self.messages))
+
+    def dataReceived(self, data):
+        self.buf += data
+        while len(self.buf) >= 2:
+            n = struct.unpack("!H", self.buf[:2])[0]
+            if len(self.buf) < 2 + n:
+                break
+            self.replies.append(self.buf[2:2 + n])
+            self.buf = self.buf[2 + n:]
+        if len(self.replies) >= self.count and not self.d.called:
+            self.transport.loseConnection()
+            self.d.callback(self.replies)
+
+    def connectionLost(self, reason):
+        if not self.d.called:
+            self.d.callback(self.replies)
+
+
+def send_tcp(port, messages, host="127.0.0.1", count=None, timeout=5):
+    """Send framed messages on one TCP connection; Deferred firing with the
+    list of replies (after ``count`` replies or when the server closes)."""
+    if isinstance(messages, bytes):
+        messages = [messages]
+    client = _TCPClient(messages, len(messages) if count is None else count)
+    factory = protocol.ClientFactory.forProtocol(lambda: client)
+    reactor.connectTCP(host, port, factory, timeout=timeout)
+    timer = reactor.callLater(timeout, lambda: client.d.called or
+                              client.d.errback(TimeoutError("TCP")))
+
+    def done(r):
+        if timer.active():
+            timer.cancel()
+        return r
+    return client.d.addBoth(done)
+
+
+def make_query(name, rdtype="A", rdclass="IN", **kw):
+    """A dnspython query message (id kept for matching)."""
+    return dns.message.make_query(name, rdtype, rdclass, **kw)
+
+
+@defer.inlineCallbacks
+def query(port, name, rdtype="A", proto="udp", host="127.0.0.1", **kw):
+    """Ask ``name``/``rdtype`` and return the parsed dnspython answer."""
+    q = make_query(name, rdtype, **kw) if isinstance(name, str) else name
+    wire = q.to_wire()
+    if proto == "udp":
+        data = yield send_udp(port, wire, host)
+    else:
+        data = (yield send_tcp(port, wire, host))[0]
+    defer.returnValue(dns.message.from_wire(data, ignore_trailing=True))
+
+
+def http_get(port, path, host="127.0.0.1"):
+    """GET over real HTTP; Deferred firing with (status, body text)."""
+    from twisted.web.client import Agent, readBody
+    agent = Agent(reactor)
+    d = agent.request(b"GET", ("http://%s:%d%s" % (host, port, path)).encode())
+
+    def got(resp):
+        return readBody(resp).addCallback(
+            lambda body: (resp.code, body.decode()))
+    return d.addCallback(got)
+
+
+def rrs(msg, section="answer"):
+    """Sorted text lines of a section, for exact comparisons."""
+    out = []
+    for rrset in getattr(msg, section):
+        for rd in rrset:
+            out.append("%s %d %s %s %s" % (
+                rrset.name, rrset.ttl, dns.rdataclass.to_text(rrset.rdclass),
+                dns.rdatatype.to_text(rrset.rdtype), rd.to_text()))
+    return sorted(out)
+
+
+def wait_for(predicate, timeout=10.0, interval=0.01):
+    """Deferred that fires when ``predicate()`` is true (polled on the
+    reactor; fails after ``timeout``).  For conditions, never fixed sleeps."""
+    d = defer.Deferred()
+    deadline = reactor.seconds() + timeout
+
+    def check():
+        try:
+            ok = predicate()
+        except Exception as e:
+            d.errback(e)
+            return
+        if ok:
+            d.callback(ok)
+        elif reactor.seconds() > deadline:
+            d.errback(TimeoutError("condition not met"))
+        else:
+            reactor.callLater(interval, check)
+    check()
+    return d

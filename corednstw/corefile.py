@@ -1,0 +1,589 @@
+"""The Corefile grammar: CoreDNS's dialect of the (version 1) Caddyfile.
+
+A Corefile is a list of server blocks.  Each starts with one or more keys
+(zones with an optional scheme and port, separated by spaces, or by commas
+that may continue the key list on the next line), then its directives inside
+``{ ... }``.  A file whose only block has no braces is that one block.
+
+Lexing follows Caddy v1, because a Corefile that CoreDNS reads must read the
+same here:
+
+* tokens are split on whitespace; ``#`` starts a comment anywhere outside
+  quotes (``foo#bar`` is the token ``foo``);
+* a token that *starts* with ``"`` runs to the next unescaped ``"`` and may
+  span lines; inside it only ``\\"`` is an escape (other backslashes stay).
+  Quotes in the middle of a token are literal.  There are no backquotes;
+* a logical line ends where the next token begins on a later line than the
+  previous token ended, so a multi-line quoted token continues its line;
+* ``{$VAR}`` and ``{%VAR%}`` are replaced from the environment anywhere in
+  a token (unset is empty) after lexing, so a value never splits a token.
+
+Snippets ``(name) { ... }`` are defined at top level and replayed by
+``import name``; otherwise ``import`` takes one file path or a glob with one
+wildcard, relative to the file holding the ``import``.  Imports work at top
+level (whole server blocks) and at the start of any line inside a block.  An
+import chain that comes back to a file or snippet already being expanded is
+an error (CoreDNS only stops at an expansion cap; naming the cycle is
+kinder).  Errors carry the file and line of the offending token, in
+CoreDNS's words.
+
+The parser only parses.  Keys are resolved to ``ZoneAddr`` (CIDRs expanded,
+default port per transport) but transports are not judged, duplicate keys
+are left to :func:`check_duplicates`, and directives are checked only for
+being known directive names.
+
+Dump format (``dump``), one item per line, two-space indentation::
+
+    listeners
+      dns :53 <- blocks 2 3          one line per (transport, port): a socket set
+    block 1 Corefile:4               block number, where its first key is
+      key dns://example.org.:53 <- example.org
+      chain                          directives in chain order (stable for repeats)
+        log . "{remote}" @ Corefile:5 [not supported yet]
+        forward . 1.1.1.1 { @ Corefile:6
+          max_fails 3 @ Corefile:7
+        }
+
+``@ file:line`` gives where each directive (or block line) was written,
+snippet and file imports expanded; files are shown relative to the main
+Corefile's directory when below it.  Args are quoted only when needed.
+"""
+
+import glob
+import os
+import re
+import sys
+from dataclasses import dataclass, field
+
+from corednstw import directives as _directives
+from corednstw import zones as _zones
+
+MAX_SNIPPET_EXPANSIONS = 10000
+MAX_FILE_EXPANSIONS = 100000
+
+
+class CorefileError(Exception):
+    """A Corefile that cannot be used, located at ``file:line``."""
+
+    def __init__(self, file, line, message, directive=None,
+                 kind="Error during parsing"):
+        super().__init__(file, line, message)
+        self.file, self.line, self.message = file, line, message
+        self.directive = directive
+        self.kind = kind
+
+    def __str__(self):
+        return "%s:%d - %s: %s" % (self.file, self.line, self.kind, self.message)
+
+
+@dataclass(eq=False)
+class Directive:
+    """One line of a server block (or of a directive's block).
+
+    ``plugin`` is the top-level directive this line belongs to, so errors
+    raised from a child line still name the plugin.
+    """
+    name: str
+    args: list
+    children: list
+    file: str
+    line: int
+    plugin: str = ""
+
+    def __post_init__(self):
+        self.plugin = self.plugin or self.name
+
+    def error(self, msg):
+        """An error at this line, prefixed like CoreDNS's plugin errors."""
+        return CorefileError(self.file, self.line,
+                             "plugin/%s: %s" % (self.plugin, msg), self.plugin)
+
+    def arg_error(self, after=None):
+        """CoreDNS's wrong-argument-count error, after the last token read
+        (by default the last token of this line)."""
+        if after is None:
+            after = self.args[-1] if self.args else self.name
+        return self.error(
+            "Wrong argument count or unexpected line ending after '%s'" % after)
+
+
+@dataclass(frozen=True)
+class ZoneAddr:
+    """A resolved server block key; equal when transport, zone and port are."""
+    transport: str
+    zone: str
+    port: str
+    key: str = field(default="", compare=False)
+
+    def __str__(self):
+        return "%s://%s:%s" % (self.transport, self.zone, self.port)
+
+
+@dataclass(eq=False)
+class ServerBlock:
+    """Keys (CIDRs expanded) and directives in Corefile order.  ``root`` is
+    the main Corefile this block was read from (for relative display)."""
+    keys: list
+    directives: list
+    file: str
+    line: int
+    root: str = ""
+
+
+@dataclass(eq=False, slots=True)
+class _Token:
+    text: str
+    file: str
+    line: int
+    nl: bool        # starts a logical line
+
+
+_LEX_RE = re.compile(r'''
+    (?P<nl>\n) | [^\S\n]+ | \#[^\n]* |
+    "(?P<q>(?:[^"\\]|\\.)*)(?P<qend>"|\\?\Z) |
+    (?P<bare>[^\s\#]+)
+''', re.X | re.S)
+_ESC_RE = re.compile(r"\\(.)", re.S)
+
+
+def _unescape(m):
+    return '"' if m.group(1) == '"' else m.group(0)
+
+
+def tokenize(text, filename):
+    """Lex ``text`` into tokens carrying file, line and a start-of-line flag."""
+    if text.startswith("\ufeff"):
+        text = text[1:]
+    tokens = []
+    line = 1
+    end_line = 0            # line on which the previous token ended
+    for m in _LEX_RE.finditer(text):
+        if m.group("nl"):
+            line += 1
+            continue
+        q = m.group("q")
+        if q is not None:
+            value = _ESC_RE.sub(_unescape, q) if "\\" in q else q
+            if not m.group("qend") == '"' and not value:
+                continue        # unterminated empty quote at EOF: no token
+        else:
+            value = m.group("bare")
+            if value is None:
+                continue        # blanks or a comment
+        tokens.append(_Token(value, filename, line, line > end_line))
+        if q is not None:
+            line += q.count("\n")
+        end_line = line
+    return tokens
+
+
+_ENV_PCT = re.compile(r"\{%(.+?)%\}", re.S)
+_ENV_DOLLAR = re.compile(r"\{\$([^}]+)\}")
+
+
+def expand_env(s, env):
+    """Replace ``{%VAR%}`` then ``{$VAR}`` (unset: empty string)."""
+    if "{" not in s:
+        return s
+    s = _ENV_PCT.sub(lambda m: env.get(m.group(1), ""), s)
+    return _ENV_DOLLAR.sub(lambda m: env.get(m.group(1), ""), s)
+
+
+class _Frame:
+    """Tokens being read: the main file, an imported file or a snippet."""
+    __slots__ = ("tokens", "i", "source")
+
+    def __init__(self, tokens, source):
+        self.tokens, self.i, self.source = tokens, 0, source
+
+
+class _Parser:
+    def __init__(self, text, filename, env):
+        self.env = env
+        self.root = filename
+        self.snippets = {}
+        self.frames = [_Frame(tokenize(text, filename),
+                              ("file", os.path.realpath(filename)))]
+        self.last = None
+        self.expand_imports = True
+        self.snippet_expansions = self.file_expansions = 0
+
+    # -- errors ---------------------------------------------------------
+    @staticmethod
+    def err(tok, msg, directive=None):
+        return CorefileError(tok.file, tok.line, msg, directive)
+
+    @staticmethod
+    def syntax_err(tok, expected):
+        return CorefileError(
+            tok.file, tok.line,
+            "Unexpected token '%s', expecting '%s'" % (tok.text, expected),
+            kind="Syntax error")
+
+    # -- token stream ---------------------------------------------------
+    def peek(self):
+        """The next token, with ``import`` lines expanded in place."""
+        frames = self.frames
+        while frames:
+            f = frames[-1]
+            if f.i >= len(f.tokens):
+                frames.pop()
+                continue
+            tok = f.tokens[f.i]
+            if self.expand_imports and tok.nl and tok.text == "import":
+                self.do_import(f)
+                continue
+            return tok
+        return None
+
+    def next(self):
+        tok = self.peek()
+        if tok is not None:
+            self.frames[-1].i += 1
+            self.last = tok
+        return tok
+
+    def do_import(self, f):
+        imp = f.tokens[f.i]
+        f.i += 1
+        self.last = imp
+        if f.i >= len(f.tokens) or f.tokens[f.i].nl:
+            raise self.err(imp, "Wrong argument count or unexpected line "
+                                "ending after 'import'")
+        arg = f.tokens[f.i]
+        f.i += 1
+        self.last = arg
+        pattern = expand_env(arg.text, self.env)
+        if not pattern:
+            raise self.err(arg, "Import requires a non-empty filepath")
+        if f.i < len(f.tokens) and not f.tokens[f.i].nl:
+            raise self.err(f.tokens[f.i], "Import takes only one argument "
+                                          "(glob pattern or file)")
+        if pattern in self.snippets:
+            self.snippet_expansions += 1
+            if self.snippet_expansions > MAX_SNIPPET_EXPANSIONS:
+                raise self.err(arg, "maximum snippet import depth (%d) "
+                               "exceeded" % MAX_SNIPPET_EXPANSIONS)
+            self.push(arg, [self.snippets[pattern]], [("snippet", pattern)])
+            return
+        self.file_expansions += 1
+        if self.file_expansions > MAX_FILE_EXPANSIONS:
+            raise self.err(arg, "maximum file import depth (%d) exceeded"
+                           % MAX_FILE_EXPANSIONS)
+        self.push(arg, *self.read_imports(arg, pattern))
+
+    def read_imports(self, arg, pattern):
+        """Lex the files ``pattern`` names, relative to the importing file."""
+        base = os.path.dirname(os.path.abspath(arg.file))
+        path = pattern if os.path.isabs(pattern) else os.path.join(base, pattern)
+        if (path.count("*") > 1 or path.count("?") > 1
+                or ("[" in path and "]" in path)):
+            raise self.err(arg, "Glob pattern may only contain one wildcard "
+                                "(*), but has others: %s" % path)
+        if glob.has_magic(path):
+            matches = sorted(glob.glob(path, include_hidden=True))
+        else:
+            matches = [path] if os.path.lexists(path) else []
+        if not matches:
+            if any(c in path for c in "*?[]"):
+                sys.stderr.write("[WARNING] No files matching import glob "
+                                 "pattern: %s\n" % pattern)
+            else:
+                raise self.err(arg, "File to import not found: %s" % pattern)
+        lists, sources = [], []
+        for match in matches:
+            name = os.path.abspath(match)
+            if os.path.isdir(name):
+                raise self.err(arg, "Could not import %s: is a directory" % match)
+            try:
+                with open(name, encoding="utf-8") as fh:
+                    text = fh.read()
+            except (OSError, UnicodeDecodeError) as e:
+                raise self.err(arg, "Could not import %s: %s" % (match, e))
+            lists.append(tokenize(text, name))
+            sources.append(("file", os.path.realpath(name)))
+        return lists, sources
+
+    def push(self, arg, token_lists, sources):
+        """Splice imported token lists in, refusing import cycles.  Only
+        frames already started are ancestors of the import being read
+        (the not yet started ones are its siblings from the same glob)."""
+        active = [f.source for f in self.frames if f.i > 0]
+        for toks, src in zip(token_lists, sources):
+            if src in active:
+                chain = [s[1] for s in active[active.index(src):]] + [src[1]]
+                kind = "snippet" if src[0] == "snippet" else "file"
+                cap = (MAX_SNIPPET_EXPANSIONS if kind == "snippet"
+                       else MAX_FILE_EXPANSIONS)
+                raise self.err(arg, "maximum %s import depth (%d) exceeded "
+                               "(import cycle: %s)"
+                               % (kind, cap, " -> ".join(chain)))
+        for toks, src in reversed(list(zip(token_lists, sources))):
+            if toks:
+                # whatever preceded the import, its first token opens a line
+                first = toks[0]
+                toks = [_Token(first.text, first.file, first.line, True)] + toks[1:]
+                self.frames.append(_Frame(toks, src))
+
+    # -- grammar --------------------------------------------------------
+    def parse(self):
+        blocks = []
+        while self.peek() is not None:
+            block = self.server_block()
+            if block is not None:
+                blocks.append(block)
+        return blocks
+
+    def server_block(self):
+        keys = []           # (text, token)
+        expecting = False   # a trailing comma asks for another key
+        braced = False
+        while True:
+            tok = self.next()
+            text = expand_env(tok.text, self.env)
+            if text == "{":
+                if expecting:
+                    raise self.err(tok, "Expected another address but had "
+                                        "'{' - check for extra comma")
+                braced = True
+                break
+            if text:
+                expecting = text.endswith(",")
+                keys.append((text[:-1] if expecting else text, tok))
+            nxt = self.peek()
+            if nxt is None:
+                if expecting:
+                    raise self.err(tok, "Unexpected EOF")
+                return self.make_block(keys, [])
+            if not expecting and nxt.nl:
+                break
+        if not braced and self.peek().text == "{":
+            self.next()
+            braced = True
+
+        if len(keys) == 1 and keys[0][0].startswith("(") and keys[0][0].endswith(")"):
+            self.define_snippet(keys[0][0][1:-1], braced)
+            return None
+
+        body = []
+        while True:
+            tok = self.peek()
+            if tok is None:
+                if braced:
+                    raise self.syntax_err(self.last, "}")
+                break
+            if tok.text == "}":
+                self.next()
+                break       # unbraced: a stray '}' ends the block, as in Caddy
+            body.append(self.directive(self.next(), None, 0))
+        return self.make_block(keys, body)
+
+    def define_snippet(self, name, braced):
+        if not braced:
+            raise self.syntax_err(self.peek() or self.last, "{")
+        if name in self.snippets:
+            raise self.err(self.last, "redeclaration of previously declared "
+                                      "snippet %s" % name)
+        self.expand_imports = False
+        depth, body = 1, []
+        try:
+            while True:
+                tok = self.next()
+                if tok is None:
+                    raise self.syntax_err(self.last, "}")
+                if tok.text == "}":
+                    depth -= 1
+                    if depth == 0:
+                        break
+                elif tok.text == "{":
+                    depth += 1
+                body.append(tok)
+        finally:
+            self.expand_imports = True
+        for i, tok in enumerate(body[:-1]):
+            if (tok.text == "import" and (i == 0 or tok.nl)
+                    and expand_env(body[i + 1].text, self.env) == name):
+                raise self.err(tok, "maximum snippet import depth (%d) exceeded"
+                               " (import cycle: %s -> %s)"
+                               % (MAX_SNIPPET_EXPANSIONS, name, name))
+        self.snippets[name] = body
+
+    def directive(self, tok, plugin, depth):
+        """One line: name, args up to the end of the line, and any ``{...}``
+        block opened on it (its lines become children)."""
+        name = expand_env(tok.text, self.env)
+        if plugin is None and not _directives.known(name):
+            raise self.err(tok, "Unknown directive '%s'" % name, name)
+        d = Directive(name, [], [], tok.file, tok.line, plugin or name)
+        while True:
+            nxt = self.peek()
+            if nxt is None or nxt.nl:
+                break
+            if nxt.text == "}":
+                if depth:
+                    break   # closes the enclosing block on this line
+                self.next()
+                raise self.err(nxt, "Unexpected '}' because no matching "
+                                    "opening brace", d.plugin)
+            self.next()
+            if nxt.text == "{":
+                d.children.extend(self.block(d.plugin, depth + 1))
+            else:
+                d.args.append(expand_env(nxt.text, self.env))
+        return d
+
+    def block(self, plugin, depth):
+        children = []
+        while True:
+            tok = self.next()
+            if tok is None:
+                raise self.err(self.last, "Unexpected EOF", plugin)
+            if tok.text == "}":
+                return children
+            children.append(self.directive(tok, plugin, depth))
+
+    def make_block(self, keys, body):
+        if not keys:
+            return None     # e.g. only "" as key: Caddy drops the block
+        addrs = []
+        for text, tok in keys:
+            try:
+                addrs.extend(resolve_key(text))
+            except ValueError as e:
+                raise self.err(tok, str(e))
+        first = keys[0][1]
+        return ServerBlock(addrs, body, first.file, first.line, self.root)
+
+
+def resolve_key(key):
+    """A server block key as the ZoneAddrs it stands for (ValueError with
+    CoreDNS's message when it is not a zone)."""
+    transport, rest = _zones.split_transport(key)
+    hosts, port = _zones.split_host_port(rest)
+    for h in hosts:
+        _zones.split_host_port(_zones.fqdn(h))
+    port = port or _zones.DEFAULT_PORTS[transport]
+    return [ZoneAddr(transport, _zones.normalize_name(h), port, key) for h in hosts]
+
+
+def parse(text, filename="Corefile", env=None):
+    """Parse Corefile ``text``; ``filename`` names it in errors and anchors
+    relative imports; ``env`` (default ``os.environ``) feeds ``{$VAR}``."""
+    return _Parser(text, filename, os.environ if env is None else env).parse()
+
+
+def load(path, env=None):
+    """Read and parse the Corefile at ``path`` (``stdin``: standard input;
+    its relative imports resolve against the working directory)."""
+    if path == "stdin":
+        return parse(sys.stdin.read(), "stdin", env)
+    try:
+        with open(path, encoding="utf-8") as fh:
+            text = fh.read()
+    except (OSError, UnicodeDecodeError) as e:
+        raise CorefileError(path, 0, "Could not read Corefile: %s" % e)
+    return parse(text, path, env)
+
+
+def check_duplicates(blocks, filters=None):
+    """Refuse two blocks serving the same transport, zone and port, as
+    CoreDNS does once plugins are set up.
+
+    ``filters`` is parallel to ``blocks``: per block None or
+    ``(bind_addresses, filtered)``: the addresses ``bind`` listens on (empty
+    means all) and whether the block filters queries (``view``).  Filtered
+    blocks may share a key with others; blocks bound to different addresses
+    may too, but not with an unbound block on the same zone and port.
+    """
+    registered, unbound = set(), {}
+    for i, block in enumerate(blocks):
+        spec = filters[i] if filters else None
+        addrs, filtered = spec if spec else ((), False)
+        for za in block.keys:
+            for addr in list(addrs) or [""]:
+                akey = (za.transport, za.zone, addr, za.port)
+                ukey = (za.transport, za.zone, "", za.port)
+                label = str(za) + (" on " + addr if addr else "")
+                exists = akey in registered
+                overlap = None
+                if not exists and ukey in unbound:
+                    if addr == "":
+                        overlap = unbound[ukey]
+                    elif ukey in registered:
+                        overlap = str(za)
+                if exists and not filtered:
+                    raise CorefileError(block.file, block.line, "cannot serve "
+                                        "%s - it is already defined" % label)
+                if overlap:
+                    raise CorefileError(block.file, block.line, "cannot serve "
+                                        "%s - zone overlap listener capacity "
+                                        "with %s" % (label, overlap))
+                if not filtered and not exists:
+                    registered.add(akey)
+                    unbound[ukey] = label
+
+
+# -- dump ------------------------------------------------------------------
+
+_NEEDS_QUOTES = re.compile(r'[\s"#{}]|\A\Z')
+
+
+def _quote(arg):
+    if not _NEEDS_QUOTES.search(arg):
+        return arg
+    return '"%s"' % arg.replace('"', '\\"')
+
+
+def _supported(name):
+    try:
+        return _directives.supported(name)
+    except Exception as e:   # a plugin module that fails to import
+        return "import failed: %s" % type(e).__name__
+
+
+def dump(blocks):
+    """Stable text form of parsed blocks (format in the module docstring)."""
+    def where(path, line):
+        if base:
+            full = os.path.abspath(path)
+            if full.startswith(base + os.sep):
+                path = os.path.relpath(full, base)
+        return "%s:%d" % (path, line)
+
+    def lines(d, indent, top):
+        text = " ".join([d.name] + [_quote(a) for a in d.args])
+        text += " { @ " if d.children else " @ "
+        text += where(d.file, d.line)
+        if top:
+            ok = _supported(d.name)
+            if ok is not True:
+                text += " [not supported yet%s]" % (": " + ok if ok else "")
+        out.append(indent + text)
+        for c in d.children:
+            lines(c, indent + "  ", False)
+        if d.children:
+            out.append(indent + "}")
+
+    root = next((b.root for b in blocks if b.root), "")
+    base = os.path.dirname(os.path.abspath(root)) if root else ""
+    listeners = {}
+    for n, block in enumerate(blocks, 1):
+        for za in block.keys:
+            nums = listeners.setdefault((za.transport, za.port), [])
+            if n not in nums:
+                nums.append(n)
+    out = ["listeners"]
+    for (transport, port), nums in listeners.items():
+        out.append("  %s :%s <- block%s %s" % (
+            transport, port, "s" if len(nums) > 1 else "",
+            " ".join(map(str, nums))))
+    for n, block in enumerate(blocks, 1):
+        out.append("block %d %s" % (n, where(block.file, block.line)))
+        for za in block.keys:
+            out.append("  key %s <- %s" % (za, za.key))
+        out.append("  chain")
+        order = sorted(block.directives,
+                       key=lambda d: _directives.position(d.name))
+        for d in order:
+            lines(d, "    ", True)
+    return "\n".join(out) + "\n"

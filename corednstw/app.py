@@ -7,7 +7,7 @@ starts the plugins.  ``lookup`` re-enters the whole server for plugins that
 need an answer from elsewhere in the configuration (CoreDNS's upstream).
 """
 
-import re
+import dataclasses
 import time
 
 from twisted.application import service
@@ -98,9 +98,9 @@ class App(service.Service):
             return defer.DeferredList(ds)
         return None
 
-    def _open(self, cfg):
-        """Open every listener and HTTP endpoint of ``cfg``."""
-        default = None
+    def build_muxes(self, cfg):
+        """One Mux per listener of ``cfg`` (no sockets yet)."""
+        muxes = {}
         for (transport, host, port), entries in cfg.listeners.items():
             zones = {}
             chaos = False
@@ -109,17 +109,24 @@ class App(service.Service):
                 if block.plugin("chaos") is not None:
                     chaos = True
             label = configlib.server_label(transport, host, port)
-            mux = server.Mux(self, label, zones, chaos)
+            muxes[(transport, host, port)] = server.Mux(self, label, zones,
+                                                        chaos)
+        return muxes
+
+    def _open(self, cfg):
+        """Open every listener and HTTP endpoint of ``cfg``."""
+        default = None
+        for lk, mux in self.build_muxes(cfg).items():
+            transport, host, port = lk
             bind_host = host
             if bind_host is None:
                 if default is None:
                     default = server.default_host()
                 bind_host = default
-            timeouts = _timeouts(entries)
+            timeouts = _timeouts(cfg.listeners[lk])
             udp, tcp, actual = server.listen(self.reactor, bind_host,
                                              int(port), mux, timeouts)
-            self.listeners[(transport, host, port)] = Listener(
-                mux, udp, tcp, bind_host, actual)
+            self.listeners[lk] = Listener(mux, udp, tcp, bind_host, actual)
             self.muxes.append(mux)
         for address, paths in cfg.http.items():
             self.http[address] = httpd.serve(self.reactor, address, paths)
@@ -200,14 +207,17 @@ class Listener:
 
 
 def _default_ports(blocks, dns_port):
-    """Keys without a port take --dns-port (CoreDNS's -dns.port)."""
+    """Keys that name no port take --dns-port (CoreDNS's -dns.port)."""
+    from corednstw import zones
     for sb in blocks:
+        keys = []
         for key in sb.keys:
-            given = getattr(key, "port_given", None)
-            if given is None:
-                given = re.search(r"\]?:\d+$", key.key) is not None
-            if not given and key.transport == "dns":
-                key.port = str(dns_port)
+            if key.transport == "dns":
+                rest = zones.split_transport(key.key)[1]
+                if not zones.split_host_port(rest)[1]:
+                    key = dataclasses.replace(key, port=str(dns_port))
+            keys.append(key)
+        sb.keys = keys
 
 
 def _timeouts(entries):

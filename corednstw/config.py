@@ -121,9 +121,9 @@ def _build_block(cfg, sb, index):
     for key in block.keys:
         if key.transport not in SUPPORTED_TRANSPORTS:
             raise corefile.CorefileError(
+                sb.file, sb.line,
                 "%s: transport %s:// not supported yet" % (key.key,
-                                                           key.transport),
-                sb.file, sb.line)
+                                                           key.transport))
     ordered = sorted(sb.directives, key=lambda d: directives.position(d.name))
     seen = set()
     chain = []
@@ -155,20 +155,18 @@ def _build_block(cfg, sb, index):
 
 
 def _group_listeners(cfg):
-    """One listener per (transport, address, port); blocks sharing a zone
-    on one listener must differ by a filter (bind or view)."""
+    """One listener per (transport, address, port).  Blocks may share a
+    zone on one port only when bind or view filters tell them apart
+    (corefile.check_duplicates, CoreDNS's overlap rules)."""
+    corefile.check_duplicates(
+        cfg.sources, [(tuple(b.bind or ()), bool(b.filters))
+                      for b in cfg.blocks])
     for block in cfg.blocks:
         hosts = block.bind or [None]
         for key in block.keys:
             for host in hosts:
-                lk = (key.transport, host, key.port)
-                entries = cfg.listeners.setdefault(lk, [])
-                for zone, other in entries:
-                    if (zone == key.zone and other is not block
-                            and not block.filters and not other.filters):
-                        raise corefile.CorefileError(
-                            "cannot serve %s - it is already defined"
-                            % key, block.source.file, block.source.line)
+                entries = cfg.listeners.setdefault(
+                    (key.transport, host, key.port), [])
                 if (key.zone, block) not in entries:
                     entries.append((key.zone, block))
 

@@ -1,0 +1,329 @@
+"""The response path and the block mux, as CoreDNS (on miekg/dns) behaves.
+
+Table tests go straight into the mux (no sockets); the wire tests start the
+service on port 0 and use real UDP and TCP.
+"""
+
+import struct
+
+import dns.flags
+import dns.message
+import dns.rcode
+from twisted.internet import defer
+from twisted.trial import unittest
+
+from corednstw import dnswire as w
+from corednstw import vars
+from corednstw.request import Request, Response, encode, make_query
+from tests import util
+
+HDR = struct.Struct("!HHHHHH")
+WHOAMI = ".:0 {\n    whoami\n}\n"
+
+
+def query(name="example.org.", qtype=w.A, msgid=0x1234, **kw):
+    return make_query(name, qtype, msgid=msgid, **kw)
+
+
+def header(data):
+    return HDR.unpack(data[:12])
+
+
+class MalformedTest(unittest.TestCase):
+    """miekg's accept rules: silence, NOTIMP or a header-only FORMERR."""
+
+    def setUp(self):
+        self.s = util.Direct(self, WHOAMI)
+
+    def test_short_header_is_silent(self):
+        self.assertIsNone(self.s.ask(b"\x12\x34\x01"))
+        self.assertIsNone(self.s.ask(b""))
+
+    def test_response_bit_is_silent(self):
+        q = bytearray(query())
+        q[2] |= 0x80
+        self.assertIsNone(self.s.ask(bytes(q)))
+
+    def test_other_opcode_notimp(self):
+        q = bytearray(query())
+        q[2] = (q[2] & 0x87) | (2 << 3)  # STATUS
+        r = self.s.ask(bytes(q))
+        msgid, flags, qd, an, ns, ar = header(r)
+        self.assertEqual(msgid, 0x1234)
+        self.assertEqual(flags & 0xF, w.NOTIMP)
+        self.assertEqual((flags >> 11) & 0xF, 2)
+        self.assertTrue(flags & w.QR)
+        self.assertEqual((qd, an, ns, ar), (0, 0, 0, 0))
+        self.assertEqual(len(r), 12)
+
+    def test_update_opcode_notimp(self):
+        q = bytearray(query())
+        q[2] = (q[2] & 0x87) | (5 << 3)
+        self.assertEqual(header(self.s.ask(bytes(q)))[1] & 0xF, w.NOTIMP)
+
+    def assertFormerr(self, data):
+        r = self.s.ask(data)
+        self.assertIsNotNone(r)
+        msgid, flags, qd, an, ns, ar = header(r)
+        self.assertEqual(flags & 0xF, w.FORMERR)
+        self.assertTrue(flags & w.QR)
+        self.assertEqual((qd, an, ns, ar), (0, 0, 0, 0))
+        return flags
+
+    def test_no_question(self):
+        self.assertFormerr(HDR.pack(1, 0x0100, 0, 0, 0, 0))
+
+    def test_two_questions(self):
+        q = query()
+        body = q[12:]
+        self.assertFormerr(HDR.pack(1, 0x0100, 2, 0, 0, 0) + body + body)
+
+    def test_answer_records_in_query(self):
+        # One answer RR is allowed (NOTIFY carries a SOA); two are not.
+        q = bytearray(query())
+        struct.pack_into("!H", q, 6, 2)
+        self.assertFormerr(bytes(q))
+
+    def test_authority_records_in_query(self):
+        q = bytearray(query())
+        struct.pack_into("!H", q, 8, 2)
+        self.assertFormerr(bytes(q))
+
+    def test_too_many_additional(self):
+        q = bytearray(query())
+        struct.pack_into("!H", q, 10, 3)
+        self.assertFormerr(bytes(q))
+
+    def test_truncated_question(self):
+        self.assertFormerr(query()[:-3])
+
+    def test_label_overrun(self):
+        self.assertFormerr(HDR.pack(1, 0, 1, 0, 0, 0) + b"\x3fabc")
+
+    def test_missing_additional_record(self):
+        q = bytearray(query())
+        struct.pack_into("!H", q, 10, 1)
+        self.assertFormerr(bytes(q))
+
+    def test_formerr_keeps_rd(self):
+        flags = self.assertFormerr(HDR.pack(7, w.RD, 0, 0, 0, 0))
+        self.assertTrue(flags & w.RD)
+
+    def test_notify_reaches_chain(self):
+        q = bytearray(query())
+        q[2] = (q[2] & 0x87) | (4 << 3)
+        r = dns.message.from_wire(self.s.ask(bytes(q)))
+        self.assertEqual(r.opcode(), 4)
+        self.assertEqual(r.rcode(), 0)
+        self.assertEqual(len(r.additional), 2)  # whoami answered
+
+
+class ClassAndZoneTest(unittest.TestCase):
+
+    def test_non_in_class_refused(self):
+        s = util.Direct(self, WHOAMI)
+        r = dns.message.from_wire(s.ask(query(qtype=w.TXT) [:-2]
+                                        + b"\x00\x03"))
+        self.assertEqual(r.rcode(), dns.rcode.REFUSED)
+        self.assertEqual(len(r.question), 1)
+
+    def test_no_zone_refused_and_counted_as_dropped(self):
+        s = util.Direct(self, "example.org:0 {\n    whoami\n}\n")
+        before = vars.RESPONSES.get(
+            (s.mux.label, "dropped", "", "REFUSED", ""))
+        r = s.query("example.net.")
+        self.assertEqual(r.rcode(), dns.rcode.REFUSED)
+        self.assertEqual(str(r.question[0].name), "example.net.")
+        self.assertEqual(vars.RESPONSES.get(
+            (s.mux.label, "dropped", "", "REFUSED", "")), before + 1)
+        self.assertEqual(s.query("a.example.org.").rcode(), 0)
+        self.assertEqual(s.query("example.org.").rcode(), 0)
+        # A name that only ends like the zone is not in it.
+        self.assertEqual(s.query("badexample.org.").rcode(),
+                         dns.rcode.REFUSED)
+
+    def test_longest_zone_wins(self):
+        s = util.Direct(self, """
+example.org:0 {
+    whoami
+}
+sub.example.org:0 {
+    prometheus 127.0.0.1:0
+}
+.:0 {
+    whoami
+}
+""")
+        # sub.example.org's chain has no terminal plugin: SERVFAIL.
+        self.assertEqual(s.query("a.sub.example.org.").rcode(),
+                         dns.rcode.SERVFAIL)
+        self.assertEqual(s.query("a.example.org.").rcode(), 0)
+        self.assertEqual(s.query("example.com.").rcode(), 0)
+
+    def test_ds_goes_to_parent_block(self):
+        s = util.Direct(self, """
+example.org:0 {
+    whoami
+}
+sub.example.org:0 {
+    prometheus 127.0.0.1:0
+}
+""")
+        self.assertEqual(s.query("sub.example.org.", "A").rcode(),
+                         dns.rcode.SERVFAIL)
+        r = s.query("sub.example.org.", "DS")
+        self.assertEqual(r.rcode(), 0)
+        self.assertEqual(len(r.additional), 2)
+
+    def test_ds_for_only_zone_stays(self):
+        # CoreDNS keeps the handler it found when no parent block exists.
+        s = util.Direct(self, "example.org:0 {\n    whoami\n}\n")
+        self.assertEqual(s.query("example.org.", "DS").rcode(), 0)
+
+    def test_empty_chain_servfail(self):
+        s = util.Direct(self, ".:0 {\n    prometheus 127.0.0.1:0\n}\n")
+        r = s.query("example.org.")
+        self.assertEqual(r.rcode(), dns.rcode.SERVFAIL)
+        self.assertEqual(str(r.question[0].name), "example.org.")
+
+
+class EDNSTest(unittest.TestCase):
+
+    def setUp(self):
+        self.s = util.Direct(self, WHOAMI)
+
+    def test_no_opt_without_edns(self):
+        r = self.s.query("example.org.")
+        self.assertEqual(r.edns, -1)
+
+    def test_opt_echoes_client_size_and_do(self):
+        r = self.s.query("example.org.", use_edns=0, payload=1400,
+                         want_dnssec=True)
+        self.assertEqual(r.edns, 0)
+        self.assertEqual(r.payload, 1400)
+        self.assertTrue(r.ednsflags & dns.flags.DO)
+
+    def test_unknown_options_not_echoed(self):
+        import dns.edns
+        opt = dns.edns.GenericOption(65001, b"hello")
+        r = self.s.query("example.org.", use_edns=0, options=[opt])
+        self.assertEqual(r.options, ())
+
+    def test_badvers(self):
+        q = dns.message.make_query("example.org.", "A", use_edns=1)
+        r = dns.message.from_wire(self.s.ask(q.to_wire()))
+        self.assertEqual(r.rcode(), dns.rcode.BADVERS)
+        self.assertEqual(r.edns, 0)
+        self.assertEqual(len(r.question), 1)
+        self.assertEqual(r.additional, [])
+
+
+def _big_response(name, n):
+    return Response(0, answer=[
+        w.RR(name, w.A, 300, bytes([10, 0, i // 256, i % 256]))
+        for i in range(n)], aa=True)
+
+
+def _request(wire, proto="udp"):
+    req = Request(wire, "127.0.0.1", 5353, proto)
+    qd, an, ns, ar = req.parse_header()
+    req.parse_question(an, ns, ar)
+    return req
+
+
+class EncodeTest(unittest.TestCase):
+    """Truncation and compression, sans I/O."""
+
+    def test_udp_512_truncates_whole_rrs(self):
+        req = _request(query("many.example.org."))
+        out = encode(req, _big_response("many.example.org.", 100))
+        self.assertLessEqual(len(out), 512)
+        m = dns.message.from_wire(out)
+        self.assertTrue(m.flags & dns.flags.TC)
+        # header 12 + question 22 + RRs of 16 bytes (compressed owner)
+        self.assertEqual(len(m.answer[0]), (512 - 12 - 22) // 16)
+
+    def test_edns_size_respected_and_opt_kept(self):
+        req = _request(query("many.example.org.", edns=1232))
+        out = encode(req, _big_response("many.example.org.", 100))
+        self.assertLessEqual(len(out), 1232)
+        m = dns.message.from_wire(out)
+        self.assertTrue(m.flags & dns.flags.TC)
+        self.assertEqual(m.edns, 0)
+        self.assertEqual(m.payload, 1232)
+
+    def test_tcp_not_truncated(self):
+        req = _request(query("many.example.org."), "tcp")
+        m = dns.message.from_wire(
+            encode(req, _big_response("many.example.org.", 100)))
+        self.assertFalse(m.flags & dns.flags.TC)
+        self.assertEqual(len(m.answer[0]), 100)
+
+    def test_tcp_over_64k_truncated_not_crashed(self):
+        req = _request(query("many.example.org."), "tcp")
+        out = encode(req, _big_response("many.example.org.", 5000))
+        self.assertLessEqual(len(out), 65535)
+        self.assertTrue(dns.message.from_wire(out).flags & dns.flags.TC)
+
+    def test_additional_cut_without_tc(self):
+        req = _request(query("x.example.org."))
+        resp = Response(0, answer=[w.RR("x.example.org.", w.A, 5,
+                                        b"\x01\x02\x03\x04")],
+                        additional=_big_response("y.example.org.",
+                                                 100).answer)
+        m = dns.message.from_wire(encode(req, resp))
+        self.assertFalse(m.flags & dns.flags.TC)
+        self.assertEqual(len(m.answer), 1)
+
+    def test_question_case_and_bytes_echoed(self):
+        wire = query("MiXeD.ExAmPlE.oRg.")
+        req = _request(wire)
+        out = encode(req, Response(0, answer=[
+            w.RR("mixed.example.org.", w.A, 5, b"\x01\x02\x03\x04")]))
+        self.assertEqual(out[12:len(wire)], wire[12:])
+        m = dns.message.from_wire(out)
+        # The owner name is compressed to the question: the client's case.
+        self.assertEqual(str(m.answer[0].name), "MiXeD.ExAmPlE.oRg.")
+
+    def test_flags_copied(self):
+        req = _request(make_query("a.org.", w.A, rd=True))
+        m = dns.message.from_wire(encode(req, Response(3, aa=True)))
+        self.assertTrue(m.flags & dns.flags.RD)
+        self.assertTrue(m.flags & dns.flags.AA)
+        self.assertFalse(m.flags & dns.flags.RA)
+        self.assertEqual(m.rcode(), 3)
+
+
+class WireTest(unittest.TestCase):
+    """The real listeners: UDP, TCP framing, pipelining."""
+
+    @defer.inlineCallbacks
+    def setUp(self):
+        self.app = yield util.start(self, WHOAMI)
+        self.port = self.app.port()
+
+    @defer.inlineCallbacks
+    def test_tcp_pipelined(self):
+        qs = [make_query("q%d.example.org." % i, w.A, msgid=100 + i)
+              for i in range(5)]
+        replies = yield util.send_tcp(self.port, qs)
+        self.assertEqual(sorted(header(r)[0] for r in replies),
+                         [100, 101, 102, 103, 104])
+
+    @defer.inlineCallbacks
+    def test_udp_silence_then_answer(self):
+        # A response packet gets no reply; the next query does.
+        bad = bytearray(make_query("x.org.", w.A, msgid=1))
+        bad[2] |= 0x80
+        good = make_query("x.org.", w.A, msgid=2)
+        reply = yield util.send_udp(self.port, [bytes(bad), good])
+        self.assertEqual(header(reply)[0], 2)
+
+    @defer.inlineCallbacks
+    def test_ipv6_client(self):
+        try:
+            m = yield util.query(self.port, "v6.example.org.", host="::1")
+        except Exception:
+            raise unittest.SkipTest("no IPv6 loopback on this host")
+        self.assertEqual(util.rrs(m, "additional")[1],
+                         "v6.example.org. 0 IN AAAA ::1")

@@ -11,7 +11,7 @@ import dataclasses
 import time
 
 from twisted.application import service
-from twisted.internet import defer
+from twisted.internet import defer, task
 
 from corednstw import config as configlib
 from corednstw import corefile
@@ -19,6 +19,7 @@ from corednstw import dnswire as w
 from corednstw import httpd
 from corednstw import log
 from corednstw import server
+from corednstw.durations import format_duration
 from corednstw.request import Request, make_query, parse_response
 
 DEFAULT_COREFILE = ".:%d {\n    whoami\n    log\n}\n"
@@ -57,11 +58,12 @@ class App(service.Service):
                                   "Corefile")
         return corefile.load(self.path)
 
-    def load(self):
-        """Parse and build; raises CorefileError.  Nothing is started."""
+    def load(self, errors=None):
+        """Parse and build; raises CorefileError.  Nothing is started.
+        ``errors``: collect every directive error there (--check)."""
         blocks = self.parse()
         _default_ports(blocks, self.dns_port)
-        return configlib.build(self, self.path or "Corefile", blocks)
+        return configlib.build(self, self.path or "Corefile", blocks, errors)
 
     # -- service ---------------------------------------------------------------
 
@@ -70,18 +72,56 @@ class App(service.Service):
         if self.config is None:
             self.config = self.load()
         self._open(self.config)
+        self._banner(self.config)
         return self._start_plugins(self.config)
 
+    def _banner(self, cfg):
+        """What CoreDNS prints at start: the server keys, then the version."""
+        from corednstw import COREDNS_VERSION
+        seen = []
+        for block in cfg.blocks:
+            for key in block.keys:
+                text = "%s:%s" % (key.zone, key.port)
+                if key.transport != "dns":
+                    text = key.transport + "://" + text
+                if text not in seen:
+                    seen.append(text)
+        for text in seen + ["CoreDNS-%s" % COREDNS_VERSION,
+                            "linux/python, corednstw"]:
+            if not log.quiet:
+                log.raw(text)
+
     def stopService(self):
+        """Shut down: lameduck first (health's ``lameduck``: keep serving,
+        /health 200, /ready 503), then close listeners and stop plugins."""
         service.Service.stopService(self)
-        ds = [defer.maybeDeferred(p.stop) for p in self.config.plugins()]
+        self.lameduck = True
+        duck = self._lameduck()
+        if duck > 0:
+            log.info("health", "Going into lameduck mode for %s"
+                     % format_duration(duck))
+            return task.deferLater(self.reactor, duck, self._shutdown)
+        return self._shutdown()
+
+    def _lameduck(self):
+        if self.config is None:
+            return 0.0
+        return max([getattr(p, "lameduck", 0.0) or 0.0
+                    for p in self.config.plugins()] or [0.0])
+
+    def _shutdown(self):
+        ds = []
         for lst in self.listeners.values():
             ds.append(defer.maybeDeferred(lst.udp.stopListening))
             ds.append(defer.maybeDeferred(lst.tcp.stopListening))
         for site in self.http.values():
             ds.append(defer.maybeDeferred(site.stopListening))
+        if self.config is not None:
+            ds.extend(defer.maybeDeferred(p.stop)
+                      for p in self.config.plugins())
         self.listeners = {}
         self.http = {}
+        self.muxes = []
         return defer.DeferredList(ds)
 
     def _start_plugins(self, cfg):

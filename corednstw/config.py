@@ -107,31 +107,43 @@ class Config:
         return seen
 
 
-def build(app, path, blocks):
-    """Set up every block; CorefileError on the first problem."""
+def build(app, path, blocks, errors=None):
+    """Set up every block; CorefileError on the first problem.
+
+    With an ``errors`` list (``--check``), every directive error is
+    collected there and the build goes on, so all of them are reported.
+    """
     cfg = Config(app, path, blocks)
     for i, sb in enumerate(blocks):
-        cfg.blocks.append(_build_block(cfg, sb, i))
+        cfg.blocks.append(_build_block(cfg, sb, i, errors))
+    if errors:
+        raise errors[0]
     _group_listeners(cfg)
     return cfg
 
 
-def _build_block(cfg, sb, index):
+def _build_block(cfg, sb, index, errors=None):
     block = Block(sb, cfg, index)
     for key in block.keys:
         if key.transport not in SUPPORTED_TRANSPORTS:
-            raise corefile.CorefileError(
+            e = corefile.CorefileError(
                 sb.file, sb.line,
                 "%s: transport %s:// not supported yet" % (key.key,
                                                            key.transport))
+            if errors is None:
+                raise e
+            errors.append(e)
     ordered = sorted(sb.directives, key=lambda d: directives.position(d.name))
     seen = set()
     chain = []
     for d in ordered:
-        mod = directives.load(d.name)
-        if mod is None:
-            raise d.error("not supported yet")
-        plugin = mod.setup(d, block)
+        try:
+            plugin = _setup(d, block)
+        except corefile.CorefileError as e:
+            if errors is None:
+                raise
+            errors.append(e)
+            continue
         if plugin is None:
             continue
         if getattr(plugin, "once", True) and d.name in seen:
@@ -152,6 +164,13 @@ def _build_block(cfg, sb, index):
         nxt = p
     block.chain = nxt
     return block
+
+
+def _setup(d, block):
+    mod = directives.load(d.name)
+    if mod is None:
+        raise d.error("not supported yet")
+    return mod.setup(d, block)
 
 
 def _group_listeners(cfg):

@@ -53,3 +53,28 @@ def fatal(plugin, msg):
 def raw(line):
     """A line with no level prefix (the log plugin's query lines)."""
     _write(line)
+
+
+def observer_factory():
+    """twistd's --logger: Twisted's own events in CoreDNS's style.
+
+    Informational chatter ("Starting protocol", "reactor class: ...") is
+    not something CoreDNS prints, so only warnings and errors pass, as
+    ``[WARNING] ...``/``[ERROR] ...`` lines without a timestamp.
+    """
+    from twisted.logger import ILogObserver, LogLevel, formatEvent
+    from zope.interface import provider
+
+    @provider(ILogObserver)
+    def observe(event):
+        level = event.get("log_level")
+        failure = event.get("log_failure")
+        if failure is None and (level is None or level < LogLevel.warn):
+            return
+        text = formatEvent(event)
+        name = "ERROR" if failure is not None or level >= LogLevel.error \
+            else "WARNING"
+        if failure is not None:
+            text = (text + "\n" if text else "") + failure.getTraceback()
+        _write("[%s] %s" % (name, text.rstrip("\n")))
+    return observe

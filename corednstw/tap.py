@@ -55,14 +55,17 @@ class Options(usage.Options):
             log.quiet = True
         if self["check"]:
             sys.exit(check(self["conf"], self["dns-port"], self["dump"]))
+        if self.parent is not None and not self.parent.get("logger"):
+            self.parent["logger"] = "corednstw.log.observer_factory"
         from corednstw.app import App
         self.app = App(self["conf"], dns_port=self["dns-port"])
         try:
             self.app.config = self.app.load()
-        except corefile.CorefileError as e:
-            raise usage.UsageError(str(e))
-        except OSError as e:
-            raise usage.UsageError(str(e))
+        except (corefile.CorefileError, OSError) as e:
+            # As CoreDNS: the error alone, on stdout, and exit 1 (no usage
+            # text: the command line was fine, the Corefile was not).
+            print(str(e), flush=True)
+            sys.exit(1)
 
 
 def check(path, dns_port, dump):
@@ -72,17 +75,22 @@ def check(path, dns_port, dump):
     try:
         blocks = app.parse()
     except (corefile.CorefileError, OSError) as e:
-        print(str(e), file=sys.stderr)
+        print(str(e))
         return 1
     if dump:
         sys.stdout.write(corefile.dump(blocks))
+    errors = []
     try:
-        app.load()
+        app.load(errors)
     except (corefile.CorefileError, OSError) as e:
-        print(str(e), file=sys.stderr)
+        for err in errors or [e]:
+            print(str(err))
         return 1
     return 0
 
 
 def makeService(options):
+    from twisted.internet import reactor
+    from corednstw import signals
+    reactor.callWhenRunning(signals.install, options.app)
     return options.app

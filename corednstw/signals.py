@@ -1,0 +1,36 @@
+"""Signals as CoreDNS handles them.
+
+SIGTERM and SIGINT: graceful shutdown (lameduck honoured by App.stopService),
+exit status 0.  SIGQUIT: stop at once.  SIGUSR1: reload the Corefile (when
+the App supports it).  Installed once the reactor runs, replacing twistd's
+handlers, which would re-raise the signal and exit with -15.
+"""
+
+import os
+import signal
+
+from corednstw import log
+
+
+def install(app):
+    reactor = app.reactor
+
+    def graceful(signum, _frame):
+        name = signal.Signals(signum).name
+        log.info("", "%s: Shutting down servers then terminating" % name)
+        reactor.callFromThread(reactor.stop)
+
+    def immediate(signum, _frame):
+        log.info("", "SIGQUIT: Shutting down servers immediately")
+        os._exit(0)
+
+    def reload(signum, _frame):
+        fn = getattr(app, "reload", None)
+        if fn is not None:
+            log.info("", "SIGUSR1: Reloading")
+            reactor.callFromThread(fn)
+
+    signal.signal(signal.SIGTERM, graceful)
+    signal.signal(signal.SIGINT, graceful)
+    signal.signal(signal.SIGQUIT, immediate)
+    signal.signal(signal.SIGUSR1, reload)

@@ -1,0 +1,145 @@
+"""The twistd command line, run as a real process."""
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+import dns.message
+import dns.query
+from twisted.trial import unittest
+
+from tests import util
+
+TWISTD = os.path.join(os.path.dirname(sys.executable), "twistd")
+SHARED = os.path.join(util.REPO, "tests", "corefiles", "shared")
+
+
+def run(*args, cwd=None, stdin=None):
+    return subprocess.run([TWISTD, "-n", "--pidfile=", "coredns"] + list(args),
+                          capture_output=True, text=True, cwd=cwd or util.REPO,
+                          input=stdin, timeout=60)
+
+
+def free_port():
+    """A port free for both UDP and TCP right now."""
+    for _ in range(50):
+        t = socket.socket()
+        t.bind(("127.0.0.1", 0))
+        port = t.getsockname()[1]
+        u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        try:
+            u.bind(("127.0.0.1", port))
+        except OSError:
+            continue
+        finally:
+            u.close()
+            t.close()
+        return port
+    raise RuntimeError("no free port")
+
+
+class CheckTest(unittest.TestCase):
+
+    def test_version(self):
+        r = run("--version")
+        self.assertEqual(r.returncode, 0)
+        self.assertTrue(r.stdout.startswith("CoreDNS-1.14.0"))
+
+    def test_plugins(self):
+        r = run("--plugins")
+        self.assertEqual(r.returncode, 0)
+        self.assertIn("  dns.whoami\n", r.stdout)
+
+    def test_check_ok(self):
+        d = util.write_files(self, {"Corefile": ".:1053 {\n    whoami\n}\n"})
+        r = run("--check", "-c", os.path.join(d, "Corefile"))
+        self.assertEqual((r.returncode, r.stdout), (0, ""))
+
+    def test_check_reports_every_error(self):
+        d = util.write_files(self, {"Corefile": (
+            ".:1053 {\n    whoami a\n}\nexample.org:1053 {\n"
+            "    health {\n        lameduck x\n    }\n}\n")})
+        r = run("--check", "-c", os.path.join(d, "Corefile"))
+        self.assertEqual(r.returncode, 1)
+        lines = r.stdout.splitlines()
+        self.assertEqual(len(lines), 2, r.stdout)
+        self.assertIn("Corefile:2 - Error during parsing: plugin/whoami",
+                      lines[0])
+        self.assertIn("Corefile:5 - Error during parsing: plugin/health",
+                      lines[1])
+
+    def test_check_dump_matches_golden(self):
+        # The dump through the real command equals the parser's golden
+        # file (markers of plugins built later aside).
+        env_file = os.path.join(SHARED, "multi-block.Corefile")
+        r = run("--check", "--dump", "-c", env_file)
+        golden = open(os.path.join(util.REPO, "tests", "golden",
+                                   "multi-block.dump")).read()
+        strip = lambda t: t.replace(" [not supported yet]", "")
+        dump = r.stdout[:r.stdout.index("block 4")]
+        self.assertEqual(strip(dump), strip(golden)[:len(strip(dump))])
+
+    def test_bad_corefile_exits_nonzero(self):
+        d = util.write_files(self, {"Corefile": ".:1053 {\n    whoami foo\n}\n"})
+        r = run("-c", os.path.join(d, "Corefile"))
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("Corefile:2 - Error during parsing: plugin/whoami: "
+                      "Wrong argument count", r.stdout)
+
+    def test_stdin(self):
+        r = run("--check", "-c", "stdin", stdin=".:1053 {\n    whoami\n}\n")
+        self.assertEqual(r.returncode, 0, r.stdout)
+
+
+class ServeTest(unittest.TestCase):
+    """A real twistd process: answers, then SIGTERM ends it cleanly."""
+
+    def test_serve_and_sigterm(self):
+        port = free_port()
+        d = util.write_files(self, {"Corefile": (
+            ".:%d {\n    whoami\n}\n" % port)})
+        proc = subprocess.Popen(
+            [TWISTD, "-n", "--pidfile=", "coredns", "-c",
+             os.path.join(d, "Corefile")], stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT, text=True)
+        self.addCleanup(lambda: proc.poll() is None and proc.kill())
+        q = dns.message.make_query("example.org.", "A")
+        deadline = time.monotonic() + 30
+        answer = None
+        while time.monotonic() < deadline and proc.poll() is None:
+            try:
+                answer = dns.query.udp(q, "127.0.0.1", port=port, timeout=0.5)
+                break
+            except Exception:
+                continue
+        self.assertIsNotNone(answer, "server never answered")
+        self.assertEqual(len(answer.additional), 2)
+        proc.send_signal(signal.SIGTERM)
+        out, _ = proc.communicate(timeout=30)
+        self.assertEqual(proc.returncode, 0, out)
+
+    def test_default_corefile(self):
+        # No Corefile at all: whoami and log on --dns-port.
+        port = free_port()
+        d = util.write_files(self, {})
+        proc = subprocess.Popen(
+            [TWISTD, "-n", "--pidfile=", "coredns", "--dns-port", str(port)],
+            cwd=d, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+            text=True)
+        self.addCleanup(lambda: proc.poll() is None and proc.kill())
+        q = dns.message.make_query("example.org.", "A")
+        deadline = time.monotonic() + 30
+        answer = None
+        while time.monotonic() < deadline and proc.poll() is None:
+            try:
+                answer = dns.query.udp(q, "127.0.0.1", port=port, timeout=0.5)
+                break
+            except Exception:
+                continue
+        proc.send_signal(signal.SIGTERM)
+        out, _ = proc.communicate(timeout=30)
+        self.assertIsNotNone(answer, out)
+        self.assertEqual(len(answer.additional), 2)

@@ -179,30 +179,29 @@ class Request:
         return r
 
 
+_PLAIN_BYTES = bytes(range(33, 127)).translate(None, b'.\\;()"@')
+
+
 def _wire_text(qwire):
-    """Presentation text of an uncompressed wire name (fast for plain ASCII)."""
-    if len(qwire) == 1:
+    """Presentation text of an uncompressed wire name.
+
+    Fast path: turn the length bytes into dots in one copy; a name with a
+    byte that needs escaping (or a label holding a dot) takes
+    dnswire.read_name.
+    """
+    n = len(qwire)
+    if n == 1:
         return "."
-    parts = []
-    i = 0
-    plain = True
-    while qwire[i]:
-        n = qwire[i]
-        lb = qwire[i + 1:i + 1 + n]
-        parts.append(lb)
-        i += n + 1
-    try:
-        text = b".".join(parts).decode("ascii")
-        plain = not any(c in text for c in '\\ ;()"@') and text.isprintable()
-        if plain:
-            for p in parts:
-                if b"." in p:
-                    plain = False
-                    break
-    except UnicodeDecodeError:
-        plain = False
-    if plain:
-        return text + "."
+    out = bytearray(qwire[1:])
+    i = qwire[0]
+    dots = 0
+    while i < n - 1:
+        step = out[i]
+        out[i] = 46
+        i += step + 1
+        dots += 1
+    if out.translate(None, _PLAIN_BYTES) == b"." * dots:
+        return out.decode("ascii")
     return w.read_name(qwire, 0)[0]
 
 

@@ -9,6 +9,7 @@ it).  Sockets are created here with SO_REUSEPORT and adopted by the reactor.
 """
 
 import errno
+from functools import partial
 import socket
 import struct
 import sys
@@ -214,16 +215,15 @@ class DNSDatagramProtocol(protocol.DatagramProtocol):
         host = addr[0]
         if host.startswith("::ffff:") and "." in host:
             host = host[7:]
-        sendto = self._sendto
+        self.mux.handle(data, host, addr[1], "udp", self.local,
+                        partial(self._send, addr))
 
-        def send(wire):
-            try:
-                sendto(wire, addr)
-            except OSError as e:
-                if e.errno not in _SEND_DROP:
-                    log.error("", "UDP write to %s failed: %s" % (host, e))
-
-        self.mux.handle(data, host, addr[1], "udp", self.local, send)
+    def _send(self, addr, wire):
+        try:
+            self._sendto(wire, addr)
+        except OSError as e:
+            if e.errno not in _SEND_DROP:
+                log.error("", "UDP write to %s failed: %s" % (addr[0], e))
 
 
 class DNSStreamProtocol(Int16StringReceiver, TimeoutMixin):
@@ -279,6 +279,11 @@ class DNSStreamFactory(protocol.ServerFactory):
 
 # -- sockets -----------------------------------------------------------------
 
+#: Socket buffer size asked for UDP listeners (the kernel caps it at
+#: net.core.rmem_max / wmem_max).
+UDP_BUFFER = 4 * 1024 * 1024
+
+
 def _family(host):
     return socket.AF_INET6 if ":" in host else socket.AF_INET
 
@@ -290,6 +295,13 @@ def _socket(host, port, kind):
         s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         if hasattr(socket, "SO_REUSEPORT"):
             s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+        if kind == socket.SOCK_DGRAM:
+            # Room for bursts: a full receive queue drops queries silently.
+            for opt in (socket.SO_RCVBUF, socket.SO_SNDBUF):
+                try:
+                    s.setsockopt(socket.SOL_SOCKET, opt, UDP_BUFFER)
+                except OSError:
+                    pass
         if fam == socket.AF_INET6 and host == "::":
             s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
         s.bind((host, port))

@@ -158,7 +158,13 @@ class Mux:
         except Exception:
             self._panic(req, send)
             return
+        if not wire:
+            return          # the plugin chose to write nothing
         send(wire)
+        more = getattr(resp, "more", None)
+        if more:            # further messages (zone transfers over TCP)
+            for m in more:
+                send(m)
 
     def _failed(self, failure, req, send):
         self.inflight -= 1

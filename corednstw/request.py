@@ -225,10 +225,12 @@ class Response:
     carries (from an upstream); otherwise the query's OPT is echoed as
     CoreDNS does.  ``wire`` caches the encoded bytes: middleware that needs
     the size (prometheus, log) encodes early, the server reuses it.
+    ``error`` is the text of an error the plugin reports along with its
+    answer (CoreDNS's ServeDNS returning an err), for the errors plugin.
     """
 
     __slots__ = ("rcode", "flags", "answer", "authority", "additional",
-                 "plugin", "opt", "wire", "raw")
+                 "plugin", "opt", "wire", "raw", "error")
 
     def __init__(self, rcode=0, answer=None, authority=None, additional=None,
                  aa=False, plugin="", flags=0, ra=False, tc=False):
@@ -242,6 +244,7 @@ class Response:
         self.opt = None
         self.wire = None
         self.raw = None
+        self.error = None
 
     @property
     def aa(self):

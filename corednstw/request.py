@@ -290,6 +290,18 @@ class RawResponse(Response):
         self.rcode = hdr[1] & 0xF
 
 
+class NoReply(Response):
+    """An answer that is never sent: the client hears nothing (erratic's
+    ``drop``).  Middleware sees a NOERROR response of size 0 written by no
+    plugin, as CoreDNS's metrics count a query a plugin chose to leave
+    unanswered.  Middleware that rebuilds responses must pass it on as is."""
+
+    __slots__ = ()
+
+    def finish(self, req):
+        return b""
+
+
 def encode(req, resp):
     """Encode ``resp`` as the answer to ``req`` (CoreDNS's SizeAndDo + Scrub).
 

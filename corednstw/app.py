@@ -46,6 +46,7 @@ class App(service.Service):
         self.clock = time.monotonic
         self.lameduck = False
         self.muxes = []
+        self._retired = []
 
     # -- configuration ---------------------------------------------------------
 
@@ -171,6 +172,134 @@ class App(service.Service):
         for address, paths in cfg.http.items():
             self.http[address] = httpd.serve(self.reactor, address, paths)
 
+    # -- reload ------------------------------------------------------------------
+
+    def reload(self):
+        """Switch to the Corefile as it is now, or keep the old config.
+
+        The whole new configuration is built first (every plugin set up);
+        the switch happens in this one reactor turn: listeners on unchanged
+        addresses are kept and get the new mux, new HTTP ports are bound
+        before old ones close, new plugins start, and old plugins stop once
+        the queries they are answering are done.  Returns False when the
+        old configuration was kept.
+        """
+        from corednstw.plugins import reload as reloadmod
+        log.info("", "Reloading")
+        try:
+            new = self.load()
+            new_http = self._bind_http(new)
+        except Exception as e:
+            log.error("", "Corefile changed but reload failed: %s" % e)
+            reloadmod.FAILED.inc()
+            return False
+        old = self.config
+        kept = self._inherit(old, new)
+        self.config = new
+        muxes = self.build_muxes(new)
+        old_listeners = self.listeners
+        self.listeners = {}
+        self.muxes = []
+        default = None
+        for lk, mux in muxes.items():
+            lst = old_listeners.pop(lk, None)
+            if lst is None:
+                host = lk[1]
+                if host is None:
+                    default = default or server.default_host()
+                    host = default
+                udp, tcp, actual = server.listen(
+                    self.reactor, host, int(lk[2]), mux,
+                    _timeouts(new.listeners[lk]))
+                lst = Listener(mux, udp, tcp, host, actual)
+            else:
+                old_mux = lst.mux
+                lst.mux = mux
+                lst.udp.protocol.mux = mux
+                lst.tcp.factory.mux = mux
+                self._retired.append(old_mux)
+            self.listeners[lk] = lst
+            self.muxes.append(mux)
+        for lst in old_listeners.values():
+            lst.udp.stopListening()
+            lst.tcp.stopListening()
+            self._retired.append(lst.mux)
+        old_http, self.http = self.http, new_http
+        for address, site in old_http.items():
+            if address not in new_http:
+                site.stopListening()
+        self._start_plugins(new)
+        self._drain(old, kept)
+        log.info("reload", "Running configuration SHA512 = %s"
+                 % reloadmod.digest(new.sources))
+        log.info("", "Reloading complete")
+        return True
+
+    def _bind_http(self, cfg):
+        """HTTP endpoints of ``cfg``: unchanged addresses keep their port
+        and get the new paths; new addresses are bound now (a failure here
+        aborts the reload before anything changed)."""
+        sites = {}
+        opened = []
+        try:
+            for address, paths in cfg.http.items():
+                site = self.http.get(address)
+                if site is not None:
+                    site.factory.resource.paths = httpd.Root(paths).paths
+                else:
+                    site = httpd.serve(self.reactor, address, paths)
+                    opened.append(site)
+                sites[address] = site
+        except Exception:
+            for site in opened:
+                site.stopListening()
+            raise
+        return sites
+
+    def _inherit(self, old, new):
+        """Let new plugins take over unchanged old ones (a kubernetes watch
+        and store survive a reload).  Returns the old plugins taken over."""
+        kept = set()
+        if old is None:
+            return kept
+        olds = {}
+        for p in old.plugins():
+            d = getattr(p, "directive", None)
+            if d is not None:
+                olds.setdefault((p.name, _tree(d), tuple(p.block.zones)),
+                                []).append(p)
+        for p in new.plugins():
+            inherit = getattr(p, "inherit", None)
+            d = getattr(p, "directive", None)
+            if inherit is None or d is None:
+                continue
+            cands = olds.get((p.name, _tree(d), tuple(p.block.zones)))
+            if cands:
+                q = cands.pop(0)
+                if inherit(q):
+                    kept.add(id(q))
+        return kept
+
+    def _drain(self, old, kept):
+        """Stop the old plugins once no query is inside an old chain."""
+        if old is None:
+            return
+        retired = self._retired
+        self._retired = []
+        deadline = self.clock() + 10.0
+
+        def check():
+            if any(m.inflight for m in retired) and self.clock() < deadline:
+                self.reactor.callLater(0.02, check)
+                return
+            for p in old.plugins():
+                if id(p) not in kept:
+                    try:
+                        p.stop()
+                    except Exception as e:
+                        log.error(p.name, "stop failed: %s" % e)
+        check()
+
     # -- helpers for plugins and tests -------------------------------------------
 
     def port(self, host=None, port=None, transport="dns"):
@@ -233,6 +362,11 @@ class App(service.Service):
         else:
             send(out.finish(req))
         return result
+
+
+def _tree(d):
+    """A directive as comparable data (name, args, children; no lines)."""
+    return (d.name, tuple(d.args), tuple(_tree(c) for c in d.children))
 
 
 class Listener:

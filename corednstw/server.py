@@ -251,8 +251,10 @@ class DNSStreamProtocol(Int16StringReceiver, TimeoutMixin):
 
     def stringReceived(self, data):
         self.setTimeout(self.idle_timeout)
-        self.mux.handle(data, self.host, self.port, "tcp", self.local,
-                        self._send)
+        # The factory's mux, not one kept per connection: after a reload
+        # an open connection's next query goes to the new configuration.
+        self.factory.mux.handle(data, self.host, self.port, "tcp",
+                                self.local, self._send)
 
     def _send(self, wire):
         if self.transport is None or self.transport.disconnecting:

@@ -1,0 +1,131 @@
+"""reload: watch the Corefile and switch to a changed one without a restart.
+
+``reload [INTERVAL] [JITTER]`` (30s and 15s by default; interval at least
+2s; jitter 0 or at least 1s, and at most half the interval).  Every interval
+the Corefile is parsed again (imports expanded) and the SHA512 of its parsed
+form compared with the running one's; on a change the App builds the whole
+new configuration and switches to it (App.reload), or keeps the old one when
+anything fails.
+"""
+
+import hashlib
+import json
+import random
+
+from corednstw import corefile
+from corednstw import log
+from corednstw import metrics
+from corednstw.durations import parse_duration
+from corednstw.plugin import Plugin
+
+MIN_INTERVAL = 2.0
+MIN_JITTER = 1.0
+DEFAULT_INTERVAL = 30.0
+DEFAULT_JITTER = 15.0
+
+FAILED = metrics.counter(
+    "coredns_reload_failed_total",
+    "Counter of the number of failed reload attempts.")
+VERSION_INFO = metrics.gauge(
+    "coredns_reload_version_info",
+    "A metric with a constant '1' value labeled by hash, and value which "
+    "type of hash generated.", ("hash", "value"))
+
+
+def digest(blocks):
+    """SHA512 (hex) of the parsed Corefile: keys and directive tokens, with
+    imports expanded; comments, layout and line numbers do not count (as
+    CoreDNS hashes caddy's JSON of the server blocks)."""
+    def tree(d):
+        return [d.name, list(d.args), [tree(c) for c in d.children]]
+    doc = [[[k.key for k in b.keys], [tree(d) for d in b.directives]]
+           for b in blocks]
+    # Keys of one source key expand to several ZoneAddrs; dedupe in order.
+    for entry in doc:
+        entry[0] = list(dict.fromkeys(entry[0]))
+    return hashlib.sha512(json.dumps(doc).encode()).hexdigest()
+
+
+class Reload(Plugin):
+    name = "reload"
+    in_chain = False
+    once = True
+
+    def __init__(self, interval):
+        self.interval = interval
+        self.call = None
+        self.running_digest = None
+
+    def start(self):
+        app = self.block.config.app
+        # One watcher per process, however many blocks say reload.
+        if app.config is not None and app.config.blocks:
+            first = _first_reload(app.config)
+            if first is not None and first is not self:
+                return
+        self.running_digest = digest(self.block.config.sources)
+        log.info("reload", "Running configuration SHA512 = %s"
+                 % self.running_digest)
+        self._schedule()
+
+    def _schedule(self):
+        reactor = self.block.config.app.reactor
+        self.call = reactor.callLater(self.interval, self._tick)
+
+    def _tick(self):
+        self.call = None
+        app = self.block.config.app
+        try:
+            blocks = app.parse()
+        except (corefile.CorefileError, OSError) as e:
+            log.warning("reload", "Corefile parse failed: %s" % e)
+            self._schedule()
+            return
+        new = digest(blocks)
+        if new == self.running_digest:
+            self._schedule()
+            return
+        VERSION_INFO.values.clear()
+        if app.reload() is False:
+            # Kept the old configuration: look again next interval, and do
+            # not retry the same broken file every tick.
+            self.running_digest = new
+            VERSION_INFO.set(("sha512", new), 1)
+            self._schedule()
+            return
+        VERSION_INFO.set(("sha512", new), 1)
+
+    def stop(self):
+        if self.call is not None and self.call.active():
+            self.call.cancel()
+        self.call = None
+
+
+def _first_reload(cfg):
+    for p in cfg.plugins():
+        if isinstance(p, Reload):
+            return p
+    return None
+
+
+def setup(d, block):
+    if len(d.args) > 2:
+        raise d.arg_error()
+    interval = DEFAULT_INTERVAL
+    jitter = DEFAULT_JITTER
+    try:
+        if d.args:
+            interval = parse_duration(d.args[0])
+        if len(d.args) > 1:
+            jitter = parse_duration(d.args[1])
+    except ValueError as e:
+        raise d.error(str(e))
+    if interval < MIN_INTERVAL:
+        raise d.error("interval value must be greater or equal to 2s")
+    if jitter != 0 and jitter < MIN_JITTER:
+        raise d.error("jitter value must be 0 or greater or equal to 1s")
+    if jitter > interval / 2:
+        jitter = interval / 2
+    if jitter > 0:
+        interval += random.uniform(-jitter / 2, jitter / 2)
+    return Reload(interval)

@@ -1,0 +1,103 @@
+"""reload: the Corefile changes under a running server."""
+
+import os
+
+from twisted.internet import defer, reactor
+from twisted.trial import unittest
+
+from corednstw.plugins import reload as reloadmod
+from tests import util
+
+V1 = """.:0 {
+    whoami
+    prometheus 127.0.0.1:0
+    reload 2s 0
+}
+"""
+V2 = """.:0 {
+    prometheus 127.0.0.1:0
+    reload 2s 0
+}
+example.org:0 {
+    whoami
+}
+"""
+BROKEN = """.:0 {
+    whoami bad
+    reload 2s 0
+}
+"""
+
+
+def rewrite(app, text):
+    with open(app.path, "w") as f:
+        f.write(text)
+
+
+class ReloadTest(unittest.TestCase):
+
+    @defer.inlineCallbacks
+    def setUp(self):
+        self.log = util.capture_log(self)
+        self.app = yield util.start(self, V1)
+        self.port = self.app.port()
+
+    def test_setup_errors(self):
+        from corednstw.corefile import CorefileError
+        for bad, msg in (("reload 1s", "interval value must be greater or "
+                          "equal to 2s"),
+                         ("reload 10s 500ms", "jitter value must be 0 or "
+                          "greater or equal to 1s"),
+                         ("reload 1 2 3", "Wrong argument count")):
+            with self.assertRaises(CorefileError) as cm:
+                util.Direct(self, ".:0 {\n    %s\n}\n" % bad)
+            self.assertIn(msg, str(cm.exception))
+
+    @defer.inlineCallbacks
+    def test_reload_switches_and_keeps_port(self):
+        m = yield util.query(self.port, "a.example.com.")
+        self.assertEqual(m.rcode(), 0)
+        rewrite(self.app, V2)
+        self.assertTrue(self.app.reload())
+        self.assertEqual(self.app.port(), self.port)
+        m = yield util.query(self.port, "a.example.com.")
+        self.assertEqual(m.rcode(), 2)      # "." has no answering plugin
+        m = yield util.query(self.port, "a.example.org.", proto="tcp")
+        self.assertEqual(m.rcode(), 0)
+        self.assertIn("[INFO] Reloading complete", self.log.lines)
+
+    @defer.inlineCallbacks
+    def test_broken_corefile_keeps_old_config(self):
+        before = reloadmod.FAILED.get()
+        rewrite(self.app, BROKEN)
+        self.assertFalse(self.app.reload())
+        self.assertEqual(reloadmod.FAILED.get(), before + 1)
+        m = yield util.query(self.port, "a.example.com.")
+        self.assertEqual(m.rcode(), 0)
+        self.assertEqual(len(m.additional), 2)
+        self.assertTrue(any("Corefile changed but reload failed" in line
+                            for line in self.log.lines))
+
+    @defer.inlineCallbacks
+    def test_polling_detects_change(self):
+        rewrite(self.app, V2)
+        new = reloadmod.digest(self.app.parse())
+        yield util.wait_for(lambda: self.app.config.blocks[-1].zones ==
+                            ["example.org."], timeout=20)
+        self.assertEqual(reloadmod.VERSION_INFO.values,
+                         {("sha512", new): 1})
+
+    @defer.inlineCallbacks
+    def test_queries_across_reloads_lose_nothing(self):
+        """Queries keep flowing while the config flips three times."""
+        answered = []
+        texts = [V2, V1, V2]
+        for round_, text in enumerate(texts):
+            ds = [util.query(self.port, "q%d.example.org." % i)
+                  for i in range(300)]
+            rewrite(self.app, text)
+            self.assertTrue(self.app.reload())
+            results = yield defer.gatherResults(ds)
+            answered.extend(results)
+        self.assertEqual(len(answered), 900)
+        self.assertTrue(all(m.rcode() == 0 for m in answered))

@@ -49,6 +49,12 @@ def badvers(req):
     return out
 
 
+def _stacktrace(req):
+    """Print tracebacks of failures: ``debug``, or errors' ``stacktrace``."""
+    b = req.block
+    return b is not None and (b.debug or b.settings.get("stacktrace", False))
+
+
 class Mux:
     """Routes the queries of one listening address to server blocks.
 
@@ -170,7 +176,7 @@ class Mux:
         self.inflight -= 1
         log.error("", "Recovered from panic in server: %r %s" % (
             self.label, failure.getErrorMessage()))
-        if req.block is not None and req.block.debug:
+        if _stacktrace(req):
             failure.printTraceback(file=sys.__stdout__)
         vars.PANICS.inc()
         send(Response(w.SERVFAIL).finish(req))
@@ -180,7 +186,7 @@ class Mux:
         exc = sys.exc_info()[1]
         log.error("", "Recovered from panic in server: %r %s" % (
             self.label, exc))
-        if req.block is not None and req.block.debug:
+        if _stacktrace(req):
             traceback.print_exc(file=sys.__stdout__)
         vars.PANICS.inc()
         try:

@@ -1,0 +1,26 @@
+"""any: a short HINFO answer to every ANY query (RFC 8482)."""
+
+from corednstw import dnswire as w
+from corednstw.plugin import Plugin
+from corednstw.request import Response
+
+_HINFO = w.txt_rdata("ANY obsoleted", "See RFC 8482")
+TTL = 8482
+
+
+class Any(Plugin):
+    name = "any"
+
+    def serve(self, req):
+        if req.qtype != w.ANY:
+            return self.next.serve(req)
+        return Response(w.NOERROR, [w.RR(req.name, w.HINFO, TTL, _HINFO)],
+                        plugin=self.name)
+
+
+def setup(d, block):
+    if d.args:
+        raise d.arg_error()
+    if d.children:
+        raise d.children[0].error("unknown property '%s'" % d.children[0].name)
+    return Any()

@@ -1,0 +1,71 @@
+"""cancel: give up on a query whose chain has not answered in time.
+
+``cancel [TIMEOUT]`` (default 5001ms, just past the usual 5 s client
+timeout).  When the rest of the chain answers at once nothing happens.
+When it answers later (a Deferred), a timer runs; when it fires the
+Deferred is cancelled: a plugin that gave its Deferred a canceller stops
+its work and may still answer (CoreDNS's plugins see their context
+cancelled and return SERVFAIL); otherwise the client gets SERVFAIL, the
+answer CoreDNS writes when the chain returns an error without writing.
+"""
+
+from twisted.internet import defer
+
+from corednstw.durations import parse_duration
+from corednstw.plugin import Plugin
+
+DEFAULT = 5.001
+
+
+class Cancel(Plugin):
+    name = "cancel"
+
+    def __init__(self, timeout):
+        self.timeout = timeout
+        self.reactor = None
+
+    def serve(self, req):
+        result = self.next.serve(req)
+        if not isinstance(result, defer.Deferred):
+            return result
+        if result.called:
+            return result
+        reactor = self.reactor
+        if reactor is None:
+            reactor = self.reactor = self.block.config.app.reactor
+        timer = reactor.callLater(self.timeout, result.cancel)
+
+        def done(value):
+            if timer.active():
+                timer.cancel()
+            return value
+
+        result.addBoth(done)
+        result.addErrback(_cancelled)
+        return result
+
+
+def _cancelled(failure):
+    """A cancelled chain wrote nothing: the server answers SERVFAIL."""
+    failure.trap(defer.CancelledError)
+    return None
+
+
+def setup(d, block):
+    if d.children:
+        raise d.children[0].error("unknown property '%s'"
+                                  % d.children[0].name)
+    if not d.args:
+        return Cancel(DEFAULT)
+    if len(d.args) > 1:
+        raise d.arg_error()
+    arg = d.args[0]
+    try:
+        if arg.isdigit() and arg != "0":
+            raise ValueError(arg)   # Go durations need a unit
+        timeout = parse_duration(arg)
+    except ValueError:
+        raise d.error('invalid duration: "%s"' % arg)
+    if timeout <= 0:
+        raise d.error('invalid negative duration: "%s"' % arg)
+    return Cancel(timeout)

@@ -1,0 +1,49 @@
+"""debug: tracebacks of plugin failures and [DEBUG] log lines.
+
+``block.debug`` makes the server print the traceback of a failure in the
+block's chain (it still answers SERVFAIL: see the doc page); debug log
+lines are enabled process-wide, as in CoreDNS.  ``hexdump`` is the
+text2pcap-style dump plugins use for messages in debug lines.
+"""
+
+from corednstw import log
+from corednstw.plugin import Plugin
+
+
+_live = set()
+
+
+class Debug(Plugin):
+    name = "debug"
+    in_chain = False
+
+    def start(self):
+        _live.add(self)
+        log.debug_enabled = True
+
+    def stop(self):
+        # Off only when no live configuration has debug any more (a reload
+        # starts the new plugins before it stops the old ones).
+        _live.discard(self)
+        log.debug_enabled = bool(_live)
+
+
+def hexdump(data, prefix="debug: "):
+    """Lines of ``prefix`` + offset + hex bytes, 16 a line, then the
+    length (the format text2pcap reads)."""
+    lines = []
+    for i in range(0, len(data), 16):
+        lines.append("%s%06x %s" % (prefix, i, " ".join(
+            "%02x" % b for b in data[i:i + 16])))
+    lines.append("%s%06x" % (prefix, len(data)))
+    return "\n".join(lines)
+
+
+def setup(d, block):
+    if d.args:
+        raise d.arg_error()
+    if d.children:
+        raise d.children[0].error("unknown property '%s'"
+                                  % d.children[0].name)
+    block.debug = True
+    return Debug()

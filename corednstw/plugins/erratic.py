@@ -1,0 +1,150 @@
+"""erratic: a fixed answer to everything, dropped, delayed or truncated on
+purpose, for testing clients.
+
+A and AAAA get 192.0.2.53 and 2001:db8::53 (TTL 0, AA), AXFR a small zone
+named after the query, anything else SERVFAIL.  ``drop N`` leaves every
+Nth query unanswered (query numbers counted from 0: the first one is
+dropped), ``delay N D`` answers every Nth one after D, ``truncate N`` sets
+TC on some (see the doc page: CoreDNS tests the query number with a bitwise
+AND, not modulo, and so do we).  It answers every query itself and reports
+ready only while its query count is 3 or 4.
+"""
+
+from twisted.internet import defer, task
+
+from corednstw import dnswire as w
+from corednstw.durations import parse_duration
+from corednstw.plugin import Plugin
+from corednstw.request import NoReply, Response
+
+_A = w.a_rdata("192.0.2.53")
+_AAAA = w.aaaa_rdata("2001:db8::53")
+_SOA_TAIL = w.soa_rdata("sns.dns.icann.org.", "noc.dns.icann.org.",
+                        2018050825, 7200, 3600, 1209600, 3600)
+
+
+def transfer_records(name, truncate):
+    """The zone an AXFR gets: SOA, NS, NS, AAAA, AAAA and the closing SOA
+    (left out when truncating, so the transfer is incomplete)."""
+    def sub(label):
+        return label + "." + name if name != "." else label + "."
+    soa = w.RR(name, w.SOA, 0, _SOA_TAIL)
+    rrs = [
+        soa,
+        w.RR(name, w.NS, 0, w.name_to_wire(sub("b"))),
+        w.RR(name, w.NS, 0, w.name_to_wire(sub("a"))),
+        w.RR(sub("a"), w.AAAA, 0, w.aaaa_rdata("2001:bd8::53")),
+        w.RR(sub("b"), w.AAAA, 0, w.aaaa_rdata("2001:500::54")),
+    ]
+    if not truncate:
+        rrs.append(soa)
+    return rrs
+
+
+class Erratic(Plugin):
+    name = "erratic"
+
+    def __init__(self, drop=2, delay=0, truncate=0, duration=0.0,
+                 large=False):
+        self.q = 0
+        self.drop = drop
+        self.delay = delay
+        self.truncate = truncate
+        self.duration = duration
+        self.large = large
+        self.reactor = None
+
+    def serve(self, req):
+        nr = self.q
+        self.q = nr + 1
+        drop = self.drop > 0 and nr % self.drop == 0
+        delay = self.delay > 0 and nr % self.delay == 0
+        trunc = self.truncate > 0 and nr & self.truncate == 0
+        qtype = req.qtype
+        if drop:
+            return NoReply()
+        if qtype == w.A:
+            rr = w.RR(req.name, w.A, 0, _A)
+            answer = [rr] * 30 if self.large else [rr]
+            resp = Response(w.NOERROR, answer, aa=True, tc=trunc,
+                            plugin=self.name)
+        elif qtype == w.AAAA:
+            resp = Response(w.NOERROR, [w.RR(req.name, w.AAAA, 0, _AAAA)],
+                            aa=True, tc=trunc, plugin=self.name)
+        elif qtype == w.AXFR:
+            resp = Response(w.NOERROR, transfer_records(req.name, trunc),
+                            aa=True, plugin=self.name)
+        else:
+            resp = None     # the server answers SERVFAIL
+        if delay:
+            return task.deferLater(self._reactor(), self.duration,
+                                   lambda: resp)
+        return resp
+
+    def _reactor(self):
+        if self.reactor is None:
+            self.reactor = self.block.config.app.reactor
+        return self.reactor
+
+    def ready(self):
+        return 3 <= self.q < 5
+
+    def autopath(self, req):
+        """The search path autopath gets from this plugin (for tests)."""
+        return ["a.example.org.", "b.example.org.", ""]
+
+
+def _amount(c, arg):
+    try:
+        n = int(arg, 10)
+    except ValueError:
+        raise c.error('strconv.ParseInt: parsing "%s": invalid syntax' % arg)
+    if n < 0:
+        raise c.error('illegal amount value given "%s"' % arg)
+    if n >= 1 << 31:
+        raise c.error('strconv.ParseInt: parsing "%s": value out of range'
+                      % arg)
+    return n
+
+
+def setup(d, block):
+    if d.args:
+        raise d.arg_error()
+    e = Erratic()
+    seen_drop = False
+    for c in d.children:
+        args = c.args
+        if c.name == "drop":
+            if len(args) > 1:
+                raise c.arg_error()
+            if not args:
+                continue
+            e.drop = _amount(c, args[0])
+            seen_drop = True
+        elif c.name == "delay":
+            if len(args) > 2:
+                raise c.arg_error()
+            e.delay, e.duration = 2, 0.1
+            if not args:
+                continue
+            e.delay = _amount(c, args[0])
+            if len(args) > 1:
+                try:
+                    e.duration = parse_duration(args[1])
+                except ValueError:
+                    raise c.error('time: invalid duration "%s"' % args[1])
+        elif c.name == "truncate":
+            if len(args) > 1:
+                raise c.arg_error()
+            e.truncate = 2
+            if not args:
+                continue
+            e.truncate = _amount(c, args[0])
+        elif c.name == "large":
+            e.large = True
+        else:
+            raise c.error("unknown property '%s'" % c.name)
+    if (e.delay > 0 or e.truncate > 0) and not seen_drop:
+        # delay or truncate without an explicit drop amount: no drops.
+        e.drop = 0
+    return e

@@ -1,0 +1,99 @@
+"""header: set or clear header flags of queries and responses.
+
+``header { query|response set|clear FLAG... }`` with the flags CoreDNS
+supports (aa, ra, rd).  Rules run in Corefile order, the last one wins.
+Query rules change the request every later plugin (and an upstream) sees;
+response rules change what the client gets.
+"""
+
+import struct
+
+from corednstw import dnswire as w
+from corednstw.plugin import Plugin, then
+
+FLAGS = {"aa": w.AA, "ra": w.RA, "rd": w.RD}
+
+
+def new_rules(action, flags):
+    """[(bit, state)] for one rule line; ValueError with CoreDNS's text."""
+    if not action:
+        raise ValueError("no flag action provided")
+    if not flags:
+        raise ValueError("invalid length for flags, at least one should be "
+                         "provided")
+    action = action.lower()
+    if action == "set":
+        state = True
+    elif action == "clear":
+        state = False
+    else:
+        raise ValueError("unknown flag action=%s, should be set or clear"
+                         % action)
+    rules = []
+    for f in flags:
+        bit = FLAGS.get(f.lower())
+        if bit is None:
+            raise ValueError("unknown/unsupported flag=%s" % f.lower())
+        rules.append((bit, state))
+    return rules
+
+
+def apply(flags, rules):
+    for bit, state in rules:
+        if state:
+            flags |= bit
+        else:
+            flags &= ~bit
+    return flags
+
+
+class Header(Plugin):
+    name = "header"
+
+    def __init__(self, query_rules, response_rules):
+        self.query_rules = query_rules
+        self.response_rules = response_rules
+
+    def serve(self, req):
+        if self.query_rules:
+            flags = apply(req.flags, self.query_rules)
+            if flags != req.flags:
+                req.flags = flags
+                # The bytes too: an upstream forwards the query as it is.
+                req.data = (req.data[:2] + struct.pack("!H", flags)
+                            + req.data[4:])
+                req._message = None
+        if not self.response_rules:
+            return self.next.serve(req)
+        return then(self.next.serve(req), self._response, req)
+
+    def _response(self, resp, req):
+        if resp is None:
+            return None
+        for bit, state in self.response_rules:
+            resp.set_flag(bit, state)
+            if bit == w.RD and not state:
+                # The reply's RD bit is copied from the query when encoded;
+                # clearing it there is how the reply loses it.
+                req.flags &= ~w.RD
+        return resp
+
+
+def setup(d, block):
+    if d.args:
+        raise d.arg_error()
+    query, response = [], []
+    for c in d.children:
+        selector = c.name.lower()
+        if selector not in ("query", "response"):
+            raise c.error("setting up rule: invalid selector=%s should be "
+                          "query or response" % selector)
+        action = c.args[0] if c.args else ""
+        try:
+            rules = new_rules(action, c.args[1:])
+        except ValueError as e:
+            raise c.error("setting up rule: %s" % e)
+        (response if selector == "response" else query).extend(rules)
+    if not query and not response:
+        raise d.arg_error()
+    return Header(query, response)

@@ -1,0 +1,45 @@
+"""root: the directory relative file names of the block are resolved
+against (``block.settings["root"]``; default: the working directory).
+
+A root that does not exist is allowed (it may appear later) with a
+warning; one that exists but cannot be examined is an error.
+"""
+
+import os
+
+from corednstw import log
+from corednstw.plugin import Plugin
+
+
+class Root(Plugin):
+    name = "root"
+    in_chain = False
+
+    def __init__(self, path):
+        self.path = path
+
+
+def path(block, name):
+    """``name`` resolved against the block's root (if relative)."""
+    root = block.settings.get("root")
+    if root and not os.path.isabs(name):
+        return os.path.join(root, name)
+    return name
+
+
+def setup(d, block):
+    if len(d.args) != 1:
+        raise d.arg_error()
+    if d.children:
+        raise d.children[0].error("unknown property '%s'"
+                                  % d.children[0].name)
+    root = d.args[0]
+    try:
+        os.stat(root)
+    except FileNotFoundError:
+        log.warning("root", "Root path does not exist: %s" % root)
+    except OSError as e:
+        raise d.error("unable to access root path '%s': %s"
+                      % (root, e.strerror or e))
+    block.settings["root"] = root
+    return Root(root)

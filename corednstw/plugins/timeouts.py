@@ -1,0 +1,49 @@
+"""timeouts: read, write and idle timeouts of the TCP listeners.
+
+``timeouts { read D; write D; idle D }``, each between 1s and 24h.  Stored
+in ``block.settings["timeouts"]`` as seconds; the listener takes them from
+the blocks it serves.
+"""
+
+from corednstw.durations import format_duration, parse_duration
+from corednstw.plugin import Plugin
+
+MIN = 1.0
+MAX = 24 * 3600.0
+OPTIONS = ("read", "write", "idle")
+
+
+class Timeouts(Plugin):
+    name = "timeouts"
+    in_chain = False
+
+    def __init__(self, values):
+        self.values = values
+
+
+def setup(d, block):
+    if d.args:
+        raise d.arg_error()
+    values = {}
+    for c in d.children:
+        if len(c.args) != 1:
+            raise c.arg_error()
+        if c.name == "maxtcpqueries":
+            raise c.error("maxtcpqueries: not supported yet")
+        arg = c.args[0]
+        if arg.lstrip("+-").isdigit():
+            arg += "s"   # a bare number is seconds
+        try:
+            secs = parse_duration(arg)
+        except ValueError:
+            raise c.error("failed to parse duration '%s'" % arg)
+        if secs < MIN or secs > MAX:
+            raise c.error("timeout provided '%s' needs to be between 1 second "
+                          "and 24 hours" % format_duration(secs))
+        if c.name not in OPTIONS:
+            raise c.error("unknown option: '%s'" % c.name)
+        values[c.name] = secs
+    if not values:
+        raise d.error("timeouts block with no timeouts specified")
+    block.settings["timeouts"] = values
+    return Timeouts(values)

@@ -7,16 +7,23 @@ _UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0,
 _PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|ms|s|m|h)")
 
 
-def parse_duration(text):
+def parse_duration(text, strict=False):
     """Seconds (float) from a Go duration; ValueError when malformed.
 
     A bare integer is taken as seconds (several CoreDNS options allow it).
+    With ``strict``, Go's time.ParseDuration rules apply: a unit is
+    required except for "0", and the error texts are Go's.
     """
     t = text.strip()
     if not t:
         raise ValueError("empty duration")
     if re.fullmatch(r"\d+", t):
+        if strict and t.strip("0"):
+            raise ValueError('time: missing unit in duration "%s"' % text)
         return float(t)
+    if strict and not re.fullmatch(r"[+-]?(?:(?:\d+(?:\.\d*)?|\.\d+)"
+                                   r"(?:ns|us|µs|ms|s|m|h))+|[+-]?0", t):
+        raise ValueError('time: invalid duration "%s"' % text)
     sign = 1.0
     if t[0] in "+-":
         sign = -1.0 if t[0] == "-" else 1.0

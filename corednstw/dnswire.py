@@ -291,7 +291,8 @@ class RR:
         if isinstance(rtype, str):
             rtype = type_value(rtype)
         org = dns.name.from_text(origin) if origin else dns.name.root
-        rd = dns.rdata.from_text(rclass, rtype, text, origin=org)
+        rd = dns.rdata.from_text(rclass, rtype, text, origin=org,
+                                 relativize=False)
         return cls(name, rtype, ttl, rdata_wire(rd), rclass)
 
     @classmethod

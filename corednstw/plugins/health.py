@@ -3,13 +3,35 @@
 ``health [ADDRESS] { lameduck DURATION }`` (default :8080).  On shutdown the
 server keeps answering (and /health keeps saying OK) for the lameduck
 duration before it stops, so load balancers drain it first.
+
+While running, the plugin asks its own /health once a second (CoreDNS's
+"overloaded" self-check) and records how long the answer took in
+coredns_health_request_duration_seconds; failed checks are counted in
+coredns_health_request_failures_total.  The request goes through the
+reactor like any client's, so a slow answer means a busy reactor.
 """
 
+from twisted.internet import task
+
 from corednstw import httpd
-from corednstw.durations import parse_duration
+from corednstw import log
+from corednstw import metrics
+from corednstw.durations import format_duration, parse_duration
 from corednstw.plugin import Plugin
 
 DEFAULT_ADDRESS = ":8080"
+
+#: Seconds between two self-checks, and how long one may take.
+INTERVAL = 1.0
+TIMEOUT = 3.0
+
+DURATION = metrics.histogram(
+    "coredns_health_request_duration_seconds",
+    "Histogram of the time (in seconds) each request took.", (),
+    metrics.SLIM_TIME_BUCKETS)
+FAILURES = metrics.counter(
+    "coredns_health_request_failures_total",
+    "The number of times the health check failed.")
 
 
 class Health(Plugin):
@@ -19,6 +41,92 @@ class Health(Plugin):
     def __init__(self, address, lameduck):
         self.address = address
         self.lameduck = lameduck
+        self._loop = None
+        self._agent = None
+        self._pool = None
+        self._busy = False
+        self.url_text = None
+
+    # -- the self-check --------------------------------------------------------
+
+    def url(self):
+        """The URL polled: the bound port, and a loopback address when the
+        endpoint listens on every interface (CoreDNS polls localhost)."""
+        host, _ = httpd.split_address(self.address, 8080)
+        port = self.block.config.app.http_port(self.address)
+        if host in ("", "0.0.0.0"):
+            host = "127.0.0.1"
+        elif host == "::":
+            host = "::1"
+        if ":" in host:
+            host = "[%s]" % host
+        return "http://%s:%d/health" % (host, port)
+
+    def start(self):
+        app = self.block.config.app
+        for p in self.block.config.plugins():
+            if isinstance(p, Health) and p.address == self.address:
+                if p is not self:
+                    return  # one self-check per endpoint, not per block
+                break
+        try:
+            uri = self.url().encode()
+        except KeyError:
+            return          # no HTTP listener (a configuration being checked)
+        from twisted.web.client import Agent, HTTPConnectionPool
+        reactor = app.reactor
+        self._pool = HTTPConnectionPool(reactor, persistent=True)
+        self._pool.maxPersistentPerHost = 1
+        self._agent = Agent(reactor, connectTimeout=TIMEOUT, pool=self._pool)
+        self._uri = uri
+        self.url_text = uri.decode()
+        self._loop = task.LoopingCall(self.check)
+        self._loop.clock = reactor
+        # The first check one interval from now, as CoreDNS's ticker.
+        self._loop.start(INTERVAL, now=False)
+
+    def stop(self):
+        if self._loop is not None and self._loop.running:
+            self._loop.stop()
+        self._loop = None
+        if self._pool is not None:
+            pool, self._pool = self._pool, None
+            return pool.closeCachedConnections()
+
+    def check(self):
+        """One self-check (skipped while the previous one is unanswered)."""
+        if self._busy or self._agent is None:
+            return
+        self._busy = True
+        app = self.block.config.app
+        clock = app.clock
+        start = clock()
+        from twisted.web.client import readBody
+        d = self._agent.request(b"GET", self._uri)
+        d.addCallback(readBody)
+        timer = app.reactor.callLater(TIMEOUT, d.cancel)
+
+        def ok(_):
+            elapsed = clock() - start
+            DURATION.observe((), elapsed)
+            if elapsed > 1.0:
+                log.warning("health", 'Local health request to "%s" took '
+                            "more than 1s: %s" % (self.url_text,
+                                                  format_duration(elapsed)))
+
+        def failed(f):
+            DURATION.observe((), clock() - start)
+            FAILURES.inc()
+            log.warning("health", 'Local health request to "%s" failed: %s'
+                        % (self.url_text, f.getErrorMessage()))
+
+        def done(_):
+            self._busy = False
+            if timer.active():
+                timer.cancel()
+        d.addCallbacks(ok, failed)
+        d.addBoth(done)
+        return d
 
 
 def _ok():

@@ -69,6 +69,8 @@ def start(testcase, corefile, files=None):
     """
     d = write_files(testcase, dict(files or {}, Corefile=corefile))
     path = os.path.join(d, "Corefile")
+    if log.out is None:
+        capture_log(testcase)   # keep the banner out of trial's output
     app = App(path, reactor=reactor, dns_port=0)
     app.config = app.load()
     started = app.startService()

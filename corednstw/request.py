@@ -232,6 +232,10 @@ class Response:
     __slots__ = ("rcode", "flags", "answer", "authority", "additional",
                  "plugin", "opt", "wire", "raw", "error")
 
+    #: Further messages to send after this one (zone transfers over TCP);
+    #: a class default so the hot path reads it without a getattr fallback.
+    more = None
+
     def __init__(self, rcode=0, answer=None, authority=None, additional=None,
                  aa=False, plugin="", flags=0, ra=False, tc=False):
         self.rcode = rcode

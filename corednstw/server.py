@@ -167,7 +167,7 @@ class Mux:
         if not wire:
             return          # the plugin chose to write nothing
         send(wire)
-        more = getattr(resp, "more", None)
+        more = resp.more
         if more:            # further messages (zone transfers over TCP)
             for m in more:
                 send(m)

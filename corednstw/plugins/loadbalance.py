@@ -1,0 +1,391 @@
+"""loadbalance: reorders A, AAAA and MX records of answers (CoreDNS's
+loadbalance).
+
+Middleware on what the next plugins answer (NOERROR only, never zone
+transfers):
+
+- ``round_robin`` shuffles the address records and the MX records of each
+  section; a section is regrouped as CNAMEs, other records, addresses, MX
+  (CoreDNS's order, so CNAMEs stay in front for picky stub resolvers).
+- ``weighted WEIGHTFILE`` picks the first address record of the answer and
+  additional sections at random by the weights the file gives the name's
+  addresses (weight 1 for addresses it does not list), for A, AAAA and SRV
+  queries; the file is re-read when its content changes.
+- ``prefer CIDR...`` (with round_robin) then moves the addresses inside the
+  given networks to the front, in the order the networks are listed.
+
+Answers that arrive as wire bytes (forward, cache) are only decoded when a
+section actually has something to reorder.
+"""
+
+import hashlib
+import ipaddress
+import os
+import random
+
+from twisted.internet import task, threads
+
+from corednstw import dnswire as w
+from corednstw import log
+from corednstw.durations import format_duration, parse_duration
+from corednstw.plugin import Plugin, then
+from corednstw.request import parse_response
+
+NAME = "loadbalance"
+DEFAULT_WEIGHT_RELOAD = 30.0
+
+_ADDRESS = (w.A, w.AAAA)
+_MAPPED = b"\x00" * 10 + b"\xff\xff"
+
+
+def _group(rtype):
+    """Group of a record: 0 CNAME, 1 other, 2 address, 3 MX."""
+    if rtype == w.A or rtype == w.AAAA:
+        return 2
+    if rtype == w.MX:
+        return 3
+    if rtype == w.CNAME:
+        return 0
+    return 1
+
+
+def _prefer_group(rtype):
+    """prefer's regrouping: CNAME, addresses, MX, then the rest."""
+    g = _group(rtype)
+    return 3 if g == 1 else g - (1 if g > 1 else 0)
+
+
+def _partition(rrs, key):
+    groups = ([], [], [], [])
+    for rr in rrs:
+        groups[key(rr.rtype)].append(rr)
+    return groups
+
+
+def round_robin(rrs, rng=random):
+    """CoreDNS's roundRobin: regroup and shuffle addresses and MX."""
+    if len(rrs) <= 1:
+        return rrs
+    cname, rest, addr, mx = _partition(rrs, _group)
+    rng.shuffle(addr)
+    rng.shuffle(mx)
+    return cname + rest + addr + mx
+
+
+def _ip_bytes(rdata):
+    """Address bytes of A/AAAA rdata, IPv4-mapped IPv6 as IPv4 (Go's To4)."""
+    if len(rdata) == 16 and rdata[:12] == _MAPPED:
+        return rdata[12:]
+    return rdata
+
+
+class Prefer:
+    """Networks whose addresses go first, in the order given."""
+
+    def __init__(self, networks):
+        self.nets = []
+        for n in networks:
+            size = 4 if n.version == 4 else 16
+            self.nets.append((size, int(n.network_address),
+                              int(n.netmask)))
+
+    def index(self, rdata):
+        ip = _ip_bytes(rdata)
+        value = int.from_bytes(ip, "big")
+        for i, (size, net, mask) in enumerate(self.nets):
+            if len(ip) == size and value & mask == net:
+                return i
+        return len(self.nets)
+
+    def reorder(self, rrs):
+        cname, addr, mx, rest = _partition(rrs, _prefer_group)
+        if len(addr) > 1:
+            addr = sorted(addr, key=lambda rr: self.index(rr.rdata))
+        return cname + addr + mx + rest
+
+
+class Weights:
+    """The weight file: name -> [(address bytes, weight)]."""
+
+    def __init__(self, path, reload=DEFAULT_WEIGHT_RELOAD, rng=None):
+        self.path = path
+        self.reload = reload
+        self.domains = {}
+        self.digest = None
+        self.rng = rng or random.Random()
+
+    def parse(self, text):
+        domains = {}
+        dname = ""
+        for raw in text.splitlines():
+            line = raw.strip()
+            if not line or line.startswith("#"):
+                continue
+            fields = line.split()
+            if len(fields) == 1:
+                if _parse_ip(fields[0]) is not None:
+                    raise ValueError(
+                        'wrong domain name:"%s" in weight file %s. (Maybe a '
+                        'missing weight value?)' % (fields[0], self.path))
+                dname = fields[0]
+                if not dname.endswith("."):
+                    dname += "."
+                dname = dname.lower()
+                domains.setdefault(dname, [])
+            elif len(fields) == 2:
+                ip = _parse_ip(fields[0])
+                if ip is None:
+                    raise ValueError('wrong IP address:"%s" in weight file %s'
+                                     % (fields[0], self.path))
+                value = fields[1]
+                if not value.isdigit() or not 0 < int(value) <= 255:
+                    raise ValueError('wrong weight value:"%s" in weight '
+                                     'file %s' % (value, self.path))
+                if not dname:
+                    raise ValueError("missing domain name in weight file %s"
+                                     % self.path)
+                domains[dname].append((ip, int(value)))
+            else:
+                raise ValueError('could not parse weight line:"%s" in weight '
+                                 'file %s' % (line, self.path))
+        return domains
+
+    def read(self):
+        """Thread-safe part: (digest, domains) or None when unchanged.
+        Raises OSError when the file cannot be opened, ValueError when it
+        does not parse (the new digest is kept so a broken file is reported
+        once, as CoreDNS does)."""
+        with open(self.path, "rb") as f:
+            data = f.read()
+        digest = hashlib.md5(data).digest()
+        if digest == self.digest:
+            return None
+        self.digest = digest
+        return self.parse(data.decode("utf-8", "replace"))
+
+    def load(self):
+        """Read now and install; logs as CoreDNS does on success."""
+        domains = self.read()
+        if domains is not None:
+            self.install(domains)
+
+    def install(self, domains):
+        self.domains = domains
+        log.info(NAME, "Successfully reloaded weight file %s" % self.path)
+
+    def top(self, addr):
+        """Index of the address record to put first."""
+        weights = []
+        for rr in addr:
+            weight = 1
+            ip = _ip_bytes(rr.rdata)
+            for wip, value in self.domains.get(rr.name.lower(), ()):
+                if wip == ip:
+                    weight = value
+                    break
+            weights.append(weight)
+        v = self.rng.randrange(sum(weights))
+        acc = 0
+        for i, weight in enumerate(weights):
+            acc += weight
+            if v < acc:
+                return i
+        return 0
+
+    def reorder(self, rrs):
+        cname, rest, addr, mx = _partition(rrs, _group)
+        if not addr:
+            return rrs
+        i = self.top(addr)
+        if i:
+            addr[0], addr[i] = addr[i], addr[0]
+        return cname + rest + addr + mx
+
+
+def _parse_ip(text):
+    try:
+        ip = ipaddress.ip_address(text)
+    except ValueError:
+        return None
+    return _ip_bytes(ip.packed)
+
+
+def _changes(types, key, shuffled):
+    """Whether regrouping records of these types by ``key`` (and shuffling
+    the groups in ``shuffled``) could change their order."""
+    if len(types) <= 1:
+        return False
+    groups = [key(t) for t in types]
+    if groups != sorted(groups):
+        return True
+    return any(groups.count(g) > 1 for g in shuffled)
+
+
+def _needs(types, weighted, prefer):
+    """Whether the (answer, authority, additional) types of a wire answer
+    give the policy anything to reorder."""
+    an, ns, ar = types
+    if weighted:
+        return any(t.count(w.A) + t.count(w.AAAA) and _changes(
+            t, _group, (2,)) for t in (an, ar))
+    if any(_changes(t, _group, (2, 3)) for t in types):
+        return True
+    return prefer and any(_changes(t, _prefer_group, (1,)) for t in (an, ar))
+
+
+def _section_types(raw):
+    """Record types of the three sections of a wire message (OPT left
+    out)."""
+    _, _, qd, an, ns, ar = w.unpack_header(raw)
+    off = 12
+    for _ in range(qd):
+        off = w.read_name(raw, off)[1] + 4
+    out = []
+    for count in (an, ns, ar):
+        types = []
+        for _ in range(count):
+            off, rtype = w.skip_rr(raw, off)[:2]
+            if rtype != w.OPT:
+                types.append(rtype)
+        out.append(types)
+    return out
+
+
+class LoadBalance(Plugin):
+    name = NAME
+
+    def __init__(self, weights=None, prefer=None):
+        self.weights = weights
+        self.prefer = prefer
+        self._loop = None
+
+    def serve(self, req):
+        return then(self.next.serve(req), self._after, req)
+
+    def _after(self, resp, req):
+        if resp is None or resp.rcode != w.NOERROR:
+            return resp
+        qtype = req.qtype
+        if qtype == w.AXFR or qtype == w.IXFR:
+            return resp
+        weights = self.weights
+        if weights is not None and qtype not in (w.A, w.AAAA, w.SRV):
+            return resp
+        if resp.raw is not None:
+            try:
+                types = _section_types(resp.raw)
+            except (w.FormatError, ValueError):
+                return resp
+            if not _needs(types, weights is not None,
+                          self.prefer is not None):
+                return resp
+            resp = _decoded(resp)
+            if resp.rcode != w.NOERROR:
+                return resp
+        if weights is not None:
+            resp.answer = weights.reorder(resp.answer)
+            resp.additional = weights.reorder(resp.additional)
+        else:
+            resp.answer = round_robin(list(resp.answer))
+            resp.authority = round_robin(list(resp.authority))
+            resp.additional = round_robin(list(resp.additional))
+            if self.prefer is not None:
+                resp.answer = self.prefer.reorder(resp.answer)
+                resp.additional = self.prefer.reorder(resp.additional)
+        resp.wire = None
+        return resp
+
+    # -- the weight file ---------------------------------------------------------
+
+    def start(self):
+        wts = self.weights
+        if wts is None:
+            return
+        try:
+            wts.load()
+        except OSError:
+            if wts.reload == 0:
+                raise RuntimeError("plugin/%s: weight file open error" % NAME)
+            log.warning(NAME, "Failed to open weight file:weight file open "
+                        "error. Will try again in %s"
+                        % format_duration(wts.reload))
+        except ValueError as e:
+            raise RuntimeError("plugin/%s: %s" % (NAME, e))
+        if wts.reload > 0:
+            self._loop = task.LoopingCall(self._reload)
+            self._loop.clock = self.block.config.app.reactor
+            self._loop.start(wts.reload, now=False)
+
+    def _reload(self):
+        d = threads.deferToThread(self.weights.read)
+
+        def done(domains):
+            if domains is not None and self._loop is not None:
+                self.weights.install(domains)
+
+        def failed(f):
+            if f.check(OSError):
+                log.error(NAME, "weight file open error")
+            else:
+                log.error(NAME, f.getErrorMessage())
+        return d.addCallbacks(done, failed)
+
+    def stop(self):
+        if self._loop is not None and self._loop.running:
+            self._loop.stop()
+        self._loop = None
+
+
+def _decoded(resp):
+    """A structured copy of a wire response, keeping the object's flags,
+    plugin and error (middleware may have changed them)."""
+    out = parse_response(resp.raw)
+    out.flags = resp.flags
+    out.plugin = resp.plugin
+    out.error = resp.error
+    return out
+
+
+def setup(d, block):
+    weights = None
+    prefer = []
+    args = d.args
+    if args and args[0] not in ("round_robin", "weighted"):
+        raise d.error("unknown policy: %s" % args[0])
+    if args and args[0] == "round_robin" and len(args) > 1:
+        raise d.error("unknown property for %s" % args[0])
+    if args and args[0] == "weighted":
+        if len(args) < 2:
+            raise d.error("missing weight file argument")
+        if len(args) > 2:
+            raise d.error("unexpected argument(s)")
+        path = args[1]
+        root = block.settings.get("root")
+        if not os.path.isabs(path) and root:
+            path = os.path.join(root, path)
+        reload = DEFAULT_WEIGHT_RELOAD
+        for c in d.children:
+            if c.name != "reload":
+                raise c.error("unknown property '%s'" % c.name)
+            if not c.args:
+                raise c.error("reload duration value is missing")
+            if len(c.args) > 1:
+                raise c.error("unexpected argument")
+            try:
+                reload = parse_duration(c.args[0], strict=True)
+            except ValueError:
+                raise c.error("invalid reload duration '%s'" % c.args[0])
+        weights = Weights(path, max(reload, 0.0))
+        return LoadBalance(weights=weights)
+    for c in d.children:
+        if c.name != "prefer":
+            raise c.error("unknown property '%s'" % c.name)
+        for cidr in c.args:
+            try:
+                if "/" not in cidr:
+                    raise ValueError(cidr)
+                prefer.append(ipaddress.ip_network(cidr, strict=False))
+            except ValueError:
+                raise c.error('invalid CIDR "%s": invalid CIDR address: %s'
+                              % (cidr, cidr))
+    return LoadBalance(prefer=Prefer(prefer) if prefer else None)

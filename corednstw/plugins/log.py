@@ -1,0 +1,341 @@
+"""log: one line per query, in CoreDNS's formats (CoreDNS's log).
+
+Middleware: the query goes on down the chain, and the answer (or the lack
+of one) is written as ``[INFO] <format with placeholders replaced>``.  A
+format is compiled once, at setup, into a list of pieces, so a query only
+pays for the placeholders it uses.  The placeholders and their text are
+those of CoreDNS's replacer package; ``{duration}`` is seconds as Go's
+``strconv.FormatFloat(secs, 'f', -1, 64)`` writes them.
+"""
+
+import struct
+from decimal import Decimal
+
+from twisted.internet import defer
+
+from corednstw import dnswire as w
+from corednstw import log as clog
+from corednstw.plugin import Plugin, match
+
+NAME = "log"
+EMPTY = "-"
+
+COMMON = ('{remote}:{port} ' + EMPTY + ' {>id} "{type} {class} {name} '
+          '{proto} {size} {>do} {>bufsize}" {rcode} {>rflags} {rsize} '
+          '{duration}')
+COMBINED = COMMON + ' "{>opcode}"'
+DEFAULT = COMMON
+
+CLASSES = ("all", "success", "denial", "error")
+
+_FLAGS = ((w.QR, "qr"), (w.AA, "aa"), (w.TC, "tc"), (w.RD, "rd"),
+          (w.RA, "ra"), (0x0040, "z"), (w.AD, "ad"), (w.CD, "cd"))
+
+
+# -- response classification (CoreDNS's response.Typify and Classify) ---------
+
+class Outcome:
+    """What a rule needs to know about the answer: wire flags, rcode, size,
+    and (lazily) its response type and class."""
+
+    __slots__ = ("req", "resp", "flags", "rcode", "size", "_type")
+
+    def __init__(self, req, resp):
+        self.req = req
+        self.resp = resp
+        self._type = None
+        if resp is None:
+            # Nothing written: CoreDNS's log synthesises a SERVFAIL reply
+            # (question only, no OPT) for the line.
+            self.flags = w.QR | (req.opcode << 11) | (req.flags
+                                                      & (w.RD | w.CD))
+            self.rcode = w.SERVFAIL
+            self.size = req.qend
+        else:
+            wire = resp.finish(req)
+            self.size = len(wire)
+            self.flags = struct.unpack_from("!H", wire, 2)[0] if len(
+                wire) >= 4 else 0
+            self.rcode = resp.rcode
+
+    def type(self):
+        """NOERROR, NXDOMAIN, SERVERERROR, NODATA, DELEGATION, META,
+        UPDATE or OTHERERROR."""
+        if self._type is None:
+            self._type = self._typify()
+        return self._type
+
+    def cls(self):
+        t = self.type()
+        if t in ("NOERROR", "DELEGATION"):
+            return "success"
+        if t in ("NXDOMAIN", "NODATA"):
+            return "denial"
+        return "error"
+
+    def _typify(self):
+        req = self.req
+        opcode = (self.flags >> 11) & 0xF
+        if opcode == 5:
+            return "UPDATE"
+        if opcode == w.OPCODE_NOTIFY:
+            return "META"
+        if req.qtype in (w.AXFR, w.IXFR):
+            return "META"
+        rcode = self.rcode
+        an, ns_types = self._sections()
+        if an and rcode == w.NOERROR:
+            return "NOERROR"
+        if an and rcode == w.NXDOMAIN:
+            return "OTHERERROR"
+        soa = w.SOA in ns_types
+        if soa and rcode == w.NOERROR:
+            return "NODATA"
+        if rcode == w.NXDOMAIN:
+            return "NXDOMAIN"
+        if rcode in (w.SERVFAIL, w.NOTIMP):
+            return "SERVERERROR"
+        if w.NS in ns_types and rcode == w.NOERROR:
+            return "DELEGATION"
+        if rcode == w.NOERROR:
+            return "NOERROR"
+        return "OTHERERROR"
+
+    def _sections(self):
+        """(answer count, set of authority types) of the answer."""
+        resp = self.resp
+        if resp is None:
+            return 0, ()
+        if resp.raw is None:
+            return len(resp.answer), {rr.rtype for rr in resp.authority}
+        wire = resp.finish(self.req)
+        try:
+            _, _, qd, an, ns, _ = w.unpack_header(wire)
+            off = 12
+            for _ in range(qd):
+                off = w.read_name(wire, off)[1] + 4
+            for _ in range(an):
+                off = w.skip_rr(wire, off)[0]
+            types = set()
+            for _ in range(ns):
+                off, rtype = w.skip_rr(wire, off)[:2]
+                types.add(rtype)
+        except (w.FormatError, struct.error):
+            return 0, ()
+        return an, types
+
+
+# -- formats --------------------------------------------------------------------
+
+def go_float(secs):
+    """Go's strconv.FormatFloat(secs, 'f', -1, 64): shortest digits that
+    read back as the same float, never an exponent."""
+    text = repr(float(secs))
+    if "e" in text or "E" in text:
+        text = format(Decimal(text), "f")
+    if text.endswith(".0"):
+        text = text[:-2]
+    return text
+
+
+def _addr(host):
+    if host is None:
+        return EMPTY
+    return "[%s]" % host if ":" in host else host
+
+
+def _rflags(flags):
+    out = [name for bit, name in _FLAGS if flags & bit]
+    return ",".join(out)
+
+
+def _rcode(o):
+    return w.rcode_text(o.rcode)
+
+
+def _local(req):
+    loc = req.local
+    if not loc:
+        return EMPTY
+    return _addr(loc[0])
+
+
+# Placeholder -> function(req, outcome, now) giving its text.
+_LABELS = {
+    "{type}": lambda r, o, t: w.type_text(r.qtype),
+    "{name}": lambda r, o, t: r.qname,
+    "{class}": lambda r, o, t: w.class_text(r.qclass),
+    "{proto}": lambda r, o, t: r.proto,
+    "{size}": lambda r, o, t: str(len(r.data)),
+    "{remote}": lambda r, o, t: _addr(r.client),
+    "{port}": lambda r, o, t: str(r.port),
+    "{local}": lambda r, o, t: _local(r),
+    "{>id}": lambda r, o, t: str(r.id),
+    "{>opcode}": lambda r, o, t: str(r.opcode),
+    "{>do}": lambda r, o, t: "true" if r.do else "false",
+    "{>bufsize}": lambda r, o, t: str(r.size),
+    "{rcode}": lambda r, o, t: _rcode(o),
+    "{rsize}": lambda r, o, t: str(o.size),
+    "{duration}": lambda r, o, t: go_float(max(t - r.start, 0.0)) + "s",
+    "{>rflags}": lambda r, o, t: _rflags(o.flags),
+}
+
+
+def _metadata(label):
+    def value(r, o, t):
+        md = r.metadata
+        if md is None:
+            return EMPTY
+        v = md.get(label)
+        if v is None:
+            return EMPTY
+        if callable(v):
+            v = v()
+        return str(v)
+    return value
+
+
+def compile_format(fmt):
+    """Pieces of a format: literal strings and placeholder functions.
+
+    Follows CoreDNS's parser: find each ``}``, back up to the nearest
+    ``{``; a known label or ``{/metadata}`` is a placeholder, anything else
+    stays literal text.
+    """
+    pieces = []
+    s = fmt
+    while True:
+        j = s.find("}")
+        if j < 0:
+            break
+        i = s.rfind("{", 0, j)
+        if i < 0:
+            pieces.append(s[:j + 1])
+            s = s[j + 1:]
+            continue
+        val = s[i:j + 1]
+        fn = _LABELS.get(val)
+        if fn is None and val.startswith("{/"):
+            fn = _metadata(val[2:-1])
+        if fn is None:
+            pieces.append(s[:j + 1])
+        else:
+            if i:
+                pieces.append(s[:i])
+            pieces.append(fn)
+        s = s[j + 1:]
+    if s:
+        pieces.append(s)
+    # Merge neighbouring literals.
+    out = []
+    for p in pieces:
+        if isinstance(p, str) and out and isinstance(out[-1], str):
+            out[-1] += p
+        else:
+            out.append(p)
+    return out
+
+
+def render(pieces, req, outcome, now):
+    return "".join(p if p.__class__ is str else p(req, outcome, now)
+                   for p in pieces)
+
+
+# -- the plugin ----------------------------------------------------------------------
+
+class Rule:
+    __slots__ = ("scope", "format", "pieces", "classes", "all")
+
+    def __init__(self, scope, fmt, classes=None):
+        self.scope = scope
+        self.format = fmt
+        self.pieces = compile_format(fmt)
+        self.classes = classes if classes is not None else {"all"}
+        self.all = "all" in self.classes
+
+
+class Log(Plugin):
+    """One plugin per block holds every rule of its ``log`` lines; the
+    first rule whose name scope contains the query decides."""
+
+    name = NAME
+    once = False
+
+    def __init__(self, rules, metadata=False):
+        self.rules = rules
+        self.metadata = metadata
+
+    def _rule(self, qname):
+        for rule in self.rules:
+            if rule.scope == "." or match((rule.scope,), qname):
+                return rule
+        return None
+
+    def serve(self, req):
+        rule = self._rule(req.qname)
+        if rule is None:
+            return self.next.serve(req)
+        result = self.next.serve(req)
+        if isinstance(result, defer.Deferred):
+            return result.addCallbacks(self._write, self._failed,
+                                       callbackArgs=(req, rule),
+                                       errbackArgs=(req, rule))
+        return self._write(result, req, rule)
+
+    def _write(self, resp, req, rule):
+        self._emit(Outcome(req, resp), req, rule)
+        return resp
+
+    def _failed(self, failure, req, rule):
+        # An error from the chain: CoreDNS logs the SERVFAIL it implies.
+        self._emit(Outcome(req, None), req, rule)
+        return failure
+
+    def _emit(self, outcome, req, rule):
+        if self.metadata:
+            md = req.meta()
+            md["log/type"] = outcome.type
+            md["log/class"] = outcome.cls
+        if rule.all or outcome.cls() in rule.classes:
+            clog.info("", render(rule.pieces, req, outcome,
+                                 req.block.config.app.clock()
+                                 if req.block is not None else req.start))
+
+
+def _scope(name):
+    return (name if name.endswith(".") else name + ".").lower()
+
+
+def setup(d, block):
+    rules = []
+    args = list(d.args)
+    if not args:
+        rules.append([".", DEFAULT])
+    elif len(args) == 1:
+        rules.append([_scope(args[0]), DEFAULT])
+    else:
+        fmt = DEFAULT
+        if "{" in args[-1]:
+            fmt = args.pop().replace("{common}", COMMON).replace(
+                "{combined}", COMBINED)
+        for a in args:
+            rules.append([_scope(a), fmt])
+    classes = set()
+    for c in d.children:
+        if c.name != "class":
+            raise c.error("unknown property '%s'" % c.name)
+        if not c.args:
+            raise c.arg_error()
+        for a in c.args:
+            if a not in CLASSES:
+                raise c.error("invalid Class: %s" % a)
+            classes.add(a)
+    if not classes:
+        classes = {"all"}
+    new = [Rule(scope, fmt, classes) for scope, fmt in rules]
+    existing = block.plugin(NAME)
+    if existing is not None:
+        # Every log line of a block feeds one plugin, as in CoreDNS.
+        existing.rules.extend(new)
+        return None
+    return Log(new, metadata=block.plugin("metadata") is not None)

@@ -1,0 +1,194 @@
+"""file: zones from RFC 1035 master files (CoreDNS's file plugin).
+
+``file DBFILE [ZONES...] { reload DURATION; reload_by_mtime; fallthrough
+[ZONES...] }``.  The file is parsed (dnspython's zone reader) when the
+configuration is built; a missing file is not fatal while reloading is on:
+the zone answers SERVFAIL until the file appears.  Every ``reload`` interval
+(default 1m, 0 turns it off) the file is read again off the reactor thread
+and swapped in when its SOA serial changed (or, with ``reload_by_mtime``,
+when its modification time moved on); a file that no longer parses keeps
+the last good zone.  Lookups follow corednstw.zone (CoreDNS's rules).
+"""
+
+import os
+
+from twisted.internet import task, threads
+
+from corednstw import log
+from corednstw import zone as zonelib
+from corednstw.durations import format_duration, parse_duration
+from corednstw.plugin import Fallthrough, zones_from_args
+
+DEFAULT_RELOAD = 60.0
+
+
+class ZoneFile:
+    """One origin read from one file, and its reload state."""
+
+    def __init__(self, origin, path, reload, by_mtime):
+        self.origin = origin
+        self.path = path
+        self.reload = reload
+        self.by_mtime = by_mtime
+        self.busy = False
+        self.loop = None
+
+
+class File(zonelib.ZoneServer):
+    name = "file"
+    once = False
+
+    def __init__(self):
+        zonelib.ZoneServer.__init__(self)
+        self.files = []
+        self.fall = Fallthrough()
+
+    def add(self, zf, data):
+        self.files.append(zf)
+        if zf.origin not in self.names:
+            self.names.append(zf.origin)
+        self.zone_map[zf.origin] = data
+
+    # -- life cycle -------------------------------------------------------------
+
+    def start(self):
+        reactor = self.block.config.app.reactor if self.block else None
+        for zf in self.files:
+            if zf.reload > 0 and reactor is not None:
+                zf.loop = task.LoopingCall(self.check, zf)
+                zf.loop.clock = reactor
+                zf.loop.start(zf.reload, now=False)
+        for origin in self.names:
+            self.notify_peers(origin)
+
+    def stop(self):
+        for zf in self.files:
+            if zf.loop is not None and zf.loop.running:
+                zf.loop.stop()
+            zf.loop = None
+
+    # -- reloading ----------------------------------------------------------------
+
+    def check(self, zf):
+        """One reload tick: read the file in a thread, swap on success."""
+        if zf.busy:
+            return None
+        zf.busy = True
+        current = self.zone_map.get(zf.origin)
+        d = threads.deferToThread(_reread, zf, current)
+        d.addCallbacks(self._reloaded, self._reload_failed,
+                       callbackArgs=(zf,), errbackArgs=(zf,))
+        return d
+
+    def _reloaded(self, data, zf):
+        zf.busy = False
+        if data is None:
+            return
+        self.zone_map[zf.origin] = data
+        log.info(self.name, "Successfully reloaded zone %s in %s with %d SOA "
+                 "serial" % (zonelib._q(zf.origin), zonelib._q(zf.path),
+                             data.serial))
+        self.notify_peers(zf.origin)
+
+    def _reload_failed(self, failure, zf):
+        zf.busy = False
+        e = failure.value
+        if isinstance(e, OSError):
+            if zf.by_mtime and getattr(e, "stat", False):
+                log.error(self.name, "Failed to stat zone %s in %s: %s" % (
+                    zonelib._q(zf.origin), zonelib._q(zf.path), _oserr(e)))
+            else:
+                log.error(self.name, "Failed to open zone %s in %s: %s" % (
+                    zonelib._q(zf.origin), zonelib._q(zf.path), _oserr(e)))
+        else:
+            log.error(self.name, "Parsing zone %s: %s" % (
+                zonelib._q(zf.origin), e))
+
+
+def _oserr(e):
+    """An OSError as Go prints a PathError: "open PATH: reason"."""
+    reason = (e.strerror or str(e)).lower()
+    return "open %s: %s" % (e.filename, reason) if e.filename else reason
+
+
+def _reread(zf, current):
+    """Runs in a thread: the new ZoneData, or None when nothing changed."""
+    mtime = None
+    if zf.by_mtime:
+        try:
+            mtime = os.stat(zf.path).st_mtime
+        except OSError as e:
+            e.stat = True
+            raise
+        if current is not None and current.mtime is not None and (
+                mtime <= current.mtime):
+            return None
+    data = zonelib.parse_file(zf.path, zf.origin)
+    data.mtime = mtime
+    if not zf.by_mtime and current is not None and current.soa is not None \
+            and data.serial == current.serial:
+        return None
+    return data
+
+
+def load(path, origin, by_mtime=False):
+    """Parse at configuration time (ZoneError / OSError)."""
+    mtime = os.stat(path).st_mtime if by_mtime else None
+    data = zonelib.parse_file(path, origin)
+    data.mtime = mtime
+    return data
+
+
+def resolve(block, path):
+    """A relative DBFILE is taken from the root plugin's directory."""
+    root = block.settings.get("root")
+    if not os.path.isabs(path) and root:
+        return os.path.join(root, path)
+    return path
+
+
+def setup(d, block):
+    if not d.args:
+        raise d.arg_error()
+    path = resolve(block, d.args[0])
+    origins = zones_from_args(d.args[1:], block)
+    reload = DEFAULT_RELOAD
+    by_mtime = False
+    fall = None
+    for c in d.children:
+        if c.name == "fallthrough":
+            fall = Fallthrough.parse(c.args)
+        elif c.name == "reload":
+            if not c.args:
+                raise c.error("reload duration value is expected")
+            try:
+                reload = parse_duration(c.args[0])
+            except ValueError as e:
+                raise c.error(str(e))
+        elif c.name == "reload_by_mtime":
+            by_mtime = True
+        elif c.name == "upstream":
+            pass        # accepted and ignored, as CoreDNS does
+        else:
+            raise c.error("unknown property '%s'" % c.name)
+
+    existing = block.plugin("file")
+    plugin = existing if existing is not None else File()
+    if fall is not None:
+        plugin.fall = fall
+    open_error = None
+    for origin in origins:
+        data = None
+        try:
+            data = load(path, origin, by_mtime)
+        except zonelib.ZoneError as e:
+            raise d.error(str(e))
+        except OSError as e:
+            open_error = e
+        plugin.add(ZoneFile(origin, path, reload, by_mtime), data)
+    if open_error is not None:
+        if reload == 0:
+            raise d.error(_oserr(open_error))
+        log.warning("file", 'Failed to open "%s": trying again in %s' % (
+            _oserr(open_error), format_duration(reload)))
+    return None if existing is not None else plugin

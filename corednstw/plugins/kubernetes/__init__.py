@@ -1,0 +1,250 @@
+"""kubernetes: Kubernetes DNS-Based Service Discovery (CoreDNS's
+kubernetes plugin).
+
+The package: ``records`` (JSON to compact records), ``store`` (the
+indexed view on the reactor thread), ``watch`` (list/watch threads and
+the REST client metrics), ``plugin`` (the answers), ``selector`` (label
+selectors).  ``setup`` here parses the Corefile stanza.
+"""
+
+import os
+
+from twisted.internet import defer
+
+from corednstw import log
+from corednstw.durations import parse_duration
+from corednstw.plugin import Fallthrough, zones_from_args
+from corednstw.plugins.kubernetes import selector as sel
+from corednstw.plugins.kubernetes import store as st
+from corednstw.plugins.kubernetes import watch as wt
+from corednstw.plugins.kubernetes.plugin import Kubernetes, _is_reverse
+from corednstw.plugins.kubernetes import records as rec
+
+__all__ = ["Kubernetes", "setup"]
+
+POD_MODES = ("disabled", "verified", "insecure")
+
+
+class Plugin(Kubernetes):
+    """The plugin with its life cycle: watch threads and startup wait."""
+
+    def start(self):
+        from twisted.internet import reactor
+        self.reactor = reactor
+        self.store = self.make_store()
+        self.local_ips = self._bound_ips()
+        conn = wt.Connection(self.conn_opts, reactor.callFromThread)
+        self.watchers = [
+            wt.Watcher(conn, self.store, kind, reactor.callFromThread,
+                       **self._watch_args(kind))
+            for kind in self.store.kinds]
+        for wr in self.watchers:
+            wr.start()
+        return self._wait_synced()
+
+    def make_store(self):
+        kinds = [st.SERVICES, st.NAMESPACES]
+        if self.endpoints:
+            kinds.insert(1, st.SLICES)
+        if self.pod_mode == "verified":
+            kinds.append(st.PODS)
+        if self.multicluster:
+            kinds += [st.IMPORTS, st.MC_SLICES]
+        return st.Store(kinds)
+
+    def _watch_args(self, kind):
+        args = {}
+        if kind in (st.SERVICES, st.SLICES, st.PODS):
+            args["selector"] = self.labels
+        if kind == st.NAMESPACES:
+            args["selector"] = self.namespace_labels
+        if kind == st.IMPORTS:
+            args["selector"] = self.namespace_labels
+        if kind == st.PODS:
+            args["field_selector"] = ("status.phase!=Succeeded,"
+                                      "status.phase!=Failed,"
+                                      "status.phase!=Unknown")
+        if kind == st.SLICES and self.zonal:
+            args["parse"] = lambda o: rec.endpoint_slice(o, zonal=True)
+        if kind == st.MC_SLICES:
+            s = rec.MC_SERVICE_NAME_LABEL
+            args["selector"] = s + "," + self.labels if self.labels else s
+        return args
+
+    def _bound_ips(self):
+        """Non-loopback addresses the server listens on (bind), else the
+        host's interface addresses (CoreDNS's boundIPs)."""
+        hosts = self.block.bind if self.block is not None else None
+        ips = []
+        if hosts:
+            for h in hosts:
+                a = rec.address(h)
+                if a is not None:
+                    ips.append(a[0])
+        else:
+            ips = rec.local_ips()
+        return [ip for ip in ips
+                if not ip.startswith("127.") and ip != "::1"]
+
+    def _wait_synced(self):
+        """Fires once synced or after startup_timeout (serving starts
+        either way; unsynced NXDOMAINs become SERVFAIL)."""
+        d = defer.Deferred()
+        reactor = self.reactor
+        start = reactor.seconds()
+        state = {"log": start + 0.5}
+
+        def check():
+            if d.called:
+                return
+            if self.store.synced:
+                d.callback(None)
+                return
+            now = reactor.seconds()
+            if now - start >= self.startup_timeout:
+                log.warning(self.name,
+                            "starting server with unsynced Kubernetes API")
+                d.callback(None)
+                return
+            if now >= state["log"]:
+                state["log"] = now + 0.5
+                log.info(self.name, "waiting for Kubernetes API before "
+                         "starting server")
+            self._timer = reactor.callLater(0.01, check)
+        check()
+        return d
+
+    def stop(self):
+        t = getattr(self, "_timer", None)
+        if t is not None and t.active():
+            t.cancel()
+        for wr in self.watchers:
+            wr.stop()
+        self.watchers = []
+
+
+def setup(d, block):
+    zones = zones_from_args(d.args, block)
+    if not any(not _is_reverse(z) for z in zones):
+        raise d.error("non-reverse zone name must be used")
+    k = Plugin(zones)
+    opts = k.conn_opts
+    for c in d.children:
+        name, args = c.name, c.args
+        if name == "endpoint_pod_names":
+            if args:
+                raise c.arg_error()
+            k.podnames = True
+        elif name == "pods":
+            if len(args) != 1:
+                raise c.arg_error()
+            if args[0] not in POD_MODES:
+                raise d.error("wrong value for pods: %s,  must be one of: "
+                              "disabled, verified, insecure" % args[0])
+            k.pod_mode = args[0]
+        elif name == "namespaces":
+            if not args:
+                raise c.arg_error()
+            k.namespaces.update(args)
+        elif name == "endpoint":
+            if not args:
+                raise c.arg_error()
+            if len(args) > 1:
+                log.warning("kubernetes", "Multiple endpoints have been "
+                            "deprecated, only the first specified endpoint "
+                            "'%s' is used" % args[0])
+            opts["endpoint"] = args[0]
+        elif name == "tls":
+            if len(args) != 3:
+                raise c.arg_error()
+            opts["tls"] = tuple(args)
+        elif name in ("labels", "namespace_labels"):
+            if not args:
+                raise c.arg_error()
+            text = " ".join(args)
+            try:
+                sel.parse(text)
+            except sel.SelectorError as e:
+                what = "label" if name == "labels" else "namespace_label"
+                raise d.error("unable to parse %s selector value: '%s': %s"
+                              % (what, text, e))
+            if name == "labels":
+                k.labels = text
+            else:
+                k.namespace_labels = text
+        elif name == "fallthrough":
+            k.fall = Fallthrough.parse(args)
+        elif name == "ttl":
+            if not args:
+                raise c.arg_error()
+            try:
+                t = int(args[0])
+            except ValueError:
+                raise d.error("invalid ttl %r" % args[0])
+            if t < 0 or t > 3600:
+                raise d.error("ttl must be in range [0, 3600]: %d" % t)
+            k.ttl = t
+        elif name == "noendpoints":
+            if args:
+                raise c.arg_error()
+            k.endpoints = False
+        elif name == "zonal":
+            if args:
+                raise c.arg_error()
+            k.zonal = True
+        elif name == "ignore":
+            if args:
+                if args[0] != "empty_service":
+                    raise d.error("unable to parse ignore value: '%s'"
+                                  % args[0])
+                k.ignore_empty = True
+        elif name == "kubeconfig":
+            if len(args) not in (1, 2):
+                raise c.arg_error()
+            opts["kubeconfig"] = args[0]
+            opts["context"] = args[1] if len(args) == 2 else None
+        elif name == "multicluster":
+            k.multicluster = zones_from_args(args, _NoBlock)
+        elif name == "startup_timeout":
+            if not args:
+                raise c.arg_error()
+            try:
+                k.startup_timeout = parse_duration(args[0])
+            except ValueError as e:
+                raise d.error("failed to parse startup_timeout: %s, %s"
+                              % (args[0], e))
+        elif name in ("apiserver_qps", "apiserver_burst",
+                      "apiserver_max_inflight"):
+            if len(args) != 1:
+                raise c.arg_error()
+            try:
+                v = float(args[0]) if name == "apiserver_qps" else int(args[0])
+            except ValueError:
+                raise d.error("invalid %s %r" % (name, args[0]))
+            if v < 0:
+                raise d.error("%s must be >= 0" % name)
+            opts[{"apiserver_qps": "qps", "apiserver_burst": "burst",
+                  "apiserver_max_inflight": "inflight"}[name]] = v
+        else:
+            raise d.error("unknown property '%s'" % name)
+    if k.namespaces and k.namespace_labels:
+        raise d.error("namespaces and namespace_labels cannot both be set")
+    for z in k.multicluster:
+        if z not in zones:
+            raise d.error("is not authoritative for the multicluster zone %s "
+                          "(authoritative zones: %s)" % (z, " ".join(zones)))
+    if k.zonal and not k.endpoints:
+        raise d.error("zonal requires the endpoint cache; remove "
+                      "noendpoints")
+    if not opts.get("endpoint") and not opts.get("kubeconfig"):
+        if not (os.environ.get("KUBERNETES_SERVICE_HOST")
+                and os.environ.get("KUBERNETES_SERVICE_PORT")):
+            raise d.error("unable to load in-cluster configuration, "
+                          "KUBERNETES_SERVICE_HOST and "
+                          "KUBERNETES_SERVICE_PORT must be defined")
+    return k
+
+
+class _NoBlock:
+    """multicluster without zones names none (not the block's keys)."""
+    zones = ()

@@ -1,0 +1,220 @@
+"""The plugin's view of the cluster, on the reactor thread.
+
+Watch threads hand over pages and event batches (``callFromThread``);
+everything here runs on the reactor, so queries read plain dicts without
+locks.  A relist marks what each page brings and sweeps the rest at the
+end: one store, no copy.
+"""
+
+import datetime
+import time
+
+from corednstw import log
+from corednstw import metrics
+from corednstw.plugins.kubernetes import records as rec
+
+PROGRAMMING = metrics.histogram(
+    "coredns_kubernetes_dns_programming_duration_seconds",
+    "Histogram of the time (in seconds) it took to program a dns instance.",
+    ("service_kind",), metrics.exponential(0.001, 2, 20))
+
+SERVICES, SLICES, NAMESPACES, PODS, IMPORTS, MC_SLICES = (
+    "services", "endpointslices", "namespaces", "pods", "serviceimports",
+    "mcendpointslices")
+
+
+class Store:
+    """Services, slices, namespaces, pods and ServiceImports, indexed."""
+
+    def __init__(self, kinds=(SERVICES, SLICES, NAMESPACES), clock=time.time):
+        self.kinds = tuple(kinds)
+        self.synced_kinds = set()
+        self.gen = dict.fromkeys(self.kinds, 0)
+        self.clock = clock
+        self.modified = 0
+        self.mc_modified = 0
+        self.namespaces = {}        # name -> Namespace
+        self.services = {}          # (name, ns) -> Service
+        self.svc_by_ip = {}         # ip -> [(name, ns)]
+        self.slices = {}            # (slice name, ns) -> Slice
+        self.svc_slices = {}        # (svc name, ns) -> {slice name: Slice}
+        self.ep_by_ip = {}          # ip -> {(slice name, ns)}
+        self.pods = {}              # (name, ns) -> Pod
+        self.pods_by_ip = {}        # ip -> {(name, ns)}
+        self.imports = {}           # (name, ns) -> Service (import)
+        self.mc_slices = {}         # (slice name, ns) -> Slice
+        self.mc_svc_slices = {}     # (svc name, ns) -> {slice name: Slice}
+        self.cache = {}             # (svc name, ns) -> answer cache
+        self.listeners = []         # callables(kind) after each change
+
+    # -- sync state -------------------------------------------------------------
+
+    @property
+    def synced(self):
+        return len(self.synced_kinds) == len(self.kinds)
+
+    def begin_list(self, kind):
+        self.gen[kind] += 1
+
+    def end_list(self, kind):
+        """The last page of a (re)list: sweep what it did not bring."""
+        gen = self.gen[kind]
+        table = self._table(kind)
+        for key in [k for k, v in table.items() if v.mark != gen]:
+            self._delete(kind, key, record=False)
+        self.synced_kinds.add(kind)
+
+    def _table(self, kind):
+        return {SERVICES: self.services, SLICES: self.slices,
+                NAMESPACES: self.namespaces, PODS: self.pods,
+                IMPORTS: self.imports, MC_SLICES: self.mc_slices}[kind]
+
+    # -- changes ----------------------------------------------------------------
+
+    def apply(self, kind, events):
+        """Apply [(type, record)]: type LIST (a list page item), ADDED,
+        MODIFIED or DELETED; records from records.py."""
+        gen = self.gen[kind]
+        for etype, r in events:
+            if etype == "DELETED":
+                self._delete(kind, self._key(kind, r), record=True)
+                continue
+            r.mark = gen
+            self._upsert(kind, r)
+
+    @staticmethod
+    def _key(kind, r):
+        if kind == NAMESPACES:
+            return r.name
+        return (r.name, r.ns)
+
+    def _touch(self, kind):
+        if kind in (IMPORTS, MC_SLICES):
+            self.mc_modified = int(self.clock())
+        else:
+            self.modified = int(self.clock())
+
+    def _upsert(self, kind, r):
+        key = self._key(kind, r)
+        table = self._table(kind)
+        old = table.get(key)
+        if kind == NAMESPACES:
+            table[key] = r
+            if old is None:
+                self._touch(kind)
+            return
+        if kind == PODS:
+            if old is not None:
+                self._unindex(self.pods_by_ip, old.ip, key)
+            table[key] = r
+            if r.ip:
+                self.pods_by_ip.setdefault(r.ip, set()).add(key)
+            if old is None or old.ip != r.ip:
+                self._touch(kind)
+            return
+        same = old is not None and r.same(old)
+        if kind == SERVICES:
+            if old is not None:
+                for ip in old.ips:
+                    self._unindex_list(self.svc_by_ip, ip, key)
+            table[key] = r
+            for ip in r.ips:
+                self.svc_by_ip.setdefault(ip, []).append(key)
+            self.cache.pop(key, None)
+        elif kind == IMPORTS:
+            table[key] = r
+        else:
+            self._set_slice(kind, key, old, r)
+            if kind == SLICES:
+                self._latency(r)
+        if not same:
+            self._touch(kind)
+
+    def _set_slice(self, kind, key, old, r):
+        by_svc = self.svc_slices if kind == SLICES else self.mc_svc_slices
+        if old is not None:
+            self._remove_slice(kind, key, old, by_svc)
+        self._table(kind)[key] = r
+        by_svc.setdefault((r.service, r.ns), {})[r.name] = r
+        if kind == SLICES:
+            for e in r.eps:
+                self.ep_by_ip.setdefault(e.ip, set()).add(key)
+            self.cache.pop((r.service, r.ns), None)
+
+    def _remove_slice(self, kind, key, old, by_svc):
+        skey = (old.service, old.ns)
+        group = by_svc.get(skey)
+        if group is not None:
+            group.pop(old.name, None)
+            if not group:
+                del by_svc[skey]
+        if kind == SLICES:
+            for e in old.eps:
+                self._unindex(self.ep_by_ip, e.ip, key)
+            self.cache.pop(skey, None)
+
+    def _delete(self, kind, key, record):
+        table = self._table(kind)
+        old = table.pop(key, None)
+        if old is None:
+            return
+        self._touch(kind)
+        if kind == SERVICES:
+            for ip in old.ips:
+                self._unindex_list(self.svc_by_ip, ip, key)
+            self.cache.pop(key, None)
+        elif kind == PODS:
+            self._unindex(self.pods_by_ip, old.ip, key)
+        elif kind in (SLICES, MC_SLICES):
+            by_svc = self.svc_slices if kind == SLICES else self.mc_svc_slices
+            self._remove_slice(kind, key, old, by_svc)
+            if record and kind == SLICES:
+                self._latency(old)
+
+    @staticmethod
+    def _unindex(index, ip, key):
+        s = index.get(ip)
+        if s is not None:
+            s.discard(key)
+            if not s:
+                del index[ip]
+
+    @staticmethod
+    def _unindex_list(index, ip, key):
+        s = index.get(ip)
+        if s is not None:
+            if key in s:
+                s.remove(key)
+            if not s:
+                del index[ip]
+
+    def _latency(self, sl):
+        """coredns_kubernetes_dns_programming_duration_seconds: from the
+        slice's last-change-trigger-time to now, when exactly one Service
+        backs it (so never headless_without_selector, as in CoreDNS)."""
+        if not sl.trigger:
+            return
+        svc = self.services.get((sl.service, sl.ns))
+        if svc is None:
+            return
+        try:
+            tt = datetime.datetime.fromisoformat(sl.trigger).timestamp()
+        except ValueError:
+            log.warning("kubernetes", "DnsProgrammingLatency cannot be "
+                        "calculated for Endpoints '%s/%s'; invalid %r "
+                        "annotation RFC3339 value of %r" % (
+                            sl.ns, sl.name, rec.TRIGGER_TIME, sl.trigger))
+            return
+        kind = "headless_with_selector" if svc.headless else "cluster_ip"
+        PROGRAMMING.observe((kind,), max(0.0, self.clock() - tt))
+
+    # -- reads --------------------------------------------------------------------
+
+    def slices_of(self, name, ns, mc=False):
+        """The slices of a service, in name order (a stable answer order)."""
+        group = (self.mc_svc_slices if mc else self.svc_slices).get((name, ns))
+        if not group:
+            return ()
+        if len(group) == 1:
+            return tuple(group.values())
+        return tuple(group[k] for k in sorted(group))

@@ -1,0 +1,513 @@
+"""kubernetes: answers from a real list/watch against the test API server.
+
+The cluster mirrors the fixtures of CoreDNS's plugin/kubernetes handler
+tests; the tables are derived from handler_test.go, handler_case_test.go,
+ns_test.go, reverse_test.go and the pod mode tests.
+"""
+
+import re
+
+import dns.flags
+import dns.rcode
+from twisted.internet import defer
+from twisted.trial import unittest
+
+from corednstw import dnswire as w
+from corednstw import metrics
+from corednstw.request import Response
+from tests import k8s_apiserver as k8s
+from tests import util
+
+SOA = ("cluster.local. 5 IN SOA ns.dns.cluster.local. "
+       "hostmaster.cluster.local. SERIAL 7200 1800 86400 5")
+
+
+def cluster(srv):
+    """CoreDNS's APIConnServeTest data."""
+    srv.add("namespaces", *[k8s.namespace(n) for n in (
+        "testns", "kube-system", "podns", "unexposedns")])
+    srv.add("services",
+            k8s.service("kubedns", "kube-system", ("10.0.0.10",),
+                        (("dns", "UDP", 53),)),
+            k8s.service("svc1", "testns", ("10.0.0.1",)),
+            k8s.service("svcempty", "testns", ("10.0.0.1",)),
+            k8s.service("svc6", "testns", ("1234:abcd::1",)),
+            k8s.service("hdls1", "testns", ("None",), ()),
+            k8s.service("external", "testns", type="ExternalName",
+                        external="ext.interwebs.test"),
+            k8s.service("external-to-service", "testns", type="ExternalName",
+                        external="svc1.testns.svc.cluster.local."),
+            k8s.service("hdlsprtls", "testns", ("None",), ()),
+            k8s.service("svc1", "unexposedns", ("10.0.0.2",)),
+            k8s.service("svc-dual-stack", "testns", ("10.0.0.3", "10::3")))
+    srv.add("endpointslices",
+            k8s.endpoint_slice("kubedns-1", "kube-system", "kubedns",
+                               [k8s.endpoint(["172.0.0.100"])],
+                               (("dns", "UDP", 53),)),
+            k8s.endpoint_slice("svc1-slice1", "testns", "svc1",
+                               [k8s.endpoint(["172.0.0.1"], "ep1a")]),
+            k8s.endpoint_slice("svcempty-slice1", "testns", "svcempty", []),
+            k8s.endpoint_slice("hdls1-slice1", "testns", "hdls1", [
+                k8s.endpoint(["172.0.0.2"]), k8s.endpoint(["172.0.0.3"]),
+                k8s.endpoint(["172.0.0.4"], "dup-name"),
+                k8s.endpoint(["172.0.0.5"], "dup-name"),
+                k8s.endpoint(["5678:abcd::1"]),
+                k8s.endpoint(["5678:abcd::2"])]),
+            k8s.endpoint_slice("hdlsprtls-slice1", "testns", "hdlsprtls",
+                               [k8s.endpoint(["172.0.0.20"])], ()))
+
+
+def lines(msg, section):
+    return [re.sub(r"(SOA \S+ \S+ )\d+", r"\1SERIAL", x)
+            for x in util.rrs(msg, section)]
+
+
+class Base(unittest.TestCase):
+    options = "namespaces testns"
+    zones = "cluster.local"
+    extra = ""
+
+    @defer.inlineCallbacks
+    def setUp(self):
+        self.api = k8s.APIServer().start()
+        self.addCleanup(self.api.stop)
+        self.populate(self.api)
+        self.app = yield util.start(self, self.corefile())
+        self.port = self.app.port()
+        self.k = self.app.config.blocks[0].plugin("kubernetes")
+
+    def populate(self, srv):
+        cluster(srv)
+
+    def corefile(self):
+        return ".:0 {\n    kubernetes %s {\n        endpoint %s\n%s    }\n%s}\n" % (
+            self.zones, self.api.url,
+            "".join("        %s\n" % o for o in self.options.split(";")
+                    if o.strip()), self.extra)
+
+    @defer.inlineCallbacks
+    def check(self, cases, proto="udp"):
+        for qname, qtype, rcode, answer, ns, extra in cases:
+            m = yield util.query(self.port, qname, qtype, proto=proto)
+            what = "%s %s" % (qname, qtype)
+            self.assertEqual(dns.rcode.to_text(m.rcode()), rcode, what)
+            self.assertEqual(lines(m, "answer"), sorted(answer), what)
+            self.assertEqual(lines(m, "authority"), sorted(ns), what)
+            self.assertEqual(lines(m, "additional"), sorted(extra), what)
+            if rcode in ("NOERROR", "NXDOMAIN"):
+                self.assertTrue(m.flags & dns.flags.AA, what)
+
+
+def A(name, ip, ttl=5):
+    return "%s %d IN A %s" % (name, ttl, ip)
+
+
+def AAAA(name, ip, ttl=5):
+    return "%s %d IN AAAA %s" % (name, ttl, ip)
+
+
+def SRV(name, rdata, ttl=5):
+    return "%s %d IN SRV %s" % (name, ttl, rdata)
+
+
+C = "svc1.testns.svc.cluster.local."
+H = "hdls1.testns.svc.cluster.local."
+D = "svc-dual-stack.testns.svc.cluster.local."
+
+COMMON = [
+    (C, "A", "NOERROR", [A(C, "10.0.0.1")], [], []),
+    ("svcempty.testns.svc.cluster.local.", "A", "NOERROR",
+     [A("svcempty.testns.svc.cluster.local.", "10.0.0.1")], [], []),
+    (C, "SRV", "NOERROR", [SRV(C, "0 100 80 " + C)], [], [A(C, "10.0.0.1")]),
+    ("svc6.testns.svc.cluster.local.", "SRV", "NOERROR",
+     [SRV("svc6.testns.svc.cluster.local.",
+          "0 100 80 svc6.testns.svc.cluster.local.")], [],
+     [AAAA("svc6.testns.svc.cluster.local.", "1234:abcd::1")]),
+    ("_http._tcp." + C, "SRV", "NOERROR",
+     [SRV("_http._tcp." + C, "0 100 80 " + C)], [], [A(C, "10.0.0.1")]),
+    (H, "A", "NOERROR", [A(H, "172.0.0.%d" % i) for i in (2, 3, 4, 5)],
+     [], []),
+    ("hdlsprtls.testns.svc.cluster.local.", "A", "NOERROR",
+     [A("hdlsprtls.testns.svc.cluster.local.", "172.0.0.20")], [], []),
+    (C, "AAAA", "NOERROR", [], [SOA], []),
+    ("svc0.testns.svc.cluster.local.", "AAAA", "NXDOMAIN", [], [SOA], []),
+    ("svc0.testns.svc.cluster.local.", "A", "NXDOMAIN", [], [SOA], []),
+    ("svc0.svc-nons.svc.cluster.local.", "A", "NXDOMAIN", [], [SOA], []),
+    ("dns-version.cluster.local.", "TXT", "NOERROR",
+     ['dns-version.cluster.local. 28800 IN TXT "1.1.0"'], [], []),
+    (C, "TXT", "NOERROR", [], [SOA], []),
+    ("svc0.svc-nons.svc.cluster.local.", "TXT", "NXDOMAIN", [], [SOA], []),
+    ("bogusendpoint." + H, "A", "NXDOMAIN", [], [SOA], []),
+    ("bogusendpoint.svc0.testns.svc.cluster.local.", "A", "NXDOMAIN", [],
+     [SOA], []),
+    ("svc6.testns.svc.cluster.local.", "AAAA", "NOERROR",
+     [AAAA("svc6.testns.svc.cluster.local.", "1234:abcd::1")], [], []),
+    (H, "AAAA", "NOERROR", [AAAA(H, "5678:abcd::1"), AAAA(H, "5678:abcd::2")],
+     [], []),
+    ("svc.cluster.local.", "A", "NOERROR", [], [SOA], []),
+    ("pod.cluster.local.", "A", "NOERROR", [], [SOA], []),
+    ("testns.svc.cluster.local.", "A", "NOERROR", [], [SOA], []),
+    ("svc.cluster.local.", "NS", "NOERROR", [], [SOA], []),
+    ("testns.svc.cluster.local.", "NS", "NOERROR", [], [SOA], []),
+    ("foo.cluster.local.", "NS", "NXDOMAIN", [], [SOA], []),
+    ("foo.svc.cluster.local.", "NS", "NXDOMAIN", [], [SOA], []),
+    (D, "A", "NOERROR", [A(D, "10.0.0.3")], [], []),
+    (D, "AAAA", "NOERROR", [AAAA(D, "10::3")], [], []),
+    (D, "SRV", "NOERROR", [SRV(D, "0 50 80 " + D)], [],
+     [A(D, "10.0.0.3"), AAAA(D, "10::3")]),
+    (C, "SOA", "NOERROR", [], [SOA], []),
+    ("endpoint.external.testns.svc.cluster.local.", "CNAME", "NXDOMAIN",
+     [], [SOA], []),
+    ("subdomain.subdomain.external.testns.svc.cluster.local.", "CNAME",
+     "NXDOMAIN", [], [SOA], []),
+]
+
+HEADLESS = [
+    ("_http._tcp." + H, "SRV", "NOERROR",
+     [SRV("_http._tcp." + H, "0 16 80 %s.%s" % (n, H)) for n in (
+         "172-0-0-2", "172-0-0-3", "5678-abcd--1", "5678-abcd--2",
+         "dup-name")], [],
+     [A("172-0-0-2." + H, "172.0.0.2"), A("172-0-0-3." + H, "172.0.0.3"),
+      AAAA("5678-abcd--1." + H, "5678:abcd::1"),
+      AAAA("5678-abcd--2." + H, "5678:abcd::2"),
+      A("dup-name." + H, "172.0.0.4"), A("dup-name." + H, "172.0.0.5")]),
+    ("5678-abcd--2." + H, "AAAA", "NOERROR",
+     [AAAA("5678-abcd--2." + H, "5678:abcd::2")], [], []),
+    ("172-0-0-20.hdlsprtls.testns.svc.cluster.local.", "A", "NOERROR",
+     [A("172-0-0-20.hdlsprtls.testns.svc.cluster.local.", "172.0.0.20")],
+     [], []),
+    ("172-0-0-2." + H, "A", "NOERROR", [A("172-0-0-2." + H, "172.0.0.2")],
+     [], []),
+    ("dup-name." + H, "A", "NOERROR",
+     [A("dup-name." + H, "172.0.0.4"), A("dup-name." + H, "172.0.0.5")],
+     [], []),
+    ("external.testns.svc.cluster.local.", "CNAME", "NOERROR",
+     ["external.testns.svc.cluster.local. 5 IN CNAME ext.interwebs.test."],
+     [], []),
+    ("external-to-service.testns.svc.cluster.local", "A", "NOERROR",
+     ["external-to-service.testns.svc.cluster.local. 5 IN CNAME " + C,
+      A(C, "10.0.0.1")], [], []),
+    ("ep1a." + C, "A", "NOERROR", [A("ep1a." + C, "172.0.0.1")], [], []),
+    ("svc1.unexposedns.svc.cluster.local.", "A", "NXDOMAIN", [], [SOA], []),
+    ("cluster.local.", "A", "NOERROR", [], [SOA], []),
+    ("cluster.local.", "TXT", "NXDOMAIN", [], [SOA], []),
+    ("cluster.local.", "SOA", "NOERROR", [SOA], [], []),
+    ("svc1.testns.svc.cluster.local.", "MX", "NOERROR", [], [SOA], []),
+    ("svc1.testns.svc.cluster.local.", "HINFO", "NOERROR", [], [SOA], []),
+    ("nope.testns.svc.cluster.local.", "HINFO", "NXDOMAIN", [], [SOA], []),
+    ("1-2-3-4.podns.pod.cluster.local.", "A", "NXDOMAIN", [], [SOA], []),
+    ("a.b.c.d.e.testns.svc.cluster.local.", "A", "NXDOMAIN", [], [SOA], []),
+    ("*.testns.svc.cluster.local.", "A", "NXDOMAIN", [], [SOA], []),
+]
+
+
+class HandlerTest(Base):
+
+    def test_common(self):
+        return self.check(COMMON)
+
+    def test_headless_and_more(self):
+        # TCP: the SRV answer with all its glue is larger than 512 bytes.
+        return self.check(HEADLESS, proto="tcp")
+
+    def test_tcp(self):
+        return self.check(COMMON[:6], proto="tcp")
+
+    @defer.inlineCallbacks
+    def test_case_preserved(self):
+        m = yield util.query(self.port, "SvC1.TeStNs.SvC.cLuStEr.LoCaL.", "A")
+        self.assertEqual(util.rrs(m, "answer"),
+                         ["SvC1.TeStNs.SvC.cLuStEr.LoCaL. 5 IN A 10.0.0.1"])
+        m = yield util.query(self.port, "_HtTp._TcP.sVc1.TeStNs.SvC.cLuStEr."
+                             "LoCaL.", "SRV")
+        self.assertEqual(util.rrs(m, "answer"), [
+            "_HtTp._TcP.sVc1.TeStNs.SvC.cLuStEr.LoCaL. 5 IN SRV 0 100 80 "
+            "svc1.testns.svc.cLuStEr.LoCaL."])
+        # The glue's owner is compressed against the question, so its case
+        # on the wire is the question's.
+        self.assertEqual([x.lower() for x in util.rrs(m, "additional")],
+                         ["svc1.testns.svc.cluster.local. 5 in a 10.0.0.1"])
+        m = yield util.query(self.port, "not-a-service.testns.svc.ClUsTeR."
+                             "lOcAl.", "A")
+        self.assertEqual(m.rcode(), 3)
+        self.assertTrue(util.rrs(m, "authority")[0].startswith(
+            "ClUsTeR.lOcAl. 5 IN SOA ns.dns.ClUsTeR.lOcAl. "
+            "hostmaster.ClUsTeR.lOcAl. "))
+        m = yield util.query(self.port, "Cluster.local.", "SOA")
+        self.assertTrue(util.rrs(m, "answer")[0].startswith(
+            "Cluster.local. 5 IN SOA ns.dns.Cluster.local. "))
+
+    @defer.inlineCallbacks
+    def test_external_upstream(self):
+        """ExternalName targets outside the zone resolve through the whole
+        server; the CNAME comes first, TC carries over."""
+        asked = []
+
+        def lookup(name, qtype, qclass=1, parent=None, do=False):
+            asked.append((name, qtype, parent.depth))
+            r = Response(0, [w.RR("ext.interwebs.test.", w.A, 5,
+                                  w.a_rdata("1.2.3.4"))], tc=True)
+            return defer.succeed(r)
+        self.patch(self.app, "lookup", lookup)
+        m = yield util.query(self.port, "external.testns.svc.cluster.local.",
+                             "A", proto="tcp")
+        self.assertEqual(asked, [("ext.interwebs.test.", w.A, 0)])
+        self.assertEqual([str(r.name) for r in m.answer],
+                         ["external.testns.svc.cluster.local.",
+                          "ext.interwebs.test."])
+        self.assertTrue(m.flags & dns.flags.TC)
+
+    @defer.inlineCallbacks
+    def test_axfr_refused(self):
+        m = yield util.query(self.port, "cluster.local.", "AXFR",
+                             proto="tcp")
+        self.assertEqual(m.rcode(), dns.rcode.REFUSED)
+
+    @defer.inlineCallbacks
+    def test_not_ours(self):
+        m = yield util.query(self.port, "example.org.", "A")
+        self.assertEqual(m.rcode(), dns.rcode.SERVFAIL)
+
+    def test_ready(self):
+        self.assertTrue(self.k.ready())
+
+
+class MulticlusterTest(Base):
+    zones = "cluster.local clusterset.local"
+    options = "namespaces testns; multicluster clusterset.local"
+
+    def populate(self, srv):
+        cluster(srv)
+        srv.add("serviceimports",
+                k8s.service_import("svc1", "testns", ("10.0.0.1",)),
+                k8s.service_import("hdls1", "testns", type="Headless"),
+                k8s.service_import("noports", "testns", ("10.0.0.9",), ()))
+        srv.add("endpointslices", k8s.endpoint_slice(
+            "hdls1-mc", "testns", "hdls1", [
+                k8s.endpoint(["172.0.0.2"]),
+                k8s.endpoint(["172.0.0.4"], "dup-name")], cluster="cluster1"))
+
+    def test_multicluster(self):
+        Z = "hdls1.testns.svc.clusterset.local."
+        soa = SOA.replace("cluster.local", "clusterset.local")
+        return self.check([
+            ("svc1.testns.svc.clusterset.local.", "A", "NOERROR",
+             [A("svc1.testns.svc.clusterset.local.", "10.0.0.1")], [], []),
+            (Z, "A", "NOERROR", [A(Z, "172.0.0.2"), A(Z, "172.0.0.4")], [],
+             []),
+            ("_http._tcp." + Z, "SRV", "NOERROR",
+             [SRV("_http._tcp." + Z, "0 50 80 172-0-0-2.cluster1." + Z),
+              SRV("_http._tcp." + Z, "0 50 80 dup-name.cluster1." + Z)], [],
+             [A("172-0-0-2.cluster1." + Z, "172.0.0.2"),
+              A("dup-name.cluster1." + Z, "172.0.0.4")]),
+            ("dup-name.cluster1." + Z, "A", "NOERROR",
+             [A("dup-name.cluster1." + Z, "172.0.0.4")], [], []),
+            ("dup-name." + Z, "A", "NXDOMAIN", [], [soa], []),
+            ("noports.testns.svc.clusterset.local.", "A", "NXDOMAIN", [],
+             [soa], []),
+            (C, "A", "NOERROR", [A(C, "10.0.0.1")], [], []),
+        ])
+
+
+class ReverseTest(Base):
+    zones = "cluster.local 0.10.in-addr.arpa 172.in-addr.arpa"
+    options = "fallthrough 0.10.in-addr.arpa"
+    extra = "    whoami\n"
+
+    def test_ptr(self):
+        return self.check([
+            ("1.0.0.10.in-addr.arpa.", "PTR", "NOERROR", [
+                "1.0.0.10.in-addr.arpa. 5 IN PTR svc1.testns.svc.cluster."
+                "local."], [], []),
+            ("2.0.0.172.in-addr.arpa.", "PTR", "NOERROR", [
+                "2.0.0.172.in-addr.arpa. 5 IN PTR 172-0-0-2.hdls1.testns."
+                "svc.cluster.local."], [], []),
+            ("1.0.0.172.in-addr.arpa.", "PTR", "NOERROR", [
+                "1.0.0.172.in-addr.arpa. 5 IN PTR ep1a.svc1.testns.svc."
+                "cluster.local."], [], []),
+            ("9.9.9.172.in-addr.arpa.", "PTR", "NXDOMAIN", [], [
+                "172.in-addr.arpa. 5 IN SOA ns.dns.172.in-addr.arpa. "
+                "hostmaster.172.in-addr.arpa. SERIAL 7200 1800 86400 5"], []),
+        ])
+
+    @defer.inlineCallbacks
+    def test_fallthrough(self):
+        # NXDOMAIN in a fallthrough zone goes on to whoami.
+        m = yield util.query(self.port, "54.0.0.10.in-addr.arpa.", "PTR")
+        self.assertEqual(m.rcode(), 0)
+        self.assertEqual(len(m.additional), 2)
+        # A name that exists is answered, not passed on.
+        m = yield util.query(self.port, "1.0.0.10.in-addr.arpa.", "PTR")
+        self.assertEqual(len(m.answer), 1)
+
+
+class PodsInsecureTest(Base):
+    options = "pods insecure"
+
+    def test_pods(self):
+        P = "podns.pod.cluster.local."
+        return self.check([
+            ("10-240-0-1." + P, "A", "NOERROR", [A("10-240-0-1." + P,
+                                                   "10.240.0.1")], [], []),
+            ("172-0-0-2." + P, "A", "NOERROR", [A("172-0-0-2." + P,
+                                                  "172.0.0.2")], [], []),
+            ("1234-5678-abcd--1." + P, "AAAA", "NOERROR", [
+                AAAA("1234-5678-abcd--1." + P, "1234:5678:abcd::1")], [], []),
+            ("10-240-0-1." + P, "AAAA", "NOERROR", [], [SOA], []),
+            ("bad-name." + P, "A", "NXDOMAIN", [], [SOA], []),
+            ("10-240-0-1.nons.pod.cluster.local.", "A", "NXDOMAIN", [],
+             [SOA], []),
+            (P, "A", "NOERROR", [], [SOA], []),
+        ])
+
+
+class PodsVerifiedTest(Base):
+    options = "pods verified"
+
+    def populate(self, srv):
+        cluster(srv)
+        srv.add("pods", k8s.pod("foo", "podns", "10.240.0.1"),
+                k8s.pod("done", "podns", "10.240.0.2", phase="Succeeded"))
+
+    @defer.inlineCallbacks
+    def test_pods(self):
+        P = "podns.pod.cluster.local."
+        yield self.check([
+            ("10-240-0-1." + P, "A", "NOERROR", [A("10-240-0-1." + P,
+                                                   "10.240.0.1")], [], []),
+            ("10-240-0-1.testns.pod.cluster.local.", "A", "NXDOMAIN", [],
+             [SOA], []),
+            ("10-240-0-2." + P, "A", "NXDOMAIN", [], [SOA], []),
+            ("172-0-0-2." + P, "A", "NXDOMAIN", [], [SOA], []),
+        ])
+        q = [x[2] for x in self.api.requests if x[0] == "pods"]
+        self.assertIn("status.phase!=Succeeded", q[0]["fieldSelector"])
+        self.api.add("pods", k8s.pod("bar", "podns", "10.240.0.7"))
+        yield util.wait_for(lambda: ("10.240.0.7" in
+                                     self.k.store.pods_by_ip))
+        m = yield util.query(self.port, "10-240-0-7." + P, "A")
+        self.assertEqual(util.rrs(m, "answer"), [A("10-240-0-7." + P,
+                                                   "10.240.0.7")])
+
+
+class PodsDisabledTest(Base):
+    options = ""
+
+    def test_pods(self):
+        return self.check([("10-240-0-1.podns.pod.cluster.local.", "A",
+                            "NXDOMAIN", [], [SOA], [])])
+
+
+class IgnoreEmptyTest(Base):
+    options = "ignore empty_service; ttl 30"
+
+    def test_ignore(self):
+        soa = SOA.replace(" 5 IN", " 30 IN").replace(" 5", " 30")
+        return self.check([
+            ("svcempty.testns.svc.cluster.local.", "A", "NXDOMAIN", [],
+             [soa], []),
+            (C, "A", "NOERROR", [A(C, "10.0.0.1", 30)], [], []),
+            ("svc1.unexposedns.svc.cluster.local.", "A", "NXDOMAIN", [],
+             [soa], []),
+            ("kubedns.kube-system.svc.cluster.local.", "A", "NOERROR",
+             [A("kubedns.kube-system.svc.cluster.local.", "10.0.0.10", 30)],
+             [], []),
+        ])
+
+
+class NoEndpointsTest(Base):
+    options = "noendpoints"
+
+    def test_noendpoints(self):
+        return self.check([
+            (H, "A", "NXDOMAIN", [], [SOA], []),
+            ("ep1a." + C, "A", "NXDOMAIN", [], [SOA], []),
+            (C, "A", "NOERROR", [A(C, "10.0.0.1")], [], []),
+        ])
+
+    def test_no_slice_watch(self):
+        self.assertEqual(self.api.count("endpointslices", "list"), 0)
+
+
+class PodNamesTest(Base):
+    options = "endpoint_pod_names"
+
+    def populate(self, srv):
+        cluster(srv)
+        srv.add("services", k8s.service("web", "testns", ("None",)))
+        srv.add("endpointslices", k8s.endpoint_slice("web-1", "testns", "web", [
+            k8s.endpoint(["10.1.0.1"], target="web-0"),
+            k8s.endpoint(["10.1.0.2"], hostname="given", target="web-1"),
+            k8s.endpoint(["10.1.0.3"], target="x" * 64),
+            k8s.endpoint(["10.1.0.4"], ready=False, target="web-3"),
+            k8s.endpoint(["10.1.0.5"], ready=None, target="web-4")]))
+
+    def test_names(self):
+        W = "web.testns.svc.cluster.local."
+        return self.check([
+            ("web-0." + W, "A", "NOERROR", [A("web-0." + W, "10.1.0.1")],
+             [], []),
+            ("given." + W, "A", "NOERROR", [A("given." + W, "10.1.0.2")],
+             [], []),
+            ("10-1-0-3." + W, "A", "NOERROR", [A("10-1-0-3." + W,
+                                                 "10.1.0.3")], [], []),
+            ("web-3." + W, "A", "NXDOMAIN", [], [SOA], []),
+            (W, "A", "NOERROR", [A(W, "10.1.0.%d" % i) for i in
+                                 (1, 2, 3, 5)], [], []),
+        ])
+
+
+class NamespaceApexTest(Base):
+    options = ""
+
+    @defer.inlineCallbacks
+    def test_ns_records(self):
+        # kubedns's endpoint 172.0.0.100 is "us": NS names its service.
+        self.k.local_ips = ["172.0.0.100"]
+        Z = "cluster.local."
+        K = "kubedns.kube-system.svc.cluster.local."
+        yield self.check([
+            (Z, "NS", "NOERROR", ["%s 5 IN NS %s" % (Z, K)], [],
+             [A(K, "10.0.0.10")]),
+        ])
+        self.k.local_ips = ["192.0.2.53"]
+        yield self.check([
+            (Z, "NS", "NOERROR", ["%s 5 IN NS ns.dns.%s" % (Z, Z)], [],
+             [A("ns.dns." + Z, "192.0.2.53")]),
+            ("ns.dns." + Z, "A", "NOERROR", [A("ns.dns." + Z, "192.0.2.53")],
+             [], []),
+            ("ns.dns." + Z, "AAAA", "NOERROR", [], [SOA], []),
+        ])
+
+
+class ZonalTest(Base):
+    options = "zonal"
+
+    def populate(self, srv):
+        cluster(srv)
+        srv.add("services", k8s.service("db", "prod", ("None",)))
+        srv.add("namespaces", k8s.namespace("prod"))
+        srv.add("endpointslices", k8s.endpoint_slice("db-1", "prod", "db", [
+            k8s.endpoint(["10.2.0.1"], zone="us-west-2a"),
+            k8s.endpoint(["10.2.0.2"], zone="US-West-2b"),
+            k8s.endpoint(["10.2.0.3"])]))
+
+    def test_zonal(self):
+        D = "db.prod.svc.cluster.local."
+        return self.check([
+            ("us-west-2a.pin._zone." + D, "A", "NOERROR",
+             [A("us-west-2a.pin._zone." + D, "10.2.0.1")], [], []),
+            ("us-west-2b.pin._zone." + D, "A", "NOERROR",
+             [A("us-west-2b.pin._zone." + D, "10.2.0.2")], [], []),
+            ("eu-1.pin._zone." + D, "A", "NOERROR", [], [SOA], []),
+            ("eu-1.pin._zone." + D, "TXT", "NOERROR", [], [SOA], []),
+            ("eu-1.prefer._zone." + D, "A", "NOERROR",
+             [A("eu-1.prefer._zone." + D, "10.2.0.%d" % i)
+              for i in (1, 2, 3)], [], []),
+            ("eu-1.other._zone." + D, "A", "NXDOMAIN", [], [SOA], []),
+            ("us-west-2a.pin._zone." + C, "A", "NXDOMAIN", [], [SOA], []),
+            ("_http._tcp." + D, "SRV", "NOERROR",
+             [SRV("_http._tcp." + D, "0 33 80 10-2-0-%d.%s" % (i, D))
+              for i in (1, 2, 3)], [],
+             [A("10-2-0-%d.%s" % (i, D), "10.2.0.%d" % i) for i in (1, 2, 3)]),
+        ])

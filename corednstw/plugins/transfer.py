@@ -1,0 +1,351 @@
+"""transfer: outgoing zone transfers (AXFR, IXFR with AXFR fallback) and
+NOTIFY, for the plugins of the block that hold zones (CoreDNS's transfer).
+
+``transfer [ZONES...] { to ADDRESS...; source ADDRESS }``.  Transfers
+are answered over TCP only (UDP gets REFUSED) and only to the ``to``
+addresses (``*``: anyone); others get REFUSED.  The records come from the
+first plugin of the block implementing the Transferer interface::
+
+    def transfer_records(self, zone, serial):
+        # None: not authoritative for zone (the next one is asked).
+        # Otherwise a list of RR batches: for serial 0 (AXFR) or a serial
+        # older than ours, the SOA first, every record, the SOA last; for
+        # a serial at or above ours (IXFR, up to date) one batch [SOA].
+
+Records are sent in messages of whole RRs, a new message starting before
+the batch would pass 63,000 bytes (CoreDNS's limit).  ``notify(zone)``
+sends NOTIFY over UDP to every ``to`` address that is not ``*`` (3 tries).
+"""
+
+import ipaddress
+
+from twisted.internet import defer, protocol
+from twisted.python.failure import Failure
+
+from corednstw import dnswire as w
+from corednstw import log
+from corednstw.plugin import Plugin, match, zones_from_args
+from corednstw.request import Response, encode, make_query
+
+#: A transfer message is flushed before its records pass this many bytes.
+BATCH_BYTES = 63000
+NOTIFY_TRIES = 3
+NOTIFY_TIMEOUT = 2.0
+
+
+class StreamResponse(Response):
+    """A response followed by further messages on the same TCP stream."""
+
+    def __init__(self, *args, **kw):
+        Response.__init__(self, *args, **kw)
+        self.more = []
+
+
+class Xfr:
+    """One ``transfer`` directive: its zones, peers and source address."""
+
+    def __init__(self, zones, to, source):
+        self.zones = zones
+        self.to = to            # "*" or (host, port)
+        self.source = source
+
+    def allowed(self, client):
+        for h in self.to:
+            if h == "*" or h[0] == client:
+                return True
+        return False
+
+
+def rr_len(rr):
+    """Uncompressed wire length of an RR (miekg's dns.Len)."""
+    return len(w.name_to_wire(rr.name)) + 10 + len(rr.rdata)
+
+
+def batches(records):
+    """Split RR batches into message-sized lists (CoreDNS's rule)."""
+    out = []
+    cur = []
+    size = 0
+    for batch in records:
+        for rr in batch:
+            n = rr_len(rr)
+            if cur and size + n > BATCH_BYTES:
+                out.append(cur)
+                cur = []
+                size = 0
+            cur.append(rr)
+            size += n
+    if cur:
+        out.append(cur)
+    return out
+
+
+class Transfer(Plugin):
+    name = "transfer"
+    once = False
+
+    def __init__(self):
+        self.xfrs = []
+        self.pending = set()
+
+    def stop(self):
+        for d in list(self.pending):
+            d.cancel()
+        self.pending.clear()
+
+    def longest(self, name):
+        best, bz = None, ""
+        for x in self.xfrs:
+            z = match(x.zones, name)
+            if z is not None and (len(z) > len(bz) or (len(z) == len(bz)
+                                                      and z > bz)):
+                best, bz = x, z
+        return best
+
+    def transferers(self):
+        if self.block is None:
+            return []
+        return self.block.find("transfer_records")
+
+    def serve(self, req):
+        qtype = req.qtype
+        if qtype != w.AXFR and qtype != w.IXFR:
+            return self.next.serve(req)
+        if req.proto != "tcp":
+            return Response(w.REFUSED, plugin=self.name)
+        x = self.longest(req.qname)
+        if x is None:
+            return self.next.serve(req)
+        if not x.allowed(req.client):
+            return Response(w.REFUSED, plugin=self.name)
+        serial = 0
+        if qtype == w.IXFR:
+            serial = _ixfr_serial(req)
+            if serial is None:
+                return Response(w.SERVFAIL, plugin=self.name)
+        records = None
+        for p in self.transferers():
+            records = p.transfer_records(req.qname, serial)
+            if records is not None:
+                break
+        if records is None:
+            return self.next.serve(req)
+        msgs = batches(records)
+        first = msgs[0][0] if msgs and msgs[0] else None
+        soa = first if first is not None and first.rtype == w.SOA else None
+        count = sum(len(m) for m in msgs)
+        if count == 1 and soa is not None:
+            log.info(self.name, 'Outgoing noop, incremental transfer for up '
+                     'to date zone "%s" to %s for %d SOA serial' % (
+                         req.name, req.client, _serial(soa)))
+            return Response(w.NOERROR, [soa], plugin=self.name)
+        resp = StreamResponse(w.NOERROR, msgs[0] if msgs else [], aa=True,
+                              plugin=self.name)
+        for m in msgs[1:]:
+            resp.more.append(encode(req, Response(w.NOERROR, m, aa=True)))
+        log.info(self.name, 'Outgoing transfer of %d records of zone "%s" to '
+                 '%s for %d SOA serial' % (count, req.name, req.client,
+                                           _serial(soa) if soa else 0))
+        return resp
+
+    # -- NOTIFY -------------------------------------------------------------
+
+    def notify(self, zone):
+        """Send NOTIFY for ``zone`` to the peers; a Deferred that fires
+        when every peer answered or gave up (failures are logged)."""
+        x = self.longest(zone)
+        if x is None:
+            return defer.succeed(None)
+        reactor = self.block.config.app.reactor
+        ds = []
+        for h in x.to:
+            if h == "*":
+                continue
+            d = send_notify(reactor, zone, h, x.source)
+            self.pending.add(d)
+            d.addBoth(self._settled, d)
+            ds.append(d)
+        return defer.DeferredList(ds)
+
+
+    def _settled(self, result, d):
+        self.pending.discard(d)
+        if isinstance(result, Failure):
+            if not result.check(defer.CancelledError):
+                log.warning(self.name, "Failed sending notifies: %s"
+                            % result.getErrorMessage())
+        return None
+
+
+def _serial(soa):
+    from corednstw.zone import soa_serial
+    return soa_serial(soa)
+
+
+def _ixfr_serial(req):
+    """The serial of the SOA in an IXFR query's authority section."""
+    try:
+        msg = req.message()
+    except Exception:
+        return None
+    if len(msg.authority) != 1:
+        return None
+    rrset = msg.authority[0]
+    if rrset.rdtype != w.SOA or len(rrset) != 1:
+        return None
+    return rrset[0].serial
+
+
+class NotifyError(Exception):
+    pass
+
+
+class _NotifyClient(protocol.DatagramProtocol):
+    def __init__(self, reactor, data, addr, msgid, tries, timeout):
+        self.reactor = reactor
+        self.data = data
+        self.addr = addr
+        self.msgid = msgid
+        self.tries = tries
+        self.timeout = timeout
+        self.d = defer.Deferred(self._cancel)
+        self.timer = None
+        self.rcode = None
+
+    def _cancel(self, d):
+        if self.timer is not None and self.timer.active():
+            self.timer.cancel()
+
+    def startProtocol(self):
+        self._send()
+
+    def _send(self):
+        self.tries -= 1
+        try:
+            self.transport.write(self.data, self.addr)
+        except OSError as e:
+            self._fail(str(e))
+            return
+        self.timer = self.reactor.callLater(self.timeout, self._timeout)
+
+    def datagramReceived(self, data, addr):
+        if len(data) < 12 or self.d.called:
+            return
+        msgid, flags = w.unpack_header(data)[:2]
+        if msgid != self.msgid or not flags & w.QR:
+            return
+        self.timer.cancel()
+        rcode = flags & 0xF
+        if rcode == w.NOERROR:
+            self.d.callback(None)
+        elif self.tries > 0:
+            self.rcode = rcode
+            self._send()
+        else:
+            self._fail('rcode was "%s"' % w.rcode_text(rcode))
+
+    def _timeout(self):
+        if self.d.called:
+            return
+        if self.tries > 0:
+            self._send()
+        elif self.rcode is not None:
+            self._fail('rcode was "%s"' % w.rcode_text(self.rcode))
+        else:
+            self._fail('"i/o timeout"')
+
+    def _fail(self, why):
+        if not self.d.called:
+            self.d.errback(NotifyError(why))
+
+
+def send_notify(reactor, zone, peer, source=None, tries=NOTIFY_TRIES,
+                timeout=NOTIFY_TIMEOUT):
+    """NOTIFY ``zone`` to ``peer`` (host, port) over UDP."""
+    import random
+    host, port = peer
+    msgid = random.randint(0, 0xFFFF)
+    data = bytearray(make_query(zone, w.SOA, msgid=msgid, rd=False))
+    flags = (w.OPCODE_NOTIFY << 11) | w.AA
+    data[2:4] = flags.to_bytes(2, "big")
+    client = _NotifyClient(reactor, bytes(data), (host, port), msgid, tries,
+                           timeout)
+    iface = source or ("::" if ":" in host else "")
+    try:
+        port_ = reactor.listenUDP(0, client, interface=iface)
+    except Exception as e:
+        return defer.fail(NotifyError(str(e)))
+
+    def done(r):
+        port_.stopListening()
+        return r
+
+    def why(f):
+        if f.check(defer.CancelledError):
+            return f
+        raise NotifyError('notify for zone "%s" was not accepted by "%s": %s'
+                          % (zone, _hp(host, port), f.getErrorMessage()))
+    return client.d.addBoth(done).addErrback(why)
+
+
+def _hp(host, port):
+    return "[%s]:%d" % (host, port) if ":" in host else "%s:%d" % (host, port)
+
+
+def parse_peer(text, default_port=53):
+    """'1.2.3.4', '1.2.3.4:5300', '::1', '[::1]:5300' -> (host, port);
+    ValueError for anything that is not an IP address."""
+    host, port = text, default_port
+    if text.startswith("["):
+        end = text.find("]")
+        if end < 0:
+            raise ValueError("bad address %s" % text)
+        host = text[1:end]
+        rest = text[end + 1:]
+        if rest:
+            if not rest.startswith(":"):
+                raise ValueError("bad address %s" % text)
+            port = int(rest[1:])
+    elif text.count(":") == 1:
+        host, p = text.split(":")
+        port = int(p)
+    ipaddress.ip_address(host)
+    if not 0 < port < 65536:
+        raise ValueError("bad port in %s" % text)
+    return host, port
+
+
+def setup(d, block):
+    zones = zones_from_args(d.args, block)
+    to = []
+    source = None
+    for c in d.children:
+        if c.name == "to":
+            if not c.args:
+                raise c.arg_error()
+            for h in c.args:
+                if h == "*":
+                    to.append(h)
+                    continue
+                try:
+                    to.append(parse_peer(h))
+                except ValueError:
+                    raise c.error("not an IP address or file: %s" % h)
+        elif c.name == "source":
+            if len(c.args) != 1:
+                raise c.arg_error()
+            if source is not None:
+                raise c.error("source already specified")
+            try:
+                source = str(ipaddress.ip_address(c.args[0]))
+            except ValueError:
+                raise c.error('invalid source address "%s"' % c.args[0])
+        else:
+            raise c.error('unknown property "%s"' % c.name)
+    if not to:
+        raise d.error("'to' is required")
+    existing = block.plugin("transfer")
+    plugin = existing if existing is not None else Transfer()
+    plugin.xfrs.append(Xfr(zones, to, source))
+    return None if existing is not None else plugin
+

@@ -1,0 +1,203 @@
+"""transfer: AXFR/IXFR out of a file zone over real TCP, refusals, message
+chunking, NOTIFY sending, setup errors."""
+
+import os
+
+import dns.message
+import dns.opcode
+import dns.rcode
+import dns.rdatatype
+import dns.rrset
+from twisted.internet import defer, protocol, reactor
+from twisted.trial import unittest
+
+from corednstw import corefile
+from corednstw import zone as zonelib
+from corednstw.app import App
+from corednstw.plugins import transfer
+from corednstw.request import parse_response
+from tests import util
+
+ZONES = os.path.join(util.REPO, "tests", "zones")
+
+
+def axfr_query(zone="example.org", rdtype="AXFR", serial=None):
+    q = dns.message.make_query(zone, rdtype)
+    if serial is not None:
+        soa = dns.rrset.from_text(zone + ".", 0, "IN", "SOA",
+                                  "ns. a. %d 1 1 1 1" % serial)
+        q.authority.append(soa)
+    return q.to_wire()
+
+
+def records(replies):
+    """(owner, type, rdata object) of every answer RR, in wire order."""
+    out = []
+    for data in replies:
+        m = parse_response(data)
+        assert m.rcode == 0 and m.aa
+        for rr in m.answer:
+            out.append((rr.name, rr.rtype, rr.rdata_obj()))
+    return out
+
+
+class Outgoing(unittest.TestCase):
+
+    @defer.inlineCallbacks
+    def start(self, to="*", zone=None):
+        path = zone or os.path.join(ZONES, "db.example.org")
+        self.app = yield util.start(
+            self, "example.org:0 {\n    file %s\n    transfer {\n        to %s"
+            "\n    }\n}\n" % (path, to))
+        self.port = self.app.port()
+
+    @defer.inlineCallbacks
+    def test_axfr(self):
+        log = util.capture_log(self)
+        yield self.start()
+        replies = yield util.send_tcp(self.port, axfr_query())
+        got = records(replies)
+        z = zonelib.parse_file(os.path.join(ZONES, "db.example.org"),
+                               "example.org.")
+        self.assertEqual(len(got), z.count() + 1)
+        self.assertEqual(got[0][1], dns.rdatatype.SOA)
+        self.assertEqual(got[-1][1], dns.rdatatype.SOA)
+        self.assertEqual(got[0][2].serial, 2024010101)
+        self.assertIn(("a.example.org.", dns.rdatatype.A),
+                      [g[:2] for g in got])
+        self.assertIn('[INFO] plugin/transfer: Outgoing transfer of %d records'
+                      ' of zone "example.org." to 127.0.0.1 for 2024010101 SOA '
+                      'serial' % len(got), log.text())
+
+    @defer.inlineCallbacks
+    def test_udp_refused(self):
+        yield self.start()
+        data = yield util.send_udp(self.port, axfr_query())
+        self.assertEqual(dns.message.from_wire(data).rcode(),
+                         dns.rcode.REFUSED)
+
+    @defer.inlineCallbacks
+    def test_not_allowed_refused(self):
+        yield self.start(to="192.0.2.99")
+        replies = yield util.send_tcp(self.port, axfr_query())
+        m = dns.message.from_wire(replies[0])
+        self.assertEqual(m.rcode(), dns.rcode.REFUSED)
+        self.assertEqual(m.answer, [])
+
+    @defer.inlineCallbacks
+    def test_ixfr(self):
+        yield self.start(to="127.0.0.1")
+        for serial in (2024010101, 2024010200):
+            replies = yield util.send_tcp(self.port, axfr_query(
+                rdtype="IXFR", serial=serial))
+            m = dns.message.from_wire(replies[0])
+            self.assertEqual(len(replies), 1)
+            self.assertEqual(util.rrs(m)[0].split()[3], "SOA")
+            self.assertEqual(len(util.rrs(m)), 1)
+        replies = yield util.send_tcp(self.port, axfr_query(
+            rdtype="IXFR", serial=2024010000))
+        self.assertGreater(len(records(replies)), 40)
+        replies = yield util.send_tcp(self.port, axfr_query(rdtype="IXFR"))
+        self.assertEqual(dns.message.from_wire(replies[0]).rcode(),
+                         dns.rcode.SERVFAIL)
+
+    @defer.inlineCallbacks
+    def test_chunking(self):
+        body = "".join("t%d 60 IN TXT \"%s\"\n" % (i, "x" * 200)
+                       for i in range(1000))
+        d = util.write_files(self, {"db": "$ORIGIN example.org.\n@ 60 IN SOA "
+                                    "ns a 9 2 3 4 5\n@ 60 IN NS ns\n" + body})
+        yield self.start(zone=os.path.join(d, "db"))
+        z = zonelib.parse_file(os.path.join(d, "db"), "example.org.")
+        want = len(transfer.batches(z.transfer(0)))
+        self.assertGreater(want, 2)
+        replies = yield util.send_tcp(self.port, axfr_query(), count=want)
+        self.assertEqual(len(replies), want)
+        for r in replies:
+            self.assertLess(len(r), 65535)
+        self.assertEqual(len(records(replies)), 1000 + 3)
+
+
+class _Catcher(protocol.DatagramProtocol):
+    """Answers NOTIFY like a secondary and remembers it."""
+
+    def __init__(self, rcode=0):
+        self.got = []
+        self.rcode = rcode
+
+    def datagramReceived(self, data, addr):
+        m = dns.message.from_wire(data)
+        self.got.append(m)
+        r = dns.message.make_response(m)
+        r.set_rcode(self.rcode)
+        self.transport.write(r.to_wire(), addr)
+
+
+class Notify(unittest.TestCase):
+
+    @defer.inlineCallbacks
+    def test_notify_on_start(self):
+        catcher = _Catcher()
+        port = reactor.listenUDP(0, catcher, interface="127.0.0.1")
+        self.addCleanup(port.stopListening)
+        yield util.start(self, "example.org:0 {\n    file %s/db.example.org\n"
+                         "    transfer {\n        to * 127.0.0.1:%d\n    }\n}"
+                         "\n" % (ZONES, port.getHost().port))
+        yield util.wait_for(lambda: catcher.got)
+        m = catcher.got[0]
+        self.assertEqual(m.opcode(), dns.opcode.NOTIFY)
+        self.assertTrue(m.flags & 0x0400)
+        self.assertEqual(str(m.question[0].name), "example.org.")
+        self.assertEqual(m.question[0].rdtype, dns.rdatatype.SOA)
+
+    @defer.inlineCallbacks
+    def test_notify_refused_logged(self):
+        log = util.capture_log(self)
+        catcher = _Catcher(rcode=dns.rcode.REFUSED)
+        port = reactor.listenUDP(0, catcher, interface="127.0.0.1")
+        self.addCleanup(port.stopListening)
+        yield transfer.send_notify(reactor, "example.org.", (
+            "127.0.0.1", port.getHost().port)).addErrback(
+                lambda f: log.write(f.getErrorMessage()))
+        self.assertEqual(len(catcher.got), 3)
+        self.assertIn('rcode was "REFUSED"', log.text())
+
+
+
+class Setup(unittest.TestCase):
+
+    def load(self, text):
+        d = util.write_files(self, {"Corefile": text})
+        return App(os.path.join(d, "Corefile"), dns_port=0).load()
+
+    def test_errors(self):
+        for body, msg in [
+                ("transfer\n", "'to' is required"),
+                ("transfer {\n to\n}\n", "Wrong argument count"),
+                ("transfer {\n to foo.example\n}\n", "not an IP address"),
+                ("transfer {\n to *\n source x\n}\n",
+                 'invalid source address "x"'),
+                ("transfer {\n to *\n source 127.0.0.1\n source ::1\n}\n",
+                 "source already specified"),
+                ("transfer {\n to *\n bogus\n}\n", 'unknown property "bogus"'),
+        ]:
+            with self.assertRaises(corefile.CorefileError) as e:
+                self.load("example.org {\n" + body + "}\n")
+            self.assertIn(msg, str(e.exception))
+
+    def test_peers_and_repeats(self):
+        cfg = self.load("example.org example.net {\n transfer example.org {\n"
+                        "  to 10.0.0.1 [2001:db8::1]:5300 10.0.0.2:53\n }\n"
+                        " transfer example.net {\n  to *\n }\n}\n")
+        t = cfg.blocks[0].plugin("transfer")
+        self.assertEqual(t.xfrs[0].to, [("10.0.0.1", 53),
+                                        ("2001:db8::1", 5300),
+                                        ("10.0.0.2", 53)])
+        self.assertEqual(t.longest("www.example.net.").to, ["*"])
+        self.assertIsNone(t.longest("example.com."))
+
+    def test_batches(self):
+        rr = zonelib.w.RR("a.example.org.", 16, 60, b"\xff" + b"x" * 255)
+        out = transfer.batches([[rr] * 500])
+        self.assertEqual([len(b) for b in out], [224, 224, 52])
+

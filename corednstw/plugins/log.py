@@ -138,6 +138,15 @@ def go_float(secs):
     return text
 
 
+def go_seconds(delta):
+    """Go's Duration.Seconds() of a span, as the log writes it: the span
+    is whole nanoseconds first (a monotonic float difference has noise
+    digits Go's integer durations do not)."""
+    ns = max(int(round(delta * 1e9)), 0)
+    sec, nsec = divmod(ns, 1000000000)
+    return go_float(sec + nsec / 1e9)
+
+
 def _addr(host):
     if host is None:
         return EMPTY
@@ -176,7 +185,7 @@ _LABELS = {
     "{>bufsize}": lambda r, o, t: str(r.size),
     "{rcode}": lambda r, o, t: _rcode(o),
     "{rsize}": lambda r, o, t: str(o.size),
-    "{duration}": lambda r, o, t: go_float(max(t - r.start, 0.0)) + "s",
+    "{duration}": lambda r, o, t: go_seconds(t - r.start) + "s",
     "{>rflags}": lambda r, o, t: _rflags(o.flags),
 }
 

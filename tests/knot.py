@@ -1,0 +1,145 @@
+"""Start a real Knot DNS primary (Debian's ``knot``) for integration tests.
+
+``start(testcase, zones, notify_port=None)`` writes a configuration and the
+zone files into a temporary directory, runs ``knotd`` on 127.0.0.1 and a
+free port, waits until it answers SOA for every zone, and stops it at test
+cleanup.  Without knotd the test is skipped, except under CI=true where it
+fails.
+"""
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+
+from twisted.internet import defer
+from twisted.trial import unittest
+
+from tests import util
+
+KNOTD = shutil.which("knotd") or (
+    "/usr/sbin/knotd" if os.path.exists("/usr/sbin/knotd") else None)
+
+CONF = """\
+server:
+    rundir: "{dir}"
+    listen: 127.0.0.1@{port}
+    udp-workers: 1
+    tcp-workers: 1
+    background-workers: 1
+database:
+    storage: "{dir}/db"
+log:
+  - target: stderr
+    any: warning
+remote:
+  - id: secondary
+    address: 127.0.0.1@{notify_port}
+acl:
+  - id: transfer
+    address: 127.0.0.0/8
+    action: transfer
+template:
+  - id: default
+    storage: "{dir}"
+    zonefile-sync: -1
+    journal-content: none
+    semantic-checks: off
+{zones}"""
+
+def free_port():
+    """A port free for both UDP and TCP on 127.0.0.1."""
+    for _ in range(50):
+        t = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        t.bind(("127.0.0.1", 0))
+        port = t.getsockname()[1]
+        u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        try:
+            u.bind(("127.0.0.1", port))
+        except OSError:
+            continue
+        finally:
+            u.close()
+            t.close()
+        return port
+    raise OSError("no free port")
+
+
+def require(testcase):
+    """Skip without knotd, fail under CI=true."""
+    if KNOTD is None:
+        if os.environ.get("CI") == "true":
+            testcase.fail("knotd is not installed (Debian package knot)")
+        raise unittest.SkipTest("knotd is not installed")
+
+
+class Knot:
+    def __init__(self, directory, port, proc):
+        self.dir = directory
+        self.port = port
+        self.proc = proc
+
+    def write_zone(self, zone, text):
+        with open(os.path.join(self.dir, zone + "zone"), "w") as f:
+            f.write(text)
+
+    def reload(self):
+        """Re-read the zone files (SIGHUP); knot then sends NOTIFY."""
+        self.proc.send_signal(signal.SIGHUP)
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(5)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+@defer.inlineCallbacks
+def start(testcase, zones, notify_port=None):
+    """Run knotd serving ``zones`` ({origin with final dot: zone text})."""
+    require(testcase)
+    d = util.write_files(testcase, {o + "zone": t for o, t in zones.items()})
+    os.makedirs(os.path.join(d, "db"), exist_ok=True)
+    port = free_port()
+    zlines = "zone:\n" + "".join(
+        "  - domain: %s\n    file: \"%s/%szone\"\n    acl: transfer\n%s" % (
+            o, d, o, "    notify: secondary\n" if notify_port else "")
+        for o in zones)
+    conf = CONF.format(dir=d, port=port, notify_port=notify_port or 9,
+                       zones=zlines)
+    path = os.path.join(d, "knot.conf")
+    with open(path, "w") as f:
+        f.write(conf)
+    log = open(os.path.join(d, "knot.log"), "w")
+    proc = subprocess.Popen([KNOTD, "-c", path], stdout=log,
+                            stderr=subprocess.STDOUT)
+    knot = Knot(d, port, proc)
+    testcase.addCleanup(log.close)
+    testcase.addCleanup(knot.stop)
+    for origin in zones:
+        yield wait_answers(port, origin, proc)
+    return knot
+
+
+@defer.inlineCallbacks
+def wait_answers(port, origin, proc, tries=150):
+    """Poll until the server on ``port`` answers SOA for ``origin``."""
+    import dns.message
+    from twisted.internet import reactor, task
+    for _ in range(tries):
+        if proc.poll() is not None:
+            raise RuntimeError("knotd exited with %s" % proc.returncode)
+        try:
+            data = yield util.send_udp(
+                port, util.make_query(origin, "SOA").to_wire(), timeout=0.3)
+            m = dns.message.from_wire(data)
+            if m.rcode() == 0 and m.answer:
+                return
+        except Exception:
+            pass
+        yield task.deferLater(reactor, 0.1, lambda: None)
+    raise RuntimeError("knotd does not answer for %s" % origin)

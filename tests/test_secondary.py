@@ -1,0 +1,190 @@
+"""secondary: transfers from one of our servers and from a real Knot DNS
+primary, NOTIFY handling, SERVFAIL until loaded, setup errors."""
+
+import os
+
+import dns.message
+import dns.opcode
+import dns.rcode
+from twisted.internet import defer
+from twisted.trial import unittest
+
+from corednstw import corefile
+from corednstw.app import App
+from tests import knot, util
+
+ZONE = """\
+$ORIGIN example.org.
+$TTL 300
+@    IN SOA ns1 hostmaster %d 3600 600 86400 60
+     IN NS  ns1
+ns1  IN A   192.0.2.53
+www  IN A   %s
+*.w  IN TXT "wild"
+sub  IN NS  ns.sub
+ns.sub IN A 192.0.2.54
+"""
+
+
+@defer.inlineCallbacks
+def answer(port, name="www.example.org", rdtype="A"):
+    m = yield util.query(port, name, rdtype)
+    return m.rcode(), util.rrs(m)
+
+
+@defer.inlineCallbacks
+def wait_answer(port, want, name="www.example.org", rdtype="A", tries=300):
+    from twisted.internet import reactor, task
+    got = None
+    for _ in range(tries):
+        got = yield answer(port, name, rdtype)
+        if got == want:
+            return got
+        yield task.deferLater(reactor, 0.03, lambda: None)
+    raise AssertionError("never got %r, last %r" % (want, got))
+
+
+class FromOurPrimary(unittest.TestCase):
+
+    def setUp(self):
+        self.log = util.capture_log(self)
+
+    @defer.inlineCallbacks
+    def start_pair(self):
+        self.dir = util.write_files(self, {"db": ZONE % (1, "192.0.2.10")})
+        secport = knot.free_port()
+        self.primary = yield util.start(
+            self, "example.org:0 {\n    file %s/db {\n        reload 50ms\n"
+            "    }\n    transfer {\n        to * 127.0.0.1:%d\n    }\n}\n"
+            % (self.dir, secport))
+        self.secondary = yield util.start(
+            self, "example.org:%d {\n    secondary {\n        transfer from "
+            "127.0.0.1:%d\n    }\n    transfer {\n        to *\n    }\n}\n"
+            % (secport, self.primary.port()))
+        self.port = secport
+
+    def write(self, text):
+        tmp = os.path.join(self.dir, "db.tmp")
+        with open(tmp, "w") as f:
+            f.write(text)
+        os.replace(tmp, os.path.join(self.dir, "db"))
+
+    @defer.inlineCallbacks
+    def test_transfer_lookup_and_notify(self):
+        yield self.start_pair()
+        yield wait_answer(self.port, (0, [
+            "www.example.org. 300 IN A 192.0.2.10"]))
+        self.assertIn("[INFO] plugin/secondary: Transferred: example.org. "
+                      "from 127.0.0.1:%d" % self.primary.port(),
+                      self.log.text())
+        # The secondary applies the lookup rules: wildcard and delegation.
+        self.assertEqual((yield answer(self.port, "x.w.example.org", "TXT")),
+                         (0, ['x.w.example.org. 300 IN TXT "wild"']))
+        m = yield util.query(self.port, "a.sub.example.org", "A")
+        self.assertFalse(m.flags & 0x0400)
+        self.assertEqual(util.rrs(m, "additional"),
+                         ["ns.sub.example.org. 300 IN A 192.0.2.54"])
+        # A new serial on the primary: reload, NOTIFY, transfer.
+        self.write(ZONE % (2, "192.0.2.20"))
+        yield wait_answer(self.port, (0, [
+            "www.example.org. 300 IN A 192.0.2.20"]))
+        self.assertIn("[INFO] plugin/secondary: Notify from 127.0.0.1 for "
+                      "example.org.: checking transfer", self.log.text())
+        # The secondary passes the zone on (transfer plugin).
+        replies = yield util.send_tcp(self.port, dns.message.make_query(
+            "example.org", "AXFR").to_wire())
+        m = dns.message.from_wire(replies[0])
+        self.assertEqual(m.answer[0].rdtype, 6)
+        self.assertEqual(m.answer[0][0].serial, 2)
+
+    @defer.inlineCallbacks
+    def test_notify_answer_and_unchanged_serial(self):
+        yield self.start_pair()
+        yield wait_answer(self.port, (0, [
+            "www.example.org. 300 IN A 192.0.2.10"]))
+        q = dns.message.make_query("example.org", "SOA")
+        q.set_opcode(dns.opcode.NOTIFY)
+        data = yield util.send_udp(self.port, q.to_wire())
+        m = dns.message.from_wire(data)
+        self.assertEqual(m.opcode(), dns.opcode.NOTIFY)
+        self.assertTrue(m.flags & 0x0400)
+        self.assertEqual(m.rcode(), 0)
+        yield util.wait_for(lambda: "Notify from 127.0.0.1 for example.org.: "
+                            "no SOA serial increase seen" in self.log.text())
+
+
+class NotLoaded(unittest.TestCase):
+
+    @defer.inlineCallbacks
+    def test_servfail_until_loaded(self):
+        log = util.capture_log(self)
+        dead = knot.free_port()
+        app = yield util.start(self, "example.org:0 {\n    secondary {\n"
+                               "        transfer from 127.0.0.1:%d\n    }\n}\n"
+                               % dead)
+        self.assertEqual((yield answer(app.port())), (2, []))
+        yield util.wait_for(lambda: "[WARNING] plugin/secondary: All "
+                            "'example.org.' masters failed to transfer, "
+                            "retrying in 250ms" in log.text())
+        # NOTIFY from an address that is not a primary: no answer.
+        q = dns.message.make_query("example.org", "SOA")
+        q.set_opcode(dns.opcode.NOTIFY)
+        q.id = 4242
+        d = util.Direct(self, "example.org:0 {\n    secondary {\n        "
+                        "transfer from 192.0.2.1\n    }\n}\n")
+        self.assertIsNone(d.ask(q.to_wire()))
+
+
+class FromKnot(unittest.TestCase):
+
+    @defer.inlineCallbacks
+    def test_knot_primary(self):
+        log = util.capture_log(self)
+        secport = knot.free_port()
+        primary = yield knot.start(self, {"example.org.": ZONE % (
+            7, "192.0.2.70")}, notify_port=secport)
+        yield util.start(self, "example.org:%d {\n    secondary {\n        "
+                         "transfer from 127.0.0.1:%d\n    }\n}\n"
+                         % (secport, primary.port))
+        yield wait_answer(secport, (0, ["www.example.org. 300 IN A "
+                                        "192.0.2.70"]))
+        self.assertEqual((yield answer(secport, "example.org", "SOA"))[1],
+                         ["example.org. 300 IN SOA ns1.example.org. "
+                          "hostmaster.example.org. 7 3600 600 86400 60"])
+        primary.write_zone("example.org.", ZONE % (8, "192.0.2.80"))
+        primary.reload()
+        yield wait_answer(secport, (0, ["www.example.org. 300 IN A "
+                                        "192.0.2.80"]))
+        self.assertIn("Notify from 127.0.0.1 for example.org.", log.text())
+
+
+class Setup(unittest.TestCase):
+
+    def load(self, text):
+        d = util.write_files(self, {"Corefile": text})
+        return App(os.path.join(d, "Corefile"), dns_port=0).load()
+
+    def test_errors(self):
+        for body, msg in [
+                ("secondary\n", "require a transfer from property"),
+                ("secondary {\n transfer to 10.0.0.1\n}\n",
+                 "unknown property to"),
+                ("secondary {\n transfer from\n}\n", "Wrong argument count"),
+                ("secondary {\n transfer from *\n}\n", "can't use '*'"),
+                ("secondary {\n transfer from 10.0.0.1\n catalog\n}\n",
+                 "not supported yet"),
+                ("secondary {\n transfer from 10.0.0.1\n bogus\n}\n",
+                 "unknown property 'bogus'"),
+        ]:
+            with self.assertRaises(corefile.CorefileError) as e:
+                self.load("example.org {\n" + body + "}\n")
+            self.assertIn(msg, str(e.exception))
+
+    def test_primaries(self):
+        cfg = self.load("example.org {\n secondary {\n  transfer from "
+                        "10.0.0.1 [::1]:5300\n  transfer from 10.0.0.2\n"
+                        "  fallthrough\n }\n}\n")
+        s = cfg.blocks[0].plugin("secondary")
+        self.assertEqual(s.secondaries["example.org."].primaries, [
+            ("10.0.0.1", 53), ("::1", 5300), ("10.0.0.2", 53)])
+        self.assertTrue(s.fall)

@@ -1,0 +1,214 @@
+"""auto: zones from master files found in a directory (CoreDNS's auto).
+
+``auto [ZONES...] { directory DIR [REGEXP ORIGIN_TEMPLATE]; reload DURATION }``.
+Files whose base name matches REGEXP (unanchored; default ``db\\.(.*)``)
+become zones whose origin is ORIGIN_TEMPLATE with ``{N}`` replaced by the
+N-th group (default ``{1}``).  The directory is scanned when the server
+starts and every ``reload`` interval (default 1m; 0: never again), off the
+reactor thread: new files are loaded, removed ones dropped, and zones whose
+SOA serial changed reloaded.  Queries for names in ZONES that no loaded zone
+holds go to the next plugin.
+"""
+
+import os
+import re
+
+from twisted.internet import task, threads
+
+from corednstw import log
+from corednstw import zone as zonelib
+from corednstw.durations import parse_duration
+from corednstw.plugin import END, match, zones_from_args
+from corednstw.plugins.file import resolve
+
+DEFAULT_REGEX = r"db\.(.*)"
+DEFAULT_TEMPLATE = "{1}"
+MAX_REGEX = 10000
+
+
+class Auto(zonelib.ZoneServer):
+    name = "auto"
+    aa_on_alias_delegation = False
+
+    def __init__(self, origins, directory, regex, template, reload):
+        zonelib.ZoneServer.__init__(self)
+        self.origins = origins
+        self.directory = directory
+        self.regex = regex
+        self.template = template
+        self.reload = reload
+        self.paths = {}          # origin -> file path
+        self.loop = None
+        self.busy = False
+
+    def serve(self, req):
+        if match(self.origins, req.qname) is None:
+            return self.next.serve(req)
+        origin = self.find_zone(req.qname)
+        if origin is None:
+            if self.next is END:
+                return self.respond(req, 5, aa=False)
+            return self.next.serve(req)
+        return self.serve_zone(req, origin, self.zone_map.get(origin))
+
+    def start(self):
+        d = self.scan()
+        if self.reload > 0:
+            self.loop = task.LoopingCall(self.scan)
+            self.loop.clock = self.block.config.app.reactor
+            self.loop.start(self.reload, now=False)
+        return d
+
+    def stop(self):
+        if self.loop is not None and self.loop.running:
+            self.loop.stop()
+        self.loop = None
+
+    def scan(self):
+        if self.busy:
+            return None
+        self.busy = True
+        current = dict(self.zone_map)
+        d = threads.deferToThread(walk, self.directory, self.regex,
+                                  self.template, current, dict(self.paths))
+        d.addBoth(self._scanned)
+        return d
+
+    def _scanned(self, result):
+        self.busy = False
+        if not isinstance(result, tuple):
+            log.error(self.name, "scanning %s: %s" % (
+                self.directory, result.getErrorMessage()))
+            return None
+        loaded, removed, messages = result
+        for level, msg in messages:
+            getattr(log, level)(self.name, msg)
+        for origin, (path, data, reloaded) in loaded.items():
+            self.paths[origin] = path
+            if data is None:
+                continue
+            self.zone_map[origin] = data
+            if origin not in self.names:
+                self.names.append(origin)
+            if reloaded:
+                log.info(self.name, "Successfully reloaded zone %s in %s "
+                         "with %d SOA serial" % (zonelib._q(origin),
+                                                 zonelib._q(path),
+                                                 data.serial))
+            self.notify_peers(origin)
+        for origin in removed:
+            self.zone_map.pop(origin, None)
+            self.paths.pop(origin, None)
+            if origin in self.names:
+                self.names.remove(origin)
+            log.info(self.name, "Deleting zone `%s'" % origin)
+        return None
+
+
+def origin_of(regex, template, filename):
+    """The origin a file name gives (None when it does not match)."""
+    m = regex.search(os.path.basename(filename))
+    if m is None:
+        return None
+
+    def group(g):
+        n = int(g.group(1))
+        try:
+            return m.group(n) or ""
+        except IndexError:
+            return ""
+    origin = re.sub(r"\{(\d+)\}", group, template)
+    if not origin:
+        return None
+    origin = origin.lower()
+    return origin if origin.endswith(".") else origin + "."
+
+
+def walk(directory, regex, template, current, paths):
+    """Runs in a thread.  Returns ({origin: (path, ZoneData or None,
+    reloaded)}, [removed origins], [(level, message)])."""
+    msgs = []
+    seen = {}
+    loaded = {}
+    directory = os.path.realpath(directory)
+    for root, dirs, files in os.walk(directory, followlinks=True):
+        dirs.sort()
+        for name in sorted(files):
+            origin = origin_of(regex, template, name)
+            if origin is None:
+                continue
+            path = os.path.normpath(os.path.join(root, name))
+            if origin in seen and seen[origin] != path:
+                msgs.append(("warning", "Multiple zone files match origin "
+                             "%s: using %s instead of %s" % (
+                                 zonelib._q(origin), zonelib._q(seen[origin]),
+                                 zonelib._q(path))))
+                continue
+            seen[origin] = path
+            old = current.get(origin)
+            try:
+                data = zonelib.parse_file(path, origin)
+            except (zonelib.ZoneError, OSError) as e:
+                if old is None:
+                    msgs.append(("warning", "Parse zone `%s': %s" % (origin,
+                                                                     e)))
+                else:
+                    msgs.append(("error", "Parsing zone %s: %s" % (
+                        zonelib._q(origin), e)))
+                loaded[origin] = (path, None, False)
+                continue
+            if old is not None:
+                if data.serial == old.serial and paths.get(origin) == path:
+                    loaded[origin] = (path, None, False)
+                    continue
+                loaded[origin] = (path, data, True)
+            else:
+                msgs.append(("info", "Inserting zone `%s' from: %s" % (
+                    origin, path)))
+                loaded[origin] = (path, data, False)
+    removed = [o for o in current if o not in seen]
+    return loaded, removed, msgs
+
+
+def setup(d, block):
+    origins = zones_from_args(d.args, block)
+    directory = None
+    regex = re.compile(DEFAULT_REGEX)
+    template = DEFAULT_TEMPLATE
+    reload = 60.0
+    for c in d.children:
+        if c.name == "directory":
+            if not c.args or len(c.args) == 2 or len(c.args) > 3:
+                raise c.arg_error()
+            directory = resolve(block, c.args[0])
+            if os.path.exists(directory) and not os.access(directory,
+                                                           os.R_OK):
+                raise c.error("Unable to access root path '%s'" % directory)
+            if not os.path.exists(directory):
+                log.warning("auto", "Directory does not exist: %s" % directory)
+            if len(c.args) == 3:
+                if len(c.args[1]) > MAX_REGEX:
+                    raise c.error("regexp too large")
+                try:
+                    regex = re.compile(c.args[1])
+                except re.error as e:
+                    raise c.error("error parsing regexp: %s" % e)
+                if regex.groups == 0:
+                    raise c.error("Need at least one sub expression")
+                template = c.args[2]
+        elif c.name == "reload":
+            if not c.args:
+                raise c.error("reload duration value is expected")
+            try:
+                reload = parse_duration(c.args[0])
+            except ValueError as e:
+                raise c.error(str(e))
+            if reload < 0:
+                raise c.error("invalid duration")
+        elif c.name == "upstream":
+            pass
+        else:
+            raise c.error("unknown property '%s'" % c.name)
+    if directory is None:
+        raise d.error("directory is required")
+    return Auto(origins, directory, regex, template, reload)

@@ -20,12 +20,14 @@ from corednstw import httpd
 from corednstw import log
 from corednstw import server
 from corednstw.durations import format_duration
-from corednstw.request import Request, make_query, parse_response
+from corednstw.request import make_query, parse_response
 
 DEFAULT_COREFILE = ".:%d {\n    whoami\n    log\n}\n"
 
 #: Upstream lookups nest at most this deep (CNAME chains across plugins).
 MAX_DEPTH = 8
+#: Seconds an internal lookup may take before it counts as unanswered.
+LOOKUP_TIMEOUT = 5.0
 
 
 class App(service.Service):
@@ -319,48 +321,33 @@ class App(service.Service):
     def lookup(self, name, qtype, qclass=w.CLASS_IN, parent=None, do=False):
         """Resolve through this server's own blocks (CoreDNS's upstream).
 
-        Returns a Deferred firing with a Response.  ``parent`` (the request
-        that needs the answer) carries the loop guard.
+        The query takes the whole server path (mux, chain, encoding), as
+        over TCP so nothing is truncated.  Returns a Deferred firing with a
+        Response, or None when nothing answered or the loop guard
+        (``parent.depth``) stops it.
         """
         depth = parent.depth + 1 if parent is not None else 1
-        if depth > MAX_DEPTH:
-            return defer.succeed(None)
-        data = make_query(name, qtype, qclass, do=do)
-        req = Request(data, "127.0.0.1", 0, "udp", None, "")
-        req.depth = depth
-        req.proto = "tcp"   # no truncation for internal lookups
-        if not self.muxes:
+        if depth > MAX_DEPTH or not self.muxes:
             return defer.succeed(None)
         mux = self.muxes[0]
-        if parent is not None and parent.server:
-            for m in self.muxes:
-                if m.label == parent.server:
-                    mux = m
-                    break
+        label = getattr(parent, "server", "")
+        for m in self.muxes:
+            if m.label == label:
+                mux = m
+                break
         result = defer.Deferred()
 
         def send(wire):
             if not result.called:
-                result.callback(parse_response(wire))
+                result.callback(parse_response(wire) if wire else None)
 
-        qd, an, ns, ar = req.parse_header()
-        req.parse_question(an, ns, ar)
-        entry = mux.route(req)
-        if entry is None:
-            return defer.succeed(None)
-        req.server = mux.label
-        req.zone, req.block = entry
-        req.start = self.clock()
-        out = entry[1].chain.serve(req)
-        if isinstance(out, defer.Deferred):
-            out.addCallback(lambda r: send(r.finish(req)) if r else
-                            result.callback(None))
-            out.addErrback(lambda f: result.callback(None) if not
-                           result.called else None)
-        elif out is None:
-            result.callback(None)
-        else:
-            send(out.finish(req))
+        mux.handle(make_query(name, qtype, qclass, do=do), "127.0.0.1", 0,
+                   "tcp", None, send, depth)
+        if not result.called:
+            # A chain still working calls send later; one that chose to
+            # write nothing never will: give up after LOOKUP_TIMEOUT.
+            result.addTimeout(LOOKUP_TIMEOUT, self.reactor,
+                              onTimeoutCancel=lambda r, t: None)
         return result
 
 

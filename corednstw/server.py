@@ -105,11 +105,14 @@ class Mux:
 
     # -- the request path -----------------------------------------------------
 
-    def handle(self, data, client, port, proto, local, send):
-        """Answer one query; ``send(bytes)`` writes to the client."""
+    def handle(self, data, client, port, proto, local, send, depth=0):
+        """Answer one query; ``send(bytes)`` writes to the client.
+        ``depth`` counts nested internal lookups (App.lookup's loop guard)."""
         if len(data) < 12:
             return
         req = Request(data, client, port, proto, local, self.label)
+        if depth:
+            req.depth = depth
         qd, an, ns, ar = req.parse_header()
         if req.flags & w.QR:
             return

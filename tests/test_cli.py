@@ -97,49 +97,42 @@ class CheckTest(unittest.TestCase):
 class ServeTest(unittest.TestCase):
     """A real twistd process: answers, then SIGTERM ends it cleanly."""
 
-    def test_serve_and_sigterm(self):
-        port = free_port()
-        d = util.write_files(self, {"Corefile": (
-            ".:%d {\n    whoami\n}\n" % port)})
+    def serve(self, args, cwd=None):
+        """Start twistd; return (process, first answer or None)."""
         proc = subprocess.Popen(
-            [TWISTD, "-n", "--pidfile=", "coredns", "-c",
-             os.path.join(d, "Corefile")], stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT, text=True)
+            [TWISTD, "-n", "--pidfile=", "coredns"] + args, cwd=cwd,
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         self.addCleanup(lambda: proc.poll() is None and proc.kill())
         q = dns.message.make_query("example.org.", "A")
         deadline = time.monotonic() + 30
-        answer = None
         while time.monotonic() < deadline and proc.poll() is None:
             try:
-                answer = dns.query.udp(q, "127.0.0.1", port=port, timeout=0.5)
-                break
+                return proc, dns.query.udp(q, "127.0.0.1", port=self.port,
+                                           timeout=0.5)
             except Exception:
                 continue
-        self.assertIsNotNone(answer, "server never answered")
-        self.assertEqual(len(answer.additional), 2)
+        return proc, None
+
+    def stop(self, proc):
         proc.send_signal(signal.SIGTERM)
         out, _ = proc.communicate(timeout=30)
+        return out
+
+    def test_serve_and_sigterm(self):
+        self.port = free_port()
+        d = util.write_files(self, {"Corefile": (
+            ".:%d {\n    whoami\n}\n" % self.port)})
+        proc, answer = self.serve(["-c", os.path.join(d, "Corefile")])
+        out = self.stop(proc)
+        self.assertIsNotNone(answer, out)
+        self.assertEqual(len(answer.additional), 2)
         self.assertEqual(proc.returncode, 0, out)
 
     def test_default_corefile(self):
         # No Corefile at all: whoami and log on --dns-port.
-        port = free_port()
+        self.port = free_port()
         d = util.write_files(self, {})
-        proc = subprocess.Popen(
-            [TWISTD, "-n", "--pidfile=", "coredns", "--dns-port", str(port)],
-            cwd=d, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-            text=True)
-        self.addCleanup(lambda: proc.poll() is None and proc.kill())
-        q = dns.message.make_query("example.org.", "A")
-        deadline = time.monotonic() + 30
-        answer = None
-        while time.monotonic() < deadline and proc.poll() is None:
-            try:
-                answer = dns.query.udp(q, "127.0.0.1", port=port, timeout=0.5)
-                break
-            except Exception:
-                continue
-        proc.send_signal(signal.SIGTERM)
-        out, _ = proc.communicate(timeout=30)
+        proc, answer = self.serve(["--dns-port", str(self.port)], cwd=d)
+        out = self.stop(proc)
         self.assertIsNotNone(answer, out)
         self.assertEqual(len(answer.additional), 2)

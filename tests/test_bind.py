@@ -83,3 +83,25 @@ class LookupTest(unittest.TestCase):
             server = ""
         resp = yield app.lookup("x.example.org.", 1, parent=Deep())
         self.assertIsNone(resp)
+
+
+class ResolverTest(unittest.TestCase):
+    """The chain as a twisted.names IResolver."""
+
+    @defer.inlineCallbacks
+    def test_lookup_address_and_errors(self):
+        from twisted.names import dns as tdns, error
+        from corednstw.resolver import ChainResolver
+        app = yield util.start(self, "example.org:0 {\n    whoami\n}\n"
+                                     "sub.example.org:0 {\n"
+                                     "    prometheus 127.0.0.1:0\n}\n")
+        r = ChainResolver(app)
+        answers, authority, additional = yield r.lookupAddress(
+            "x.example.org")
+        self.assertEqual(answers, [])
+        self.assertEqual(additional[0].type, tdns.A)
+        self.assertEqual(additional[0].payload.dottedQuad(), "127.0.0.1")
+        yield self.assertFailure(r.lookupAddress("a.sub.example.org"),
+                                 error.DNSServerError)
+        yield self.assertFailure(r.lookupAddress("example.net"),
+                                 error.DNSQueryRefusedError)

@@ -10,6 +10,7 @@ from twisted.internet import defer, reactor
 from twisted.trial import unittest
 
 from corednstw.corefile import CorefileError
+from corednstw.plugin import Plugin
 from corednstw.plugins import dnstap
 from tests import framestream as fs
 from tests import util
@@ -155,7 +156,7 @@ class TapTest(unittest.TestCase):
                          '{/test/label}_{/test/none}"\n    }')
         block = self.app.config.blocks[0]
 
-        class Provider:
+        class Provider(Plugin):
             name = "provider"
 
             def metadata(self, req):

@@ -149,7 +149,8 @@ class APIServer:
             api = server
         self.httpd = ThreadingHTTPServer((host, port), Handler)
         self.httpd.daemon_threads = True
-        threading.Thread(target=self.httpd.serve_forever, daemon=True,
+        threading.Thread(target=self.httpd.serve_forever, args=(0.02,),
+                         daemon=True,
                          name="k8s-apiserver").start()
         return self
 
@@ -250,6 +251,12 @@ class _Handler(BaseHTTPRequestHandler):
 
     def log_message(self, *args):
         pass
+
+    def setup(self):
+        super().setup()
+        # Headers and body go out in separate writes: without NODELAY
+        # every request waits for the client's delayed ACK.
+        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
     def do_POST(self):
         u = urlparse(self.path)

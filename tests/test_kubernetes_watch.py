@@ -1,0 +1,292 @@
+"""kubernetes: the list/watch life cycle against the test API server —
+paging, watch events while queries run, 410 relists, dropped connections,
+startup before sync, readiness and metrics."""
+
+import datetime
+import time
+
+import dns.rcode
+from twisted.internet import defer, reactor, task
+from twisted.trial import unittest
+
+from corednstw import metrics
+from corednstw.plugins.kubernetes import watch as wt
+from tests import k8s_apiserver as k8s
+from tests import util
+
+S = "svc.cluster.local."
+
+
+def answers(m):
+    return sorted(rd.to_text() for rrset in m.answer for rd in rrset)
+
+
+class WatchTest(unittest.TestCase):
+    options = ""
+
+    @defer.inlineCallbacks
+    def setUp(self):
+        self.patch(wt, "BACKOFF_START", 0.01)
+        self.patch(wt, "BACKOFF_MAX", 0.05)
+        self.api = k8s.APIServer().start()
+        self.addCleanup(self.api.stop)
+        self.api.add("namespaces", k8s.namespace("default"),
+                     k8s.namespace("other"))
+        # More than one page of services.
+        self.api.add("services", *[
+            k8s.service("s%d" % i, "default", ("10.1.%d.%d" % (i // 250,
+                                                                i % 250 + 1),))
+            for i in range(250)])
+        self.app = yield util.start(self, (
+            ".:0 {\n    kubernetes cluster.local {\n        endpoint %s\n"
+            "%s    }\n    ready 127.0.0.1:0\n}\n") % (self.api.url,
+                                                    self.options))
+        self.port = self.app.port()
+        self.k = self.app.config.blocks[0].plugin("kubernetes")
+
+    def q(self, name, qtype="A"):
+        return util.query(self.port, name, qtype)
+
+    @defer.inlineCallbacks
+    def wait_rcode(self, name, rcode, qtype="A"):
+        """Ask until the answer has ``rcode`` (the watch is asynchronous)."""
+        deadline = time.monotonic() + 10
+        while True:
+            m = yield self.q(name, qtype)
+            if m.rcode() == rcode or time.monotonic() > deadline:
+                break
+            yield task.deferLater(reactor, 0.01, lambda: None)
+        self.assertEqual(m.rcode(), rcode)
+        defer.returnValue(m)
+
+    @defer.inlineCallbacks
+    def test_paged_list(self):
+        lists = [q for k, what, q in self.api.requests
+                 if k == "services" and what == "list"]
+        self.assertEqual(len(lists), 3)
+        self.assertEqual(lists[0]["limit"], "100")
+        self.assertIn("continue", lists[1])
+        yield util.wait_for(lambda: self.api.count("services", "watch"))
+        watches = [q for k, what, q in self.api.requests
+                   if k == "services" and what == "watch"]
+        self.assertEqual(watches[0]["allowWatchBookmarks"], "true")
+        m = yield self.q("s249.default." + S)
+        self.assertEqual(answers(m), ["10.1.0.250"])
+        self.assertEqual(len(self.k.store.services), 250)
+
+    @defer.inlineCallbacks
+    def test_changes_while_serving(self):
+        m = yield self.q("new.default." + S)
+        self.assertEqual(m.rcode(), dns.rcode.NXDOMAIN)
+        self.api.add("services", k8s.service("new", "default", ("10.9.0.1",)))
+        m = yield self.wait_rcode("new.default." + S, 0)
+        self.assertEqual(answers(m), ["10.9.0.1"])
+        self.api.update("services", k8s.service("new", "default",
+                                                ("10.9.0.2",)))
+        yield util.wait_for(lambda: self.k.store.services[
+            ("new", "default")].ips == ("10.9.0.2",))
+        m = yield self.q("new.default." + S)
+        self.assertEqual(answers(m), ["10.9.0.2"])
+        self.api.delete("services", "default", "new")
+        yield self.wait_rcode("new.default." + S, dns.rcode.NXDOMAIN)
+        # A namespace that goes away takes its names with it.
+        self.api.delete("namespaces", "", "default")
+        yield self.wait_rcode("s1.default." + S, dns.rcode.NXDOMAIN)
+
+    @defer.inlineCallbacks
+    def test_headless_slices(self):
+        """Several slices per service merge; duplicates go; ready: null is
+        ready; dual-stack; publishNotReadyAddresses."""
+        self.api.add("services", k8s.service("h", "default", ("None",)),
+                     k8s.service("p", "default", ("None",), pna=True))
+        self.api.add("endpointslices", k8s.endpoint_slice("h-a", "default",
+                                                          "h", [
+            k8s.endpoint(["10.0.1.1"]), k8s.endpoint(["10.0.1.2"],
+                                                     ready=False),
+            k8s.endpoint(["10.0.1.3"], ready=None)]),
+            k8s.endpoint_slice("h-b", "default", "h", [
+                k8s.endpoint(["10.0.1.1"]),
+                k8s.endpoint(["fd00::1"])], address_type="IPv6"),
+            k8s.endpoint_slice("p-a", "default", "p", [
+                k8s.endpoint(["10.0.2.1"], ready=False)]))
+        yield util.wait_for(lambda: len(self.k.store.slices) == 3)
+        m = yield self.q("h.default." + S)
+        self.assertEqual(answers(m), ["10.0.1.1", "10.0.1.3"])
+        m = yield self.q("h.default." + S, "AAAA")
+        self.assertEqual(answers(m), ["fd00::1"])
+        m = yield self.q("p.default." + S)
+        self.assertEqual(answers(m), ["10.0.2.1"])
+        # One slice goes: its addresses go with it.
+        self.api.delete("endpointslices", "default", "h-a")
+        yield util.wait_for(lambda: len(self.k.store.slices) == 2)
+        m = yield self.q("h.default." + S)
+        self.assertEqual(answers(m), ["10.0.1.1"])
+
+    @defer.inlineCallbacks
+    def test_relist_on_410(self):
+        """An expired watch relists at once; the relist removes what is
+        gone and adds what is new (mark and sweep)."""
+        before = self.api.count("services", "list")
+        objs = [k8s.service("s%d" % i, "default", ("10.1.0.%d" % (i + 1),))
+                for i in range(5)]
+        objs.append(k8s.service("fresh", "other", ("10.7.0.1",)))
+        self.api.replace_silently("services", objs)
+        m = yield self.wait_rcode("fresh.other." + S, 0)
+        self.assertEqual(answers(m), ["10.7.0.1"])
+        m = yield self.q("s100.default." + S)
+        self.assertEqual(m.rcode(), dns.rcode.NXDOMAIN)
+        m = yield self.q("s4.default." + S)
+        self.assertEqual(answers(m), ["10.1.0.5"])
+        self.assertGreater(self.api.count("services", "list"), before)
+
+    @defer.inlineCallbacks
+    def test_list_410_and_drops(self):
+        """HTTP 410 on a list and cut connections: the thread retries and
+        the last good data is served meanwhile."""
+        self.api.list_gone = 1
+        self.api.list_drop = 1
+        self.api.expire()
+        m = yield self.q("s3.default." + S)
+        self.assertEqual(answers(m), ["10.1.0.4"])
+        self.api.drop()
+        self.api.add("services", k8s.service("late", "default",
+                                             ("10.9.9.9",)))
+        m = yield self.wait_rcode("late.default." + S, 0)
+        self.assertEqual(answers(m), ["10.9.9.9"])
+        self.assertEqual(self.api.list_gone, 0)
+        self.assertEqual(self.api.list_drop, 0)
+
+    @defer.inlineCallbacks
+    def test_bookmarks(self):
+        self.api.bookmark_every = 0.01
+        self.api.drop()
+        yield util.wait_for(lambda: self.api.count("namespaces", "watch") >= 2)
+        self.api.add("namespaces", k8s.namespace("third"))
+        yield util.wait_for(lambda: "third" in self.k.store.namespaces)
+
+    @defer.inlineCallbacks
+    def test_ready_and_metrics(self):
+        port = self.app.http_port("127.0.0.1:0")
+        code, body = yield util.http_get(port, "/ready")
+        self.assertEqual((code, body), (200, "OK"))
+        host = self.api.url.split("//")[1]
+        req = metrics.families()[
+            "coredns_kubernetes_rest_client_requests_total"]
+        self.assertGreater(req.get(("200", "GET", host)), 0)
+        lat = metrics.families()[
+            "coredns_kubernetes_rest_client_request_duration_seconds"]
+        self.assertGreater(lat.count(("GET", host)), 0)
+
+    @defer.inlineCallbacks
+    def test_programming_duration(self):
+        hist = metrics.families()[
+            "coredns_kubernetes_dns_programming_duration_seconds"]
+        before = {k: hist.count((k,)) for k in (
+            "cluster_ip", "headless_with_selector",
+            "headless_without_selector")}
+        now = datetime.datetime.now(datetime.timezone.utc)
+        stamp = now.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+        self.api.add("services", k8s.service("hh", "default", ("None",)))
+        # Services and slices come from two watches: like CoreDNS, a
+        # slice whose service is not known yet is not recorded.
+        yield util.wait_for(lambda: ("hh", "default") in
+                            self.k.store.services)
+        self.api.add("endpointslices",
+                     k8s.endpoint_slice("s1-x", "default", "s1", [
+                         k8s.endpoint(["10.3.0.1"])], trigger=stamp),
+                     k8s.endpoint_slice("hh-x", "default", "hh", [
+                         k8s.endpoint(["10.3.0.2"])], trigger=stamp),
+                     # No service behind it: not recorded.
+                     k8s.endpoint_slice("orphan-x", "default", "orphan", [
+                         k8s.endpoint(["10.3.0.3"])], trigger=stamp))
+        yield util.wait_for(lambda: len(self.k.store.slices) == 3)
+        self.assertEqual(hist.count(("cluster_ip",)),
+                         before["cluster_ip"] + 1)
+        self.assertEqual(hist.count(("headless_with_selector",)),
+                         before["headless_with_selector"] + 1)
+        self.assertEqual(hist.count(("headless_without_selector",)),
+                         before["headless_without_selector"])
+
+
+class UnsyncedTest(unittest.TestCase):
+    """No API server: serving starts after startup_timeout; names in the
+    zone get SERVFAIL (with the SOA), others pass on; not ready."""
+
+    @defer.inlineCallbacks
+    def test_servfail_until_synced(self):
+        self.patch(wt, "BACKOFF_START", 0.01)
+        self.patch(wt, "BACKOFF_MAX", 0.05)
+        log = util.capture_log(self)
+        api = k8s.APIServer()
+        api.list_gone = 10 ** 6       # every list fails
+        api.start()
+        self.addCleanup(api.stop)
+        api.add("namespaces", k8s.namespace("default"))
+        t0 = time.monotonic()
+        app = yield util.start(self, (
+            ".:0 {\n    kubernetes cluster.local {\n        endpoint %s\n"
+            "        startup_timeout 200ms\n    }\n    whoami\n}\n")
+            % api.url)
+        self.assertGreaterEqual(time.monotonic() - t0, 0.15)
+        self.assertIn("starting server with unsynced Kubernetes API",
+                      log.text())
+        k = app.config.blocks[0].plugin("kubernetes")
+        self.assertFalse(k.ready())
+        m = yield util.query(app.port(), "x.default.svc.cluster.local.")
+        self.assertEqual(m.rcode(), dns.rcode.SERVFAIL)
+        self.assertEqual(len(m.authority), 1)
+        m = yield util.query(app.port(), "example.org.")
+        self.assertEqual(len(m.additional), 2)     # whoami
+        api.list_gone = 0
+        yield util.wait_for(k.ready)
+        m = yield util.query(app.port(), "x.default.svc.cluster.local.")
+        self.assertEqual(m.rcode(), dns.rcode.NXDOMAIN)
+
+
+class SelectorTest(unittest.TestCase):
+
+    @defer.inlineCallbacks
+    def start(self, options):
+        self.api = k8s.APIServer().start()
+        self.addCleanup(self.api.stop)
+        self.api.add("namespaces", k8s.namespace("a", {"team": "x"}),
+                     k8s.namespace("b", {"team": "y"}))
+        self.api.add("services",
+                     k8s.service("web", "a", ("10.0.0.1",),
+                                 labels={"app": "nginx", "env": "qa"}),
+                     k8s.service("web", "b", ("10.0.0.2",),
+                                 labels={"app": "nginx", "env": "prod"}),
+                     k8s.service("db", "a", ("10.0.0.3",),
+                                 labels={"app": "pg"}))
+        self.app = yield util.start(self, (
+            ".:0 {\n    kubernetes cluster.local {\n        endpoint %s\n"
+            "        %s\n    }\n}\n") % (self.api.url, options))
+
+    @defer.inlineCallbacks
+    def rcodes(self, *names):
+        out = []
+        for n in names:
+            m = yield util.query(self.app.port(), n + ".svc.cluster.local.")
+            out.append(m.rcode())
+        defer.returnValue(out)
+
+    @defer.inlineCallbacks
+    def test_labels(self):
+        yield self.start("labels env in (qa, staging),app=nginx")
+        got = yield self.rcodes("web.a", "web.b", "db.a")
+        self.assertEqual(got, [0, 3, 3])
+        q = [x[2] for x in self.api.requests if x[0] == "services"]
+        self.assertEqual(q[0]["labelSelector"],
+                         "env in (qa, staging),app=nginx")
+
+    @defer.inlineCallbacks
+    def test_namespace_labels(self):
+        yield self.start("namespace_labels team=y")
+        got = yield self.rcodes("web.a", "web.b")
+        self.assertEqual(got, [3, 0])
+
+    @defer.inlineCallbacks
+    def test_namespaces(self):
+        yield self.start("namespaces a")
+        got = yield self.rcodes("web.a", "web.b", "db.a")
+        self.assertEqual(got, [0, 3, 0])

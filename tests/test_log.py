@@ -273,11 +273,17 @@ class ClassTest(Base):
         self.ask(x)
         self.assertEqual(self.log.lines, ["[INFO] - -"])
 
-    def test_log_metadata_values(self):
-        x = self.direct('log . "{/log/type} {/log/class}"')
-        x.app.config.blocks[0].plugin("log").metadata = True
+    def test_log_metadata(self):
+        x = self.direct('log . "{/log/type} {/log/class}"',
+                        extra="    metadata\n")
         self.ask(x)
         self.assertEqual(self.log.lines, ["[INFO] NOERROR success"])
+
+    def test_log_metadata_denial(self):
+        x = self.direct('log . "{/log/type} {/log/class}"',
+                        fn=lambda req: Response(3), extra="    metadata\n")
+        self.ask(x)
+        self.assertEqual(self.log.lines, ["[INFO] NXDOMAIN denial"])
 
 
 class ScopeTest(Base):

@@ -270,9 +270,8 @@ class Log(Plugin):
     name = NAME
     once = False
 
-    def __init__(self, rules, metadata=False):
+    def __init__(self, rules):
         self.rules = rules
-        self.metadata = metadata
 
     def _rule(self, qname):
         for rule in self.rules:
@@ -301,8 +300,10 @@ class Log(Plugin):
         return failure
 
     def _emit(self, outcome, req, rule):
-        if self.metadata:
-            md = req.meta()
+        md = req.metadata
+        if md is not None:
+            # Published only where the metadata plugin collects (CoreDNS's
+            # SetValueFunc); computed only when read.
             md["log/type"] = outcome.type
             md["log/class"] = outcome.cls
         if rule.all or outcome.cls() in rule.classes:
@@ -347,4 +348,4 @@ def setup(d, block):
         # Every log line of a block feeds one plugin, as in CoreDNS.
         existing.rules.extend(new)
         return None
-    return Log(new, metadata=block.plugin("metadata") is not None)
+    return Log(new)

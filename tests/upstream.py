@@ -21,7 +21,7 @@ import dns.name
 import dns.rcode
 import dns.rdatatype
 import dns.rrset
-from twisted.internet import protocol, reactor
+from twisted.internet import error, protocol, reactor
 from twisted.protocols.basic import Int16StringReceiver
 
 
@@ -49,13 +49,23 @@ class Upstream:
 
     def start(self, port=None):
         port = self.port if port is None else port
-        self.udp = reactor.listenUDP(port, _UDP(self), interface="127.0.0.1",
-                                     maxPacketSize=65535)
-        self.port = self.udp.getHost().port
         fac = protocol.ServerFactory()
         fac.protocol = lambda: _TCP(self)
-        self.tcp = reactor.listenTCP(self.port, fac, interface="127.0.0.1")
-        return self
+        for _ in range(20):
+            self.udp = reactor.listenUDP(port, _UDP(self),
+                                         interface="127.0.0.1",
+                                         maxPacketSize=65535)
+            self.port = self.udp.getHost().port
+            try:
+                self.tcp = reactor.listenTCP(self.port, fac,
+                                             interface="127.0.0.1")
+            except error.CannotListenError:
+                self.udp.stopListening()
+                if port:
+                    raise
+                continue
+            return self
+        raise error.CannotListenError("127.0.0.1", 0, "no free port")
 
     def stop(self):
         out = []

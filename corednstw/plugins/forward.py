@@ -83,7 +83,14 @@ class _UDPConn(protocol.DatagramProtocol):
         self.created = created
         self.pending = {}
         self.retired = False
+        self.dead = False
         self.port = None
+
+    def stopProtocol(self):
+        # The reactor closed the socket (a read error): replace it.
+        self.dead = True
+        for msgid in list(self.pending):
+            self._fail(msgid, UpstreamError("socket closed"))
 
     def query(self, wire, timeout):
         pending = self.pending
@@ -228,7 +235,7 @@ class _OneShotUDP(protocol.DatagramProtocol):
         self.wire = wire
         self.d = d
 
-    def startProtocol(self):
+    def send(self):
         try:
             self.transport.write(self.wire)
         except OSError as e:
@@ -286,6 +293,7 @@ def exchange(reactor, host, port, wire, proto="udp", timeout=2.0,
         except Exception as e:
             return defer.fail(UpstreamError(str(e)))
         cleanup.append(lp.stopListening)
+        proto_obj.send()
     else:
         conn = _OneShotStream(wire, d)
         fac = protocol.ClientFactory.forProtocol(lambda: conn)
@@ -343,6 +351,7 @@ class Proxy:
         self.conns = set()
         self.probing = False
         self.hc_timer = None
+        self.hc_inflight = None
         self.stopped = False
         self.avg_dial = 0.0
 
@@ -355,6 +364,8 @@ class Proxy:
         self.stopped = True
         if self.hc_timer is not None and self.hc_timer.active():
             self.hc_timer.cancel()
+        if self.hc_inflight is not None:
+            self.hc_inflight.cancel()
         if self.udp is not None:
             self.udp.close()
             self.udp = None
@@ -381,7 +392,7 @@ class Proxy:
     def _query_udp(self, wire):
         now = self.clock()
         u = self.udp
-        if u is not None and self._expired(u, now, now):
+        if u is not None and (u.dead or self._expired(u, u.created, now)):
             u.retired = True
             if not u.pending:
                 u.close()
@@ -485,18 +496,21 @@ class Proxy:
         d = exchange(self.reactor, self.host, self.port, wire,
                      "udp" if proto == "udp" else "tcp", HC_TIMEOUT,
                      self.tls if proto == "tcp-tls" else None, self.source)
+        self.hc_inflight = d
         d.addCallbacks(self._check_ok, self._check_failed)
 
     def _check_ok(self, data):
+        self.hc_inflight = None
         self.fails = 0
         self.probing = False
 
     def _check_failed(self, failure):
-        HC_FAILURES.inc((self.name, self.addr))
-        self.fails += 1
+        self.hc_inflight = None
         if self.stopped:
             self.probing = False
             return
+        HC_FAILURES.inc((self.name, self.addr))
+        self.fails += 1
         self.hc_timer = self.reactor.callLater(self.hc_interval, self._check)
 
     def __repr__(self):

@@ -1,0 +1,397 @@
+"""forward: Corefile parsing, and exchanges with real upstreams (a
+scriptable test server and Debian's unbound, over UDP, TCP and TLS)."""
+
+import os
+
+import dns.flags
+import dns.rcode
+from twisted.internet import defer
+from twisted.trial import unittest
+
+from corednstw import corefile
+from corednstw.app import App
+from corednstw.plugins import forward as fwd
+from tests import util
+from tests.unbound import Unbound
+from tests.upstream import Upstream
+
+
+def build(testcase, text, files=None):
+    d = util.write_files(testcase, dict(files or {}, Corefile=text))
+    app = App(os.path.join(d, "Corefile"), dns_port=0)
+    cfg = app.load()
+    return [p for p in cfg.plugins() if p.name == "forward"], d
+
+
+class ParseTest(unittest.TestCase):
+
+    def test_defaults(self):
+        (f,), _ = build(self, ". {\n forward . 10.0.0.1 [2001:db8::1]:5353"
+                              " tls://9.9.9.9%dns.quad9.net\n}\n")
+        self.assertEqual([p.addr for p in f.proxies],
+                         ["10.0.0.1:53", "[2001:db8::1]:5353", "9.9.9.9:853"])
+        self.assertEqual(f.policy, "random")
+        self.assertEqual(f.maxfails, 2)
+        p = f.proxies[0]
+        self.assertEqual((p.expire, p.read_timeout, p.hc_interval),
+                         (10.0, 2.0, 0.5))
+        self.assertIsNotNone(f.proxies[2].tls)
+        self.assertIsNone(f.proxies[0].tls)
+
+    def test_all_options(self):
+        (f,), _ = build(self, """. {
+    forward example.org 10.0.0.1:1053 10.0.0.2 {
+        except a.example.org b.example.org
+        force_tcp
+        prefer_udp
+        expire 20s
+        max_age 30s
+        max_idle_conns 4
+        read_timeout 1s
+        max_fails 3
+        max_connect_attempts 5
+        policy round_robin
+        health_check 5s no_rec domain Health.Example.
+        max_concurrent 100
+        next NXDOMAIN servfail
+        next_on_nodata
+        failover REFUSED
+        failfast_all_unhealthy_upstreams
+        source_address 127.0.0.1
+    }
+}
+""")
+        self.assertEqual(f.from_, "example.org.")
+        self.assertEqual(f.ignored, ["a.example.org.", "b.example.org."])
+        self.assertTrue(f.force_tcp and f.prefer_udp and f.failfast)
+        self.assertEqual(f.max_attempts, 5)
+        self.assertEqual(f.next_rcodes, (3, 2))
+        self.assertEqual(f.failover_rcodes, (5,))
+        p = f.proxies[0]
+        self.assertEqual((p.expire, p.max_age, p.max_idle, p.read_timeout),
+                         (20.0, 30.0, 4, 1.0))
+        self.assertEqual((p.hc_interval, p.hc_rd, p.hc_domain, p.hc_proto),
+                         (5.0, False, "health.example.", "tcp"))
+        self.assertEqual(p.source, "127.0.0.1")
+
+    def test_resolv_conf(self):
+        d = util.write_files(self, {"resolv.conf": "# x\nnameserver 10.1.1.1"
+                                    "\nsearch example\nnameserver ::1\n"})
+        (f,), _ = build(self, ". {\n forward . %s/resolv.conf\n}\n" % d)
+        self.assertEqual([p.addr for p in f.proxies],
+                         ["10.1.1.1:53", "[::1]:53"])
+
+    def test_errors(self):
+        cases = [
+            ("forward .", "Wrong argument count"),
+            ("forward . 10.0.0.1 {\n bogus\n}", "unknown property 'bogus'"),
+            ("forward . 10.0.0.1 {\n policy foo\n}", "unknown policy 'foo'"),
+            ("forward . 10.0.0.1 {\n failover NOERROR\n}",
+             "NoError cannot be used in failover"),
+            ("forward . 10.0.0.1 {\n next FOO\n}", "FOO is not a valid rcode"),
+            ("forward . 10.0.0.1 {\n max_concurrent -1\n}",
+             "max_concurrent can't be negative"),
+            ("forward . 10.0.0.1 {\n read_timeout 0s\n}",
+             "read_timeout must be positive"),
+            ("forward . 10.0.0.1 {\n health_check 1s foo\n}",
+             "health_check: unknown option foo"),
+            ("forward . 10.0.0.1 {\n source_address nope\n}",
+             "invalid IP address: nope"),
+            ("forward . 10.0.0.1 {\n doh_method GET\n}", "not supported yet"),
+            ("forward . https://9.9.9.9", "not supported yet"),
+            ("forward . grpc://9.9.9.9", "is not supported as a destination"),
+            ("forward . /nonexistent/resolv.conf", "not an IP address or file"),
+            ("forward . tls://9.9.9.9%a.example {\n tls_servername b\n}",
+             "both forward ('b') and proxy level ('a.example')"),
+            ("forward . " + " ".join("10.0.0.%d" % i for i in range(1, 17)),
+             "more than 15 TOs configured: 16"),
+        ]
+        for text, msg in cases:
+            with self.assertRaises(corefile.CorefileError) as cm:
+                build(self, ". {\n %s\n}\n" % text)
+            self.assertIn(msg, str(cm.exception), text)
+            self.assertIn("plugin/forward", str(cm.exception))
+
+    def test_tls_servername_split(self):
+        self.assertEqual(
+            fwd._parse_to(None, "tls://10.0.0.1%dns.example:10853"),
+            [("tls", "10.0.0.1", 10853, "dns.example")])
+        self.assertEqual(fwd._parse_to(None, "dns://[::1]:53"),
+                         [("dns", "::1", 53, "")])
+
+
+def _flags(m):
+    return m.flags
+
+
+class ForwardTest(unittest.TestCase):
+
+    def upstream(self, **kw):
+        up = Upstream(**kw).start()
+        self.addCleanup(up.stop)
+        return up
+
+    @defer.inlineCallbacks
+    def serve(self, body):
+        app = yield util.start(self, ".:0 {\n%s\n}\n" % body)
+        self.app = app
+        return app.port()
+
+    def forwarders(self):
+        return [p for p in self.app.config.plugins() if p.name == "forward"]
+
+    @defer.inlineCallbacks
+    def test_udp_tcp_and_client_id(self):
+        up = self.upstream()
+        port = yield self.serve(" forward . %s" % up.addr())
+        q = util.make_query("WWW.Example.ORG", "A")
+        q.id = 4321
+        for proto in ("udp", "tcp"):
+            m = yield util.query(port, q, proto=proto)
+            self.assertEqual(m.id, 4321)
+            self.assertEqual(str(m.question[0].name), "WWW.Example.ORG.")
+            self.assertEqual(util.rrs(m), [
+                "WWW.Example.ORG. 300 IN A 192.0.2.1"])
+            self.assertTrue(m.flags & dns.flags.RA)
+        # the client's transport is used upstream
+        self.assertEqual(up.count(proto="udp"), 1)
+        self.assertEqual(up.count(proto="tcp"), 1)
+
+    @defer.inlineCallbacks
+    def test_tcp_connection_reused(self):
+        up = self.upstream()
+        port = yield self.serve(" forward . %s" % up.addr())
+        for _ in range(3):
+            yield util.query(port, "a.example", "A", proto="tcp")
+        labels = ("forward", up.addr(), "tcp")
+        self.assertEqual(fwd.CONN_MISSES.get(labels), 1)
+        self.assertEqual(fwd.CONN_HITS.get(labels), 2)
+
+    @defer.inlineCallbacks
+    def test_force_tcp(self):
+        up = self.upstream()
+        port = yield self.serve(" forward . %s {\n force_tcp\n }" % up.addr())
+        yield util.query(port, "a.example", "A")
+        self.assertEqual((up.count(proto="tcp"), up.count(proto="udp")),
+                         (1, 0))
+
+    @defer.inlineCallbacks
+    def test_truncated_passed_through(self):
+        up = self.upstream()
+        up.truncate = True
+        port = yield self.serve(" forward . %s" % up.addr())
+        m = yield util.query(port, "a.example", "A")
+        self.assertTrue(m.flags & dns.flags.TC)
+        self.assertEqual(up.count(), 1)
+
+    @defer.inlineCallbacks
+    def test_prefer_udp_retries_truncated_over_tcp(self):
+        up = self.upstream()
+        up.truncate = True
+        port = yield self.serve(" forward . %s {\n prefer_udp\n }"
+                                % up.addr())
+        m = yield util.query(port, "a.example", "A", proto="tcp")
+        self.assertFalse(m.flags & dns.flags.TC)
+        self.assertEqual(util.rrs(m), ["a.example. 300 IN A 192.0.2.1"])
+        self.assertEqual((up.count(proto="udp"), up.count(proto="tcp")),
+                         (1, 1))
+
+    @defer.inlineCallbacks
+    def test_wrong_id_ignored(self):
+        up = self.upstream()
+        up.wrong_id = True
+        port = yield self.serve(" forward . %s" % up.addr())
+        m = yield util.query(port, "a.example", "A")
+        self.assertEqual(util.rrs(m), ["a.example. 300 IN A 192.0.2.1"])
+
+    @defer.inlineCallbacks
+    def test_wrong_question_formerr(self):
+        up = self.upstream()
+        up.wrong_question = True
+        port = yield self.serve(" forward . %s" % up.addr())
+        m = yield util.query(port, "a.example", "A")
+        self.assertEqual(m.rcode(), dns.rcode.FORMERR)
+        self.assertEqual(str(m.question[0].name), "a.example.")
+
+    @defer.inlineCallbacks
+    def test_timeout_then_next_upstream(self):
+        dead = self.upstream()
+        dead.silent = True
+        good = self.upstream()
+        port = yield self.serve(
+            " forward . %s %s {\n policy sequential\n read_timeout 100ms\n"
+            " max_fails 0\n }" % (dead.addr(), good.addr()))
+        m = yield util.query(port, "a.example", "A")
+        self.assertEqual(m.rcode(), 0)
+        self.assertEqual((dead.count(), good.count()), (1, 1))
+
+    @defer.inlineCallbacks
+    def test_all_fail_servfail(self):
+        dead = self.upstream()
+        dead.silent = True
+        port = yield self.serve(
+            " forward . %s {\n read_timeout 50ms\n max_fails 0\n }"
+            % dead.addr())
+        m = yield util.query(port, "a.example", "A")
+        self.assertEqual(m.rcode(), dns.rcode.SERVFAIL)
+        # max_connect_attempts defaults to twice the number of upstreams
+        self.assertEqual(dead.count(), 2)
+
+    @defer.inlineCallbacks
+    def test_failover_and_return_with_health_checks(self):
+        one = self.upstream()
+        two = self.upstream()
+        port = yield self.serve(
+            " forward . %s %s {\n policy sequential\n health_check 20ms\n"
+            " max_fails 1\n read_timeout 200ms\n }" % (one.addr(), two.addr()))
+        yield util.query(port, "a.example", "A")
+        self.assertEqual((one.count(), two.count()), (1, 0))
+        oneport = one.port
+        yield one.stop()
+        m = yield util.query(port, "b.example", "A")
+        self.assertEqual(m.rcode(), 0)
+        self.assertEqual(two.count(name="b.example."), 1)
+        p1 = self.forwarders()[0].proxies[0]
+        yield util.wait_for(lambda: p1.down(1))
+        self.assertGreaterEqual(
+            fwd.HC_FAILURES.get(("forward", one.addr())), 2)
+        yield util.query(port, "c.example", "A")
+        self.assertEqual(two.count(name="c.example."), 1)
+        # back: the health check sees it and queries return to it
+        one.start(oneport)
+        yield util.wait_for(lambda: not p1.down(1))
+        self.assertGreaterEqual(one.count(name=".", qtype="NS"), 1)
+        m = yield util.query(port, "d.example", "A")
+        self.assertEqual(one.count(name="d.example."), 1)
+        self.assertEqual(two.count(name="d.example."), 0)
+
+    @defer.inlineCallbacks
+    def test_health_check_no_rec_and_domain(self):
+        up = self.upstream()
+        up.silent = True
+        port = yield self.serve(
+            " forward . %s {\n health_check 10ms no_rec domain hc.example\n"
+            " read_timeout 50ms\n max_connect_attempts 1\n }" % up.addr())
+        yield util.query(port, "a.example", "A")
+        yield util.wait_for(lambda: up.count(name="hc.example.", qtype="NS"))
+        q = [m for p, n, t, m in up.queries if t == "NS"][0]
+        self.assertFalse(q.flags & dns.flags.RD)
+
+    @defer.inlineCallbacks
+    def test_max_concurrent(self):
+        up = self.upstream()
+        up.held = True
+        port = yield self.serve(" forward . %s {\n max_concurrent 2\n }"
+                                % up.addr())
+        before = fwd.MAX_CONCURRENT_REJECTS.get()
+        d1 = util.query(port, "one.example", "A")
+        d2 = util.query(port, "two.example", "A")
+        yield util.wait_for(lambda: up.count() == 2)
+        m3 = yield util.query(port, "three.example", "A")
+        self.assertEqual(m3.rcode(), dns.rcode.REFUSED)
+        self.assertEqual(fwd.MAX_CONCURRENT_REJECTS.get() - before, 1)
+        up.release()
+        m1, m2 = yield defer.gatherResults([d1, d2])
+        self.assertEqual((m1.rcode(), m2.rcode()), (0, 0))
+        self.assertEqual(up.count(), 2)
+        self.assertEqual(self.forwarders()[0].concurrent, 0)
+
+    @defer.inlineCallbacks
+    def test_next_and_failover(self):
+        one = self.upstream()
+        two = self.upstream(address="192.0.2.2")
+        port = yield self.serve(
+            " forward . %s {\n next NXDOMAIN\n }\n forward . %s"
+            % (one.addr(), two.addr()))
+        m = yield util.query(port, "nxname.example", "A")
+        self.assertEqual(m.rcode(), dns.rcode.NXDOMAIN)
+        self.assertEqual((one.count(), two.count()), (1, 1))
+        m = yield util.query(port, "ok.example", "A")
+        self.assertEqual(util.rrs(m), ["ok.example. 300 IN A 192.0.2.1"])
+        self.assertEqual(two.count(), 1)
+
+    @defer.inlineCallbacks
+    def test_failover_rcode(self):
+        one = self.upstream()
+        one.rcode = dns.rcode.SERVFAIL
+        two = self.upstream()
+        port = yield self.serve(
+            " forward . %s %s {\n policy sequential\n failover SERVFAIL\n }"
+            % (one.addr(), two.addr()))
+        m = yield util.query(port, "a.example", "A")
+        self.assertEqual(m.rcode(), 0)
+        self.assertEqual((one.count(), two.count()), (1, 1))
+
+    @defer.inlineCallbacks
+    def test_except_and_from(self):
+        up = self.upstream()
+        port = yield self.serve(
+            " forward example %s {\n except skip.example\n }\n whoami"
+            % up.addr())
+        m = yield util.query(port, "x.skip.example", "A")
+        self.assertEqual(len(m.additional), 2)  # whoami answered
+        yield util.query(port, "other.org", "A")
+        self.assertEqual(up.count(), 0)
+        yield util.query(port, "skip.example.example", "A")
+        self.assertEqual(up.count(), 1)
+
+    @defer.inlineCallbacks
+    def test_duration_metric(self):
+        up = self.upstream()
+        port = yield self.serve(" forward . %s" % up.addr())
+        yield util.query(port, "nxdomain.example", "A")
+        self.assertEqual(fwd.REQUEST_DURATION.count(
+            ("forward", up.addr(), "NXDOMAIN")), 1)
+
+
+class UnboundTest(unittest.TestCase):
+    """Against Debian's unbound: plain DNS and DNS-over-TLS."""
+
+    @defer.inlineCallbacks
+    def setUp(self):
+        self.ub = yield Unbound(self).start()
+
+    @defer.inlineCallbacks
+    def test_udp_and_tcp(self):
+        app = yield util.start(self, ".:0 {\n forward . 127.0.0.1:%d\n}\n"
+                               % self.ub.port)
+        for proto in ("udp", "tcp"):
+            m = yield util.query(app.port(), "WWW.example.test", "A",
+                                 proto=proto)
+            self.assertEqual(util.rrs(m), [
+                "WWW.example.test. 120 IN A 192.0.2.80"])
+        m = yield util.query(app.port(), "nope.example.test", "A")
+        self.assertEqual(m.rcode(), dns.rcode.NXDOMAIN)
+        self.assertEqual(len(m.authority), 1)
+
+    @defer.inlineCallbacks
+    def test_tls_verified(self):
+        app = yield util.start(
+            self, ".:0 {\n forward . tls://127.0.0.1:%d {\n"
+                  "  tls %s\n  tls_servername dns.example.test\n }\n}\n"
+            % (self.ub.tls_port, self.ub.ca))
+        for _ in range(2):
+            m = yield util.query(app.port(), "mail.example.test", "MX")
+            self.assertEqual(util.rrs(m), [
+                "mail.example.test. 300 IN MX 10 mx.example.test."])
+        labels = ("forward", "127.0.0.1:%d" % self.ub.tls_port, "tcp-tls")
+        self.assertEqual(fwd.CONN_MISSES.get(labels), 1)
+        self.assertEqual(fwd.CONN_HITS.get(labels), 1)
+
+    @defer.inlineCallbacks
+    def test_tls_per_host_servername_and_ip(self):
+        app = yield util.start(
+            self, ".:0 {\n forward . tls://127.0.0.1%%dns.example.test:%d {\n"
+                  "  tls %s\n }\n}\n" % (self.ub.tls_port, self.ub.ca))
+        m = yield util.query(app.port(), "www.example.test", "AAAA")
+        self.assertEqual(util.rrs(m), [
+            "www.example.test. 120 IN AAAA 2001:db8::80"])
+
+    @defer.inlineCallbacks
+    def test_tls_wrong_name_fails(self):
+        app = yield util.start(
+            self, ".:0 {\n forward . tls://127.0.0.1:%d {\n"
+                  "  tls %s\n  tls_servername other.example\n  max_fails 0\n"
+                  " }\n}\n" % (self.ub.tls_port, self.ub.ca))
+        m = yield util.query(app.port(), "www.example.test", "A")
+        self.assertEqual(m.rcode(), dns.rcode.SERVFAIL)

@@ -10,13 +10,13 @@ fails.
 import os
 import shutil
 import signal
-import socket
 import subprocess
 
 from twisted.internet import defer
 from twisted.trial import unittest
 
 from tests import util
+from tests.unbound import free_port  # noqa: F401 (shared helper)
 
 KNOTD = shutil.which("knotd") or (
     "/usr/sbin/knotd" if os.path.exists("/usr/sbin/knotd") else None)
@@ -47,24 +47,6 @@ template:
     journal-content: none
     semantic-checks: off
 {zones}"""
-
-def free_port():
-    """A port free for both UDP and TCP on 127.0.0.1."""
-    for _ in range(50):
-        t = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        t.bind(("127.0.0.1", 0))
-        port = t.getsockname()[1]
-        u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-        try:
-            u.bind(("127.0.0.1", port))
-        except OSError:
-            continue
-        finally:
-            u.close()
-            t.close()
-        return port
-    raise OSError("no free port")
-
 
 def require(testcase):
     """Skip without knotd, fail under CI=true."""

@@ -14,6 +14,7 @@ benchmark (``python -m tests.k8s_apiserver --help``); POST
 
 import argparse
 import base64
+import bisect
 import copy
 import json
 import socket
@@ -140,6 +141,7 @@ class APIServer:
         self.bookmark_every = None  # seconds between BOOKMARKs
         self.httpd = None
         self.closing = False
+        self._sorted = {}
 
     # -- life cycle --
     def start(self, port=0, host="127.0.0.1"):
@@ -240,6 +242,15 @@ class APIServer:
             self.drop_gen += 1
             self.cond.notify_all()
 
+    def sorted_keys(self, kind):
+        """The kind's keys in list order (cached until it changes)."""
+        n = len(self.objects[kind])
+        cached = self._sorted.get(kind)
+        if cached is None or cached[0] != self.rv or len(cached[1]) != n:
+            cached = self._sorted[kind] = (self.rv,
+                                           sorted(self.objects[kind]))
+        return cached[1]
+
     def count(self, kind, what):
         return sum(1 for k, w, _ in list(self.requests)
                    if k == kind and w == what)
@@ -312,11 +323,10 @@ class _Handler(BaseHTTPRequestHandler):
             limit = int(q.get("limit") or 0)
             if api.page_limit:
                 limit = min(limit or api.page_limit, api.page_limit)
-            keys = sorted(api.objects[kind])
+            keys = api.sorted_keys(kind)
+            start = bisect.bisect_right(keys, after) if after else 0
             items, last, more = [], None, False
-            for key in keys:
-                if after is not None and key <= after:
-                    continue
+            for key in keys[start:]:
                 obj = api.objects[kind][key]
                 if not _match(obj, reqs, fields):
                     continue

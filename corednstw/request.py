@@ -15,9 +15,10 @@ _HEADER = struct.Struct("!HHHHHH")
 _QTAIL = struct.Struct("!HH")
 _RRHEAD = struct.Struct("!HHIH")
 
-#: EDNS0 option codes the server echoes back (CoreDNS keeps none by
-#: default; plugins such as nsid register theirs with ``support_option``).
-SUPPORTED_OPTIONS = set()
+#: EDNS0 option codes echoed from the query into the answer's OPT, as
+#: CoreDNS does: NSID, EXPIRE, COOKIE, TCP-KEEPALIVE and PADDING, plus
+#: what plugins register with ``support_option``.
+SUPPORTED_OPTIONS = {3, 9, 10, 11, 12}
 
 
 def support_option(code):

@@ -1,0 +1,73 @@
+"""loop: a forwarding loop is detected at start-up (FATAL line, exit 1);
+a healthy upstream gives no false positive and the probe stops."""
+
+from twisted.internet import defer
+from twisted.trial import unittest
+
+from corednstw import corefile
+from corednstw.plugins import loop as loopmod
+from tests import util
+from tests.unbound import free_port
+from tests.upstream import Upstream
+
+
+class LoopTest(unittest.TestCase):
+
+    def setUp(self):
+        self.exits = []
+        self.patch(loopmod, "default_exit", self.exits.append)
+        self.log = util.capture_log(self)
+
+    def plugin(self, app):
+        return [p for p in app.config.plugins() if p.name == "loop"][0]
+
+    @defer.inlineCallbacks
+    def test_loop_detected(self):
+        port = free_port()
+        app = yield util.start(self, ".:%d {\n loop\n forward . 127.0.0.1:%d"
+                                     "\n}\n" % (port, port))
+        yield util.wait_for(lambda: self.exits)
+        self.assertEqual(self.exits, [1])
+        lp = self.plugin(app)
+        fatal = [x for x in self.log.lines if x.startswith("[FATAL]")]
+        self.assertEqual(len(fatal), 1)
+        self.assertRegex(
+            fatal[0],
+            r'^\[FATAL\] plugin/loop: Loop \(127\.0\.0\.1:\d+ -> :%d\) '
+            r'detected for zone "\.", see https://coredns\.io/plugins/loop'
+            r'#troubleshooting\. Query: "HINFO \d+\.\d+\."$' % port)
+        self.assertIn(lp.qname, fatal[0])
+
+    @defer.inlineCallbacks
+    def test_zone_in_probe_name(self):
+        port = free_port()
+        app = yield util.start(
+            self, "example.org:%d {\n loop\n forward . 127.0.0.1:%d\n}\n"
+            % (port, port))
+        yield util.wait_for(lambda: self.exits)
+        self.assertTrue(self.plugin(app).qname.endswith(".example.org."))
+        self.assertIn('detected for zone "example.org."', self.log.text())
+
+    @defer.inlineCallbacks
+    def test_no_false_positive(self):
+        self.patch(loopmod, "DISABLE_AFTER", 0.05)
+        up = Upstream().start()
+        self.addCleanup(up.stop)
+        app = yield util.start(self, ".:0 {\n loop\n forward . %s\n}\n"
+                               % up.addr())
+        lp = self.plugin(app)
+        yield util.wait_for(lambda: lp.off)
+        self.assertEqual(self.exits, [])
+        self.assertEqual(up.count(qtype="HINFO"), 1)
+        self.assertEqual(up.count(name=lp.qname), 1)
+        # switched off: HINFO queries pass untouched
+        m = yield util.query(app.port(), lp.qname, "HINFO")
+        self.assertEqual(m.rcode(), 0)
+        self.assertEqual(self.exits, [])
+
+    def test_args(self):
+        import os
+        from corednstw.app import App
+        d = util.write_files(self, {"Corefile": ". {\n loop foo\n}\n"})
+        with self.assertRaises(corefile.CorefileError):
+            App(os.path.join(d, "Corefile"), dns_port=0).load()

@@ -262,3 +262,29 @@ class Direct:
         if data is None:
             return None
         return dns.message.from_wire(data, ignore_trailing=True)
+
+
+class Stub:
+    """A stand-in for the rest of a chain: ``serve`` answers with
+    ``fn(req)`` (a Response, a Deferred or None).  Set it as a plugin's
+    ``next`` to test middleware against any answer."""
+
+    name = "stub"
+
+    def __init__(self, fn):
+        self.fn = fn
+
+    def serve(self, req):
+        return self.fn(req)
+
+
+def keep_panics(testcase):
+    """Panics a test provokes on purpose stay out of the process-wide
+    coredns_panics_total that other tests read."""
+    from corednstw import vars
+    saved = dict(vars.PANICS.values)
+
+    def restore():
+        vars.PANICS.values.clear()
+        vars.PANICS.values.update(saved)
+    testcase.addCleanup(restore)

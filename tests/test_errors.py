@@ -10,19 +10,8 @@ from twisted.trial import unittest
 
 from corednstw import corefile
 from corednstw import dnswire as w
-from corednstw.plugin import Plugin
 from corednstw.request import Response
 from tests import util
-
-
-class Stub(Plugin):
-    name = "stub"
-
-    def __init__(self, fn):
-        self.fn = fn
-
-    def serve(self, req):
-        return self.fn(req)
 
 
 def failing(text, rcode=w.SERVFAIL):
@@ -44,7 +33,7 @@ class Base(unittest.TestCase):
         self.clock = x.app.reactor = task.Clock()
         self.plugin = x.app.config.blocks[0].plugin("errors")
         if fn is not None:
-            self.plugin.next = Stub(fn)
+            self.plugin.next = util.Stub(fn)
         return x
 
     def ask(self, x, name="example.org.", rdtype="A"):
@@ -200,6 +189,7 @@ class ConsolidateTest(Base):
 class StacktraceTest(Base):
 
     def test_stacktrace(self):
+        util.keep_panics(self)
         def boom(req):
             raise KeyError("kaput")
         x = self.direct("errors {\n        stacktrace\n    }", fn=boom)
@@ -212,6 +202,7 @@ class StacktraceTest(Base):
         self.assertIn("kaput", out.getvalue())
 
     def test_no_stacktrace(self):
+        util.keep_panics(self)
         def boom(req):
             raise KeyError("kaput")
         x = self.direct("errors", fn=boom)

@@ -10,7 +10,6 @@ from twisted.trial import unittest
 
 from corednstw import corefile
 from corednstw import dnswire as w
-from corednstw.plugin import Plugin
 from corednstw.plugins import loadbalance as lb
 from corednstw.request import RawResponse, Request, Response, make_query
 from tests import util
@@ -49,16 +48,6 @@ def req(name="region2.skydns.test.", qtype=w.SRV):
     return r
 
 
-class Stub(Plugin):
-    name = "stub"
-
-    def __init__(self, fn):
-        self.fn = fn
-
-    def serve(self, req):
-        return self.fn(req)
-
-
 def counts(rrs):
     """(cnames, addresses, mx, grouped) as CoreDNS's countRecords."""
     order = {w.CNAME: 0, w.A: 1, w.AAAA: 1, w.MX: 2}
@@ -74,6 +63,16 @@ def counts(rrs):
         state = k
         c[k] += 1
     return c[0], c[1], c[2], grouped
+
+
+@defer.inlineCallbacks
+def orders(port, count, name="a.example.org"):
+    """The addresses of ``count`` A answers for ``name``, in answer order."""
+    out = []
+    for _ in range(count):
+        m = yield util.query(port, name, "A")
+        out.append([str(r) for r in m.answer[0]])
+    return out
 
 
 class RoundRobinTest(unittest.TestCase):
@@ -226,9 +225,7 @@ example.org:0 {
 }
 """)
         tops = set()
-        for _ in range(20):
-            m = yield util.query(app.port(), "a.example.org", "A")
-            ips = [str(r) for r in m.answer[0]]
+        for ips in (yield orders(app.port(), 20)):
             tops.add(tuple(ips[:2]))
             self.assertEqual(ips[2], "192.168.1.2")
             self.assertEqual(sorted(ips[3:]), ["1.1.1.1", "172.16.0.1"])
@@ -439,11 +436,8 @@ example.org:0 {
     }
 }
 """)
-        orders = set()
-        for _ in range(30):
-            m = yield util.query(app.port(), "a.example.org", "A")
-            orders.add(tuple(str(r) for r in m.answer[0]))
-        self.assertEqual({tuple(sorted(o)) for o in orders},
+        seen = set(map(tuple, (yield orders(app.port(), 30))))
+        self.assertEqual({tuple(sorted(o)) for o in seen},
                          {("10.0.0.1", "10.0.0.2", "10.0.0.3")})
         # 30 answers in the same order: odds 6 * 6**-30.
-        self.assertGreater(len(orders), 1)
+        self.assertGreater(len(seen), 1)

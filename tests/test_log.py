@@ -10,7 +10,6 @@ from twisted.trial import unittest
 
 from corednstw import corefile
 from corednstw import dnswire as w
-from corednstw.plugin import Plugin
 from corednstw.plugins import log as logplugin
 from corednstw.request import RawResponse, Response
 from tests import util
@@ -29,18 +28,6 @@ class FakeClock:
         return self.now
 
 
-class Stub(Plugin):
-    """The rest of the chain: answers with whatever ``fn(req)`` gives."""
-
-    name = "stub"
-
-    def __init__(self, fn):
-        self.fn = fn
-
-    def serve(self, req):
-        return self.fn(req)
-
-
 def soa():
     return w.RR.from_text("example.org.", "SOA", 300,
                           "ns.example.org. admin.example.org. 1 2 3 4 5")
@@ -56,7 +43,7 @@ class Base(unittest.TestCase):
                         % (logline, extra))
         x.app.clock = FakeClock()
         if fn is not None:
-            x.app.config.blocks[0].plugin("log").next = Stub(fn)
+            x.app.config.blocks[0].plugin("log").next = util.Stub(fn)
         return x
 
     def ask(self, x, name="example.org.", rdtype="A", msgid=1234,
@@ -329,6 +316,7 @@ class AsyncTest(Base):
         self.assertTrue(out.called)
 
     def test_failed_deferred(self):
+        util.keep_panics(self)
         x = self.direct('log . "{name} {rcode} {>rflags}"',
                         fn=lambda req: defer.fail(RuntimeError("boom")))
         self.ask(x)

@@ -24,7 +24,7 @@ import ipaddress
 import os
 import stat
 
-from twisted.internet import defer, task, threads
+from twisted.internet import task, threads
 
 from corednstw import dnswire as w
 from corednstw import log

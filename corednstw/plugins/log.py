@@ -16,6 +16,7 @@ from twisted.internet import defer
 from corednstw import dnswire as w
 from corednstw import log as clog
 from corednstw.plugin import Plugin, match
+from corednstw.plugins import metadata
 
 NAME = "log"
 EMPTY = "-"
@@ -191,17 +192,10 @@ _LABELS = {
 
 
 def _metadata(label):
-    def value(r, o, t):
-        md = r.metadata
-        if md is None:
-            return EMPTY
-        v = md.get(label)
-        if v is None:
-            return EMPTY
-        if callable(v):
-            v = v()
-        return str(v)
-    return value
+    def text(r, o, t):
+        v = metadata.value(r, label)
+        return EMPTY if v is None else str(v)
+    return text
 
 
 def compile_format(fmt):

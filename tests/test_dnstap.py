@@ -395,3 +395,51 @@ class SetupTest(unittest.TestCase):
         taps = s.app.config.blocks[0].find("tap_forwarder_query")
         self.assertEqual([t.output.address for t in taps], ["a", "b"])
 
+
+
+class TLSTest(unittest.TestCase):
+    """tls:// both ways, with the self-signed test certificate Twisted
+    ships (cert and key in one PEM file)."""
+
+    def setUp(self):
+        import twisted.test
+        self.pem = os.path.join(os.path.dirname(twisted.test.__file__),
+                                "server.pem")
+
+    @defer.inlineCallbacks
+    def test_outgoing_tls_with_skipverify(self):
+        from twisted.internet import ssl
+        with open(self.pem, "rb") as f:
+            opts = ssl.PrivateCertificate.loadPEM(f.read()).options()
+        col = fs.Collector()
+        port = reactor.listenSSL(0, col, opts, interface="127.0.0.1")
+        self.addCleanup(port.stopListening)
+        app = yield util.start(self, ".:0 {\n    whoami\n    dnstap "
+                                     "tls://127.0.0.1:%d full {\n"
+                                     "        skipverify\n    }\n}\n"
+                               % port.getHost().port)
+        q = util.make_query("example.org.", "A").to_wire()
+        reply = yield util.send_udp(app.port(), q)
+        yield util.wait_for(lambda: len(col.frames) >= 2)
+        self.assertEqual(col.frames[0].message.query_message, q)
+        self.assertEqual(col.frames[1].message.response_message, reply)
+
+    @defer.inlineCallbacks
+    def test_listen_tls(self):
+        from twisted.internet import ssl
+        app = yield util.start(self, ".:0 {\n    whoami\n    dnstap listen "
+                                     "tls://127.0.0.1:0 full {\n"
+                                     "        tls %s %s\n    }\n}\n"
+                               % (self.pem, self.pem))
+        tap = app.config.blocks[0].plugin("dnstap")
+        col = fs.ClientCollector()
+        reactor.connectSSL("127.0.0.1", tap.output.port.getHost().port, col,
+                           ssl.CertificateOptions(verify=False))
+        yield util.wait_for(lambda: len(tap.output.clients) == 1)
+        q = util.make_query("example.org.", "A").to_wire()
+        reply = yield util.send_udp(app.port(), q)
+        yield util.wait_for(lambda: len(col.frames) >= 2)
+        self.assertEqual(col.frames[1].message.response_message, reply)
+        closed = col.wait_closed()
+        yield tap.stop()
+        yield closed

@@ -139,13 +139,13 @@ class PlaceholderTest(Base):
             ("{type", ["{type"]),
             ("x{type}y{name}z", ["xAyexample.org.z"]),
             ("{>ID} {TYPE}", ["{>ID} {TYPE}"]),
+            ("100% {type} %s", ["100% A %s"]),
         ]
         for fmt, want in cases:
-            pieces = logplugin.compile_format(fmt)
             req = _req()
             out = Outcome(req)
-            self.assertEqual([logplugin.render(pieces, req, out, 0.0)], want,
-                             fmt)
+            line = logplugin.Format(fmt).render(req, out, 0.0)
+            self.assertEqual([line], want, fmt)
 
     def test_go_float(self):
         cases = [(0.000123, "0.000123"), (1e-05, "0.00001"), (2.0, "2"),

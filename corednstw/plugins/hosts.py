@@ -112,7 +112,7 @@ def parse(lines, origins, reverse=True):
                 continue
             try:
                 w.name_to_wire(name)
-            except ValueError:
+            except Exception:   # ValueError, or dnspython's for escapes
                 hmap.skipped.append((num, raw.strip()))
                 continue
             if name.startswith("*."):
@@ -247,15 +247,23 @@ class Hosts(Plugin):
     # -- the file ------------------------------------------------------------------
 
     def start(self):
+        # The first read happens before any query is served (CoreDNS reads
+        # the file at startup, before its servers accept queries); later
+        # checks read in a thread.
         self._stopped = False
-        d = self.check()
+        try:
+            result = self._read(self.stamp)
+        except Exception as e:
+            log.warning(NAME, "reading %s: %s" % (self.path, e))
+            result = None
+        if result is not None:
+            self._install(*result)
         if self.reload > 0:
             clock = self.block.config.app.reactor if self.block else None
             self._loop = task.LoopingCall(self.check)
             if clock is not None:
                 self._loop.clock = clock
             self._loop.start(self.reload, now=False)
-        return d
 
     def stop(self):
         self._stopped = True

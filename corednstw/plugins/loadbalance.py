@@ -66,6 +66,16 @@ def round_robin(rrs, rng=random):
     """CoreDNS's roundRobin: regroup and shuffle addresses and MX."""
     if len(rrs) <= 1:
         return rrs
+    t = rrs[0].rtype
+    if t == w.A or t == w.AAAA:
+        # Only addresses (the common case): one copy, shuffled.
+        for r in rrs:
+            if r.rtype != t:
+                break
+        else:
+            out = list(rrs)
+            rng.shuffle(out)
+            return out
     cname, rest, addr, mx = _partition(rrs, _group)
     rng.shuffle(addr)
     rng.shuffle(mx)
@@ -286,9 +296,9 @@ class LoadBalance(Plugin):
             resp.answer = weights.reorder(resp.answer)
             resp.additional = weights.reorder(resp.additional)
         else:
-            resp.answer = round_robin(list(resp.answer))
-            resp.authority = round_robin(list(resp.authority))
-            resp.additional = round_robin(list(resp.additional))
+            resp.answer = round_robin(resp.answer)
+            resp.authority = round_robin(resp.authority)
+            resp.additional = round_robin(resp.additional)
             if self.prefer is not None:
                 resp.answer = self.prefer.reorder(resp.answer)
                 resp.additional = self.prefer.reorder(resp.additional)

@@ -239,20 +239,40 @@ def compile_format(fmt):
     return out
 
 
-def render(pieces, req, outcome, now):
-    return "".join(p if p.__class__ is str else p(req, outcome, now)
-                   for p in pieces)
+class Format:
+    """A compiled format: one %-template with a function per placeholder,
+    so a line is one string formatting operation."""
+
+    __slots__ = ("text", "pieces", "template", "fns")
+
+    def __init__(self, text):
+        self.text = text
+        self.pieces = compile_format(text)
+        parts = []
+        fns = []
+        for p in self.pieces:
+            if p.__class__ is str:
+                parts.append(p.replace("%", "%%"))
+            else:
+                parts.append("%s")
+                fns.append(p)
+        self.template = "".join(parts)
+        self.fns = tuple(fns)
+
+    def render(self, req, outcome, now):
+        return self.template % tuple([f(req, outcome, now)
+                                      for f in self.fns])
 
 
 # -- the plugin ----------------------------------------------------------------------
 
 class Rule:
-    __slots__ = ("scope", "format", "pieces", "classes", "all")
+    __slots__ = ("scope", "format", "compiled", "classes", "all")
 
     def __init__(self, scope, fmt, classes=None):
         self.scope = scope
         self.format = fmt
-        self.pieces = compile_format(fmt)
+        self.compiled = Format(fmt)
         self.classes = classes if classes is not None else {"all"}
         self.all = "all" in self.classes
 
@@ -301,9 +321,9 @@ class Log(Plugin):
             md["log/type"] = outcome.type
             md["log/class"] = outcome.cls
         if rule.all or outcome.cls() in rule.classes:
-            clog.info("", render(rule.pieces, req, outcome,
-                                 req.block.config.app.clock()
-                                 if req.block is not None else req.start))
+            now = (req.block.config.app.clock() if req.block is not None
+                   else req.start)
+            clog.info("", rule.compiled.render(req, outcome, now))
 
 
 def _scope(name):

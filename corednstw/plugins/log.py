@@ -239,6 +239,13 @@ def compile_format(fmt):
     return out
 
 
+def render(pieces, req, outcome, now):
+    """The text of compiled ``pieces`` (other plugins with placeholders,
+    such as dnstap's ``extra``, use this)."""
+    return "".join([p if p.__class__ is str else p(req, outcome, now)
+                    for p in pieces])
+
+
 class Format:
     """A compiled format: one %-template with a function per placeholder,
     so a line is one string formatting operation."""

@@ -408,18 +408,23 @@ def skip_rr(data, off):
 
 def put_name(buf, wire, comp):
     """Append uncompressed wire name ``wire`` to ``buf``, compressing
-    against ``comp`` (lower-cased wire suffix -> offset) and registering
-    the new suffixes it writes."""
+    against ``comp`` (wire suffix -> offset) and registering the suffixes
+    it writes.
+
+    Matching is exact, case included, as miekg/dns compresses: a record
+    whose owner differs from the question only in case keeps its own case
+    (CoreDNS answers ``mIeK.NL.`` from a zone with ``miek.nl.``).
+    """
     i = 0
-    lw = wire.lower()
     while wire[i]:
-        ptr = comp.get(lw[i:])
+        suffix = wire[i:]
+        ptr = comp.get(suffix)
         if ptr is not None:
             buf += _H.pack(0xC000 | ptr)
             return
         off = len(buf)
         if off < 0x3FFF:
-            comp[lw[i:]] = off
+            comp[suffix] = off
         n = wire[i] + 1
         buf += wire[i:i + n]
         i += n
@@ -428,14 +433,14 @@ def put_name(buf, wire, comp):
 
 def put_rr(buf, rr, comp):
     put_name(buf, name_to_wire(rr.name), comp)
-    buf += _RRHEAD.pack(rr.rtype, rr.rclass, rr.ttl & 0xFFFFFFFF, len(rr.rdata))
+    buf += _RRHEAD.pack(rr.rtype, rr.rclass, rr.ttl & 0xFFFFFFFF,
+                        len(rr.rdata))
     buf += rr.rdata
 
 
 def question_comp(qwire, base=12):
     """Compression map seeded with every suffix of the question name."""
-    lw = qwire.lower()
-    return {lw[i:]: base + i for i in wire_labels(qwire)}
+    return {qwire[i:]: base + i for i in wire_labels(qwire)}
 
 
 def header(msgid, flags, qd, an, ns, ar):

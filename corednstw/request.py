@@ -14,6 +14,7 @@ from corednstw import dnswire as w
 _HEADER = struct.Struct("!HHHHHH")
 _QTAIL = struct.Struct("!HH")
 _RRHEAD = struct.Struct("!HHIH")
+_QPTR = b"\xc0\x0c"
 
 #: EDNS0 option codes echoed from the query into the answer's OPT, as
 #: CoreDNS does: NSID, EXPIRE, COOKIE, TCP-KEEPALIVE and PADDING, plus
@@ -338,15 +339,24 @@ def encode(req, resp):
     counts = [0, 0, 0]
     budget = limit - len(opt)
     truncated = False
+    qname = req.name
     for si, section in enumerate((resp.answer, resp.authority,
                                   resp.additional)):
         if not section:
             continue
-        if comp is None:
-            comp = w.question_comp(req.qwire)
         for rr in section:
             mark = len(buf)
-            w.put_rr(buf, rr, comp)
+            if rr.name == qname:
+                # Owner is the question's name as sent: a pointer to it,
+                # no compression map needed (the common answer).
+                buf += _QPTR
+                buf += _RRHEAD.pack(rr.rtype, rr.rclass,
+                                    rr.ttl & 0xFFFFFFFF, len(rr.rdata))
+                buf += rr.rdata
+            else:
+                if comp is None:
+                    comp = w.question_comp(req.qwire)
+                w.put_rr(buf, rr, comp)
             if len(buf) > budget:
                 # Names registered by the cut RR point past the end, but
                 # nothing is written after this, so comp is not reused.

@@ -279,11 +279,16 @@ class EncodeTest(unittest.TestCase):
         wire = query("MiXeD.ExAmPlE.oRg.")
         req = _request(wire)
         out = encode(req, Response(0, answer=[
-            w.RR("mixed.example.org.", w.A, 5, b"\x01\x02\x03\x04")]))
+            w.RR(req.name, w.A, 5, b"\x01\x02\x03\x04"),
+            w.RR("mixed.example.org.", w.A, 5, b"\x01\x02\x03\x05")]))
         self.assertEqual(out[12:len(wire)], wire[12:])
-        m = dns.message.from_wire(out)
-        # The owner name is compressed to the question: the client's case.
-        self.assertEqual(str(m.answer[0].name), "MiXeD.ExAmPlE.oRg.")
+        # An owner written as the query's name points to the question (the
+        # client's case); another spelling keeps its own case, as miekg's
+        # case-sensitive compression does.
+        first = len(wire)
+        self.assertEqual(out[first:first + 2], b"\xc0\x0c")
+        second = first + 2 + 10 + 4
+        self.assertEqual(w.read_name(out, second)[0], "mixed.example.org.")
 
     def test_flags_copied(self):
         req = _request(make_query("a.org.", w.A, rd=True))

@@ -382,29 +382,63 @@ def encode(req, resp):
 
 
 def _encode_raw(req, resp):
-    """Send a ready-made message: patch ID, flags from the response object,
-    and the question bytes; truncate for UDP if needed."""
+    """Send a ready-made message (an upstream's answer): patch the ID and
+    flags, copy the client's question bytes, and make the OPT what
+    CoreDNS's SizeAndDo makes it (the client's size and DO bit, the
+    upstream's options).  Anything unusual, or an answer too big for the
+    client, goes through the structured path instead."""
     raw = resp.raw
     try:
-        qd = _HEADER.unpack_from(raw, 0)[2]
-        off = 12
-        if qd == 1:
-            off = w.read_name(raw, 12)[1] + 4
-        body = raw[off:]
-    except w.FormatError:
-        body = raw[12:]
-        qd = 1
-    hdr = bytearray(raw[:12])
+        _id, _fl, qd, an, ns, ar = _HEADER.unpack_from(raw, 0)
+        qend = w.read_name(raw, 12)[1] + 4 if qd == 1 else -1
+    except (w.FormatError, struct.error):
+        qend = -1
+    if qend - 12 != req.qend - 12:
+        # No question, or one of another length: compression pointers in
+        # the body would be off.  Decode and encode afresh.
+        return encode(req, _restructure(raw, resp))
+    body = raw[qend:]
+    edns = req.edns
+    if edns is not None:
+        body, ar = _size_and_do(raw, qend, an + ns, ar, edns)
     flags = (w.QR | (req.flags & (w.RD | w.CD)) | (req.opcode << 11)
              | (resp.flags & 0x07F0) | (resp.rcode & 0xF))
-    struct.pack_into("!HH", hdr, 0, req.id, flags)
-    if qd != 1:
-        struct.pack_into("!H", hdr, 4, 1)
-    out = bytes(hdr) + req.data[12:req.qend] + body
-    if qd != 1 or len(out) > req.size:
-        # Compression pointers past the question may have shifted or the
-        # answer is too big: re-encode through the structured path.
-        return encode(req, parse_response(out, req))
+    out = (_HEADER.pack(req.id, flags, 1, an, ns, ar)
+           + req.data[12:req.qend] + body)
+    if len(out) > req.size:
+        return encode(req, _restructure(out, resp))
+    return out
+
+
+def _size_and_do(raw, qend, skip, ar, edns):
+    """The body after the question with the OPT set to the client's size
+    and DO (kept ext-rcode and options), or the client's OPT appended when
+    the answer has none.  Returns (body, additional count)."""
+    off = qend
+    for _ in range(skip):
+        off = w.skip_rr(raw, off)[0]
+    for _ in range(ar):
+        start = off
+        off, rtype, rclass, ttl, rdata = w.skip_rr(raw, off)
+        if rtype == w.OPT:
+            ttl = (ttl & 0xFF00FF00) | (edns.ttl & 0x8000)
+            patched = (raw[qend:start] + b"\x00"
+                       + _RRHEAD.pack(w.OPT, edns.size, ttl, len(rdata))
+                       + rdata + raw[off:])
+            return patched, ar
+    opts = [o for o in edns.options if o[0] in SUPPORTED_OPTIONS]
+    return (raw[qend:] + w.opt_wire(edns.size, edns.ttl & 0x8000, opts),
+            ar + 1)
+
+
+def _restructure(data, resp):
+    """A structured Response from raw bytes, keeping the plugin label."""
+    try:
+        out = parse_response(data)
+    except (w.FormatError, struct.error, ValueError):
+        out = Response(w.SERVFAIL)
+    out.plugin = resp.plugin
+    out.error = resp.error
     return out
 
 

@@ -9,6 +9,7 @@ import struct
 import dns.flags
 import dns.message
 import dns.rcode
+import dns.rrset
 from twisted.internet import defer
 from twisted.trial import unittest
 
@@ -332,3 +333,49 @@ class WireTest(unittest.TestCase):
             raise unittest.SkipTest("no IPv6 loopback on this host")
         self.assertEqual(util.rrs(m, "additional")[1],
                          "v6.example.org. 0 IN AAAA ::1")
+
+
+class RawResponseTest(unittest.TestCase):
+    """Upstream answers sent as they came, with CoreDNS's SizeAndDo."""
+
+    def upstream(self, name, opt=True, size=4096):
+        q = dns.message.make_query(name, "A", use_edns=0 if opt else False,
+                                   payload=size)
+        r = dns.message.make_response(q)
+        r.answer.append(dns.rrset.from_text(name, 300, "IN", "A",
+                                            "192.0.2.1"))
+        r.id = 999
+        return r.to_wire()
+
+    def test_opt_takes_client_size_and_do(self):
+        from corednstw.request import RawResponse
+        req = _request(query("a.example.org.", edns=1232, do=True))
+        out = encode(req, RawResponse(self.upstream("a.example.org."),
+                                      "forward"))
+        m = dns.message.from_wire(out)
+        self.assertEqual(m.id, 0x1234)
+        self.assertEqual(m.payload, 1232)
+        self.assertTrue(m.ednsflags & dns.flags.DO)
+        self.assertEqual(m.answer[0][0].address, "192.0.2.1")
+
+    def test_opt_added_when_upstream_has_none(self):
+        from corednstw.request import RawResponse
+        req = _request(query("a.example.org.", edns=1400))
+        m = dns.message.from_wire(encode(req, RawResponse(
+            self.upstream("a.example.org.", opt=False), "forward")))
+        self.assertEqual(m.payload, 1400)
+
+    def test_question_case_from_client(self):
+        from corednstw.request import RawResponse
+        req = _request(query("A.Example.ORG."))
+        out = encode(req, RawResponse(self.upstream("a.example.org.",
+                                                    opt=False), "forward"))
+        self.assertEqual(w.read_name(out, 12)[0], "A.Example.ORG.")
+
+    def test_other_question_length_reencoded(self):
+        from corednstw.request import RawResponse
+        req = _request(query("b.example.org."))
+        m = dns.message.from_wire(encode(req, RawResponse(
+            self.upstream("long.example.org.", opt=False), "forward")))
+        self.assertEqual(str(m.question[0].name), "b.example.org.")
+        self.assertEqual(str(m.answer[0].name), "long.example.org.")

@@ -232,7 +232,7 @@ class Response:
     """
 
     __slots__ = ("rcode", "flags", "answer", "authority", "additional",
-                 "plugin", "opt", "wire", "raw", "error")
+                 "plugin", "opt", "wire", "raw", "_error")
 
     #: Further messages to send after this one (zone transfers over TCP);
     #: a class default so the hot path reads it without a getattr fallback.
@@ -250,7 +250,17 @@ class Response:
         self.opt = None
         self.wire = None
         self.raw = None
-        self.error = None
+        self._error = None
+
+    @property
+    def error(self):
+        """The plugin's error text, or None.  A property over a slot so
+        subclasses that skip __init__ (ready-made answers) read None."""
+        return getattr(self, "_error", None)
+
+    @error.setter
+    def error(self, text):
+        self._error = text
 
     @property
     def aa(self):

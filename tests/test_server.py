@@ -379,3 +379,21 @@ class RawResponseTest(unittest.TestCase):
             self.upstream("long.example.org.", opt=False), "forward")))
         self.assertEqual(str(m.question[0].name), "b.example.org.")
         self.assertEqual(str(m.answer[0].name), "long.example.org.")
+
+
+class ChainTogetherTest(unittest.TestCase):
+    """Middleware around ready-made answers (cache hits) still works."""
+
+    def test_errors_and_log_around_cache_hits(self):
+        s = util.Direct(self, """.:0 {
+    errors
+    log
+    cache 30
+    whoami
+}
+""")
+        util.capture_log(self)
+        for _ in range(3):
+            m = s.query("example.org.")
+            self.assertEqual(m.rcode(), 0)
+            self.assertEqual(len(m.additional), 2)

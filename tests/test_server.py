@@ -10,7 +10,7 @@ import dns.flags
 import dns.message
 import dns.rcode
 import dns.rrset
-from twisted.internet import defer
+from twisted.internet import defer, protocol, reactor
 from twisted.trial import unittest
 
 from corednstw import dnswire as w
@@ -397,3 +397,26 @@ class ChainTogetherTest(unittest.TestCase):
             m = s.query("example.org.")
             self.assertEqual(m.rcode(), 0)
             self.assertEqual(len(m.additional), 2)
+
+
+class _Idle(protocol.Protocol):
+    """A TCP client that sends nothing and records when it is closed."""
+
+    def __init__(self):
+        self.closed = defer.Deferred()
+
+    def connectionLost(self, reason):
+        self.closed.callback(None)
+
+
+class TCPTimeoutTest(unittest.TestCase):
+
+    @defer.inlineCallbacks
+    def test_idle_connection_closed(self):
+        app = yield util.start(self, ".:0 {\n    timeouts {\n        read 1s\n"
+                                     "        idle 1s\n    }\n    whoami\n}\n")
+        client = _Idle()
+        yield protocol.ClientCreator(reactor, lambda: client).connectTCP(
+            "127.0.0.1", app.port())
+        # The server, not the client, ends the silent connection.
+        yield client.closed

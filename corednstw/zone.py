@@ -549,10 +549,11 @@ class ZoneData:
         return [self.soa] + self.sigsoa + self.ns + self.signs
 
     def transfer(self, serial):
-        """RR batches of an outgoing transfer: one SOA when ``serial`` is
-        not older than ours (IXFR, nothing to send), else the whole zone
-        framed by the SOA."""
-        if serial and not serial_less(serial, self.serial):
+        """RR batches of an outgoing transfer: one SOA when ``serial`` (an
+        IXFR's) equals ours, else the whole zone framed by the SOA (an IXFR
+        for any other serial, older or newer, falls back to AXFR as in
+        CoreDNS)."""
+        if serial and serial == self.serial:
             return [[self.soa]]
         out = [self.apex_records()]
         for wire in self.wires:
@@ -574,17 +575,10 @@ def _rename(rrs, name):
 _INCLUDE = re.compile(r"^(\$INCLUDE[ \t]+)(\S+)", re.M | re.I)
 
 
-def parse_file(path, origin):
-    """Read the master file ``path`` for ``origin`` into a ZoneData.
-
-    Raises ZoneError (unreadable, syntax error, no SOA, NSEC3) and
-    OSError (cannot open).  ``$INCLUDE`` paths are taken relative to the
-    including file's directory.
-    """
-    import dns.exception
-    import dns.zone
-    with open(path, encoding="utf-8", errors="surrogateescape") as f:
-        text = f.read()
+def _absolute_includes(text, path):
+    """``text`` of the master file ``path`` with every relative ``$INCLUDE``
+    path made absolute against that file's directory (miekg/dns's rule, at
+    every level of nesting)."""
     base = os.path.dirname(os.path.abspath(path))
 
     def absolute(m):
@@ -594,7 +588,33 @@ def parse_file(path, origin):
         if not os.path.isabs(p):
             p = os.path.join(base, p)
         return m.group(1) + p
-    text = _INCLUDE.sub(absolute, text)
+    return _INCLUDE.sub(absolute, text)
+
+
+def _open_included(filename, encoding="utf-8", **kw):
+    """What dnspython's zone reader opens for ``$INCLUDE``: the file with
+    its own relative includes resolved against its directory."""
+    import io
+    with open(filename, encoding=encoding, errors="surrogateescape") as f:
+        return io.StringIO(_absolute_includes(f.read(), filename))
+
+
+def parse_file(path, origin):
+    """Read the master file ``path`` for ``origin`` into a ZoneData.
+
+    Raises ZoneError (unreadable, syntax error, no SOA, NSEC3) and
+    OSError (cannot open).  ``$INCLUDE`` paths are taken relative to the
+    including file's directory, at every level.
+    """
+    import dns.exception
+    import dns.zone
+    import dns.zonefile
+    # dnspython opens included files with its module's open(): route that
+    # through the resolver of relative include paths.
+    dns.zonefile.open = _open_included
+    with open(path, encoding="utf-8", errors="surrogateescape") as f:
+        text = f.read()
+    text = _absolute_includes(text, path)
     try:
         z = dns.zone.from_text(text, origin=origin, relativize=False,
                                check_origin=False, filename=path,

@@ -290,8 +290,34 @@ class ZoneData(unittest.TestCase):
         self.assertEqual(out[-1], [z.soa])
         self.assertEqual(sum(len(b) for b in out), z.count() + 1)
         self.assertEqual(z.transfer(10), [[z.soa]])       # up to date
-        self.assertEqual(z.transfer(11), [[z.soa]])       # newer than ours
+        self.assertEqual(len(z.transfer(11)), len(out))   # newer: full too
         self.assertEqual(len(z.transfer(9)), len(out))    # older: full
+
+    def test_nested_includes_relative_to_including_file(self):
+        d = util.write_files(self, {
+            "db": "$ORIGIN example.org.\n@ 60 IN SOA ns a 1 2 3 4 5\n"
+                  "$INCLUDE sub/one.inc\nafter 60 IN A 192.0.2.9\n",
+            "sub/one.inc": "one 60 IN A 192.0.2.1\n"
+                           "$INCLUDE deeper/two.inc two.example.org.\n",
+            "sub/deeper/two.inc": "@ 60 IN A 192.0.2.2\n"
+                                  "$INCLUDE \"../three.inc\"\n",
+            "sub/three.inc": "three 60 IN A 192.0.2.3\n"})
+        cwd = os.getcwd()
+        self.addCleanup(os.chdir, cwd)
+        os.chdir(ZONES)     # not the zone's directory
+        z = zonelib.parse_file(os.path.join(d, "db"), "example.org.")
+        names = sorted(zonelib.wire_text(k) for k in z.wires)
+        self.assertEqual(names, ["after.example.org.", "one.example.org.",
+                                 "three.two.example.org.",
+                                 "two.example.org."])
+
+    def test_include_missing(self):
+        d = util.write_files(self, {
+            "db": "$ORIGIN example.org.\n@ 60 IN SOA ns a 1 2 3 4 5\n"
+                  "$INCLUDE nope.inc\n"})
+        with self.assertRaises(zonelib.ZoneError) as e:
+            zonelib.parse_file(os.path.join(d, "db"), "example.org.")
+        self.assertIn("nope.inc", str(e.exception))
 
     def test_serial_arithmetic(self):
         self.assertTrue(zonelib.serial_less(1, 2))

@@ -10,7 +10,7 @@ first plugin of the block implementing the Transferer interface::
         # None: not authoritative for zone (the next one is asked).
         # Otherwise a list of RR batches: for serial 0 (AXFR) or a serial
         # older than ours, the SOA first, every record, the SOA last; for
-        # a serial at or above ours (IXFR, up to date) one batch [SOA].
+        # a serial equal to ours (IXFR, up to date) one batch [SOA].
 
 Records are sent in messages of whole RRs, a new message starting before
 the batch would pass 63,000 bytes (CoreDNS's limit).  ``notify(zone)``

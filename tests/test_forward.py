@@ -4,6 +4,7 @@ scriptable test server and Debian's unbound, over UDP, TCP and TLS)."""
 import os
 
 import dns.flags
+import dns.message
 import dns.rcode
 from twisted.internet import defer
 from twisted.trial import unittest
@@ -342,6 +343,124 @@ class ForwardTest(unittest.TestCase):
         yield util.query(port, "nxdomain.example", "A")
         self.assertEqual(fwd.REQUEST_DURATION.count(
             ("forward", up.addr(), "NXDOMAIN")), 1)
+
+
+class DnstapTest(unittest.TestCase):
+    """FORWARDER_QUERY / FORWARDER_RESPONSE through the block's dnstap,
+    decoded by a Frame Streams collector."""
+
+    @defer.inlineCallbacks
+    def serve(self, forward, full=" full"):
+        import tempfile
+        from twisted.internet import reactor
+        from tests import framestream as fs
+        d = tempfile.mkdtemp(prefix="fwd-tap-")
+        self.addCleanup(__import__("shutil").rmtree, d, True)
+        sock = os.path.join(d, "tap.sock")
+        self.col = fs.Collector()
+        lp = reactor.listenUNIX(sock, self.col)
+        self.addCleanup(lp.stopListening)
+        app = yield util.start(self, ".:0 {\n dnstap %s%s\n %s\n}\n"
+                               % (sock, full, forward))
+        return app.port()
+
+    def messages(self, mtype=None):
+        from tests import framestream as fs
+        out = [f.message for f in self.col.frames]
+        if mtype is not None:
+            out = [m for m in out if m.type == getattr(fs.Message, mtype)]
+        return out
+
+    @defer.inlineCallbacks
+    def test_udp_and_tcp_exchanges(self):
+        from tests import framestream as fs
+        M = fs.Message
+        up = Upstream().start()
+        self.addCleanup(up.stop)
+        port = yield self.serve("forward . %s" % up.addr())
+        q = util.make_query("Www.Example.ORG", "A")
+        q.id = 777
+        wire = q.to_wire()
+        reply = yield util.send_udp(port, wire)
+        yield util.wait_for(lambda: len(self.col.frames) >= 4)
+        self.assertEqual([m.type for m in self.messages()], [
+            M.CLIENT_QUERY, M.FORWARDER_QUERY, M.FORWARDER_RESPONSE,
+            M.CLIENT_RESPONSE])
+        fq, fr = self.messages()[1:3]
+        # the forwarded query and the upstream's reply, with the client's ID
+        self.assertEqual(fq.query_message, wire)
+        self.assertFalse(fq.HasField("response_message"))
+        got = fr.response_message
+        self.assertEqual(got[:2], wire[:2])
+        self.assertEqual(got[2:], up.replies[0][2:])
+        # what the client got is that answer
+        self.assertEqual(dns.message.from_wire(reply).answer,
+                         dns.message.from_wire(got).answer)
+        self.assertFalse(fr.HasField("query_message"))
+        for m in (fq, fr):
+            self.assertEqual(m.socket_family, 1)
+            self.assertEqual(m.socket_protocol, 1)
+            self.assertEqual(m.query_address, b"\x7f\x00\x00\x01")
+            self.assertGreater(m.query_port, 0)
+            self.assertNotEqual(m.query_port, port)
+            self.assertEqual(m.response_address, b"\x7f\x00\x00\x01")
+            self.assertEqual(m.response_port, up.port)
+        # both carry the time forward started; the response its own
+        self.assertEqual((fq.query_time_sec, fq.query_time_nsec),
+                         (fr.query_time_sec, fr.query_time_nsec))
+        self.assertFalse(fq.HasField("response_time_sec"))
+        self.assertGreaterEqual(
+            (fr.response_time_sec, fr.response_time_nsec),
+            (fr.query_time_sec, fr.query_time_nsec))
+        cq = self.messages("CLIENT_QUERY")[0]
+        self.assertGreaterEqual((fq.query_time_sec, fq.query_time_nsec),
+                                (cq.query_time_sec, cq.query_time_nsec))
+        # over TCP the protocol is TCP and the local end is the connection's
+        replies = yield util.send_tcp(port, wire)
+        yield util.wait_for(lambda: len(self.col.frames) >= 8)
+        fq, fr = self.messages("FORWARDER_QUERY")[1], \
+            self.messages("FORWARDER_RESPONSE")[1]
+        self.assertEqual((fq.socket_protocol, fr.socket_protocol), (2, 2))
+        self.assertEqual(fq.query_message, wire)
+        self.assertEqual(dns.message.from_wire(fr.response_message).answer,
+                         dns.message.from_wire(replies[0]).answer)
+
+    @defer.inlineCallbacks
+    def test_failed_attempt_logs_query_only(self):
+        dead = Upstream().start()
+        self.addCleanup(dead.stop)
+        dead.silent = True
+        good = Upstream().start()
+        self.addCleanup(good.stop)
+        port = yield self.serve(
+            "forward . %s %s {\n policy sequential\n read_timeout 50ms\n"
+            " max_fails 0\n }" % (dead.addr(), good.addr()), full="")
+        m = yield util.query(port, "a.example", "A")
+        self.assertEqual(m.rcode(), 0)
+        yield util.wait_for(lambda: len(self.col.frames) >= 5)
+        fqs = self.messages("FORWARDER_QUERY")
+        frs = self.messages("FORWARDER_RESPONSE")
+        self.assertEqual([q.response_port for q in fqs],
+                         [dead.port, good.port])
+        self.assertEqual([r.response_port for r in frs], [good.port])
+        # without "full" no message bytes are kept
+        for x in fqs + frs:
+            self.assertFalse(x.HasField("query_message"))
+            self.assertFalse(x.HasField("response_message"))
+        # one query time for every attempt
+        self.assertEqual(len({(x.query_time_sec, x.query_time_nsec)
+                              for x in fqs + frs}), 1)
+
+    @defer.inlineCallbacks
+    def test_no_tap_without_dnstap(self):
+        up = Upstream().start()
+        self.addCleanup(up.stop)
+        app = yield util.start(self, ".:0 {\n forward . %s\n}\n"
+                               % up.addr())
+        f = [p for p in app.config.plugins() if p.name == "forward"][0]
+        self.assertEqual(f.taps, ())
+        m = yield util.query(app.port(), "a.example", "A")
+        self.assertEqual(m.rcode(), 0)
 
 
 class UnboundTest(unittest.TestCase):

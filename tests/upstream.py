@@ -41,6 +41,7 @@ class Upstream:
         self.wrong_question = False
         self.handler = None
         self.queries = []        # (proto, qname lower, type text, message)
+        self.replies = []        # the reply bytes sent, in order
         self.pending = []
         self.udp = self.tcp = None
         self.port = 0
@@ -117,6 +118,7 @@ class Upstream:
         if self.wrong_id:
             bad = bytes([(data[0] + 1) & 0xFF]) + wire[1:]
             send(bad)
+        self.replies.append(wire)
         if self.held:
             self.pending.append((send, wire))
             return

@@ -15,8 +15,8 @@ a row mark it down.  Every failure path ends in SERVFAIL, never a hang.
 import ipaddress
 import os
 import random
-import secrets
 import struct
+import time
 
 from twisted.internet import defer, protocol
 from twisted.protocols.basic import Int16StringReceiver
@@ -72,40 +72,92 @@ class CachedClosed(UpstreamError):
     """A reused connection was closed by the peer: retry on a new one."""
 
 
+# -- message IDs ----------------------------------------------------------------
+
+class _IDs:
+    """Random 16-bit message IDs drawn from the OS's generator in batches
+    (one urandom call per 2048 queries instead of one per query)."""
+
+    __slots__ = ("pool",)
+    BATCH = 2048
+
+    def __init__(self):
+        self.pool = []
+
+    def next(self):
+        pool = self.pool
+        if not pool:
+            pool.extend(struct.unpack("!%dH" % self.BATCH,
+                                      os.urandom(2 * self.BATCH)))
+        return pool.pop()
+
+
+_new_id = _IDs().next
+
+
+def _addr(a):
+    """(host, port) of a Twisted address, or None."""
+    try:
+        return (a.host, a.port)
+    except AttributeError:
+        return None
+
+
 # -- transports ---------------------------------------------------------------
+#
+# A query is handed to a connection with a *waiter*: an object with
+# ``reply(data, conn)`` and ``fail(exc, conn)`` (the _Exchange of one
+# client query).  Plain method calls, no Deferred per upstream query.
 
 class _UDPConn(protocol.DatagramProtocol):
     """One connected UDP socket to an upstream; replies are matched to
-    queries by message ID (replies with an unknown ID are ignored)."""
+    queries by message ID (replies with an unknown ID are ignored).
+
+    Every query on a socket has the same read timeout, so the pending map
+    (insertion ordered) is also ordered by deadline: one timer per socket,
+    armed for the oldest query, replaces a timer per query."""
+
+    proto = "udp"
 
     def __init__(self, proxy, created):
         self.proxy = proxy
         self.created = created
-        self.pending = {}
+        self.pending = {}        # msgid -> (waiter, deadline)
         self.retired = False
         self.dead = False
         self.port = None
+        self.timer = None
+        self._local = None
+
+    def local(self):
+        """Our (host, port) on this socket (CoreDNS's LocalAddr)."""
+        if self._local is None and self.port is not None:
+            try:
+                self._local = _addr(self.port.getHost())
+            except OSError:
+                return None
+        return self._local
 
     def stopProtocol(self):
         # The reactor closed the socket (a read error): replace it.
         self.dead = True
-        for msgid in list(self.pending):
-            self._fail(msgid, UpstreamError("socket closed"))
+        self._fail_all(UpstreamError("socket closed"))
 
-    def query(self, wire, timeout):
+    def query(self, wire, timeout, waiter):
         pending = self.pending
-        while True:
-            msgid = secrets.randbits(16)
-            if msgid not in pending:
-                break
-        d = defer.Deferred()
-        timer = self.proxy.reactor.callLater(timeout, self._timeout, msgid)
-        pending[msgid] = (d, timer)
+        msgid = _new_id()
+        while msgid in pending:
+            msgid = _new_id()
+        reactor = self.proxy.reactor
+        pending[msgid] = (waiter, reactor.seconds() + timeout)
+        if self.timer is None:
+            self.timer = reactor.callLater(timeout, self._expire)
         try:
             self.transport.write(_ID.pack(msgid) + wire[2:])
         except OSError as e:
-            self._fail(msgid, UpstreamError(str(e)))
-        return d
+            entry = pending.pop(msgid, None)
+            if entry is not None:
+                entry[0].fail(UpstreamError(str(e)), self)
 
     def datagramReceived(self, data, addr):
         if len(data) < 12:
@@ -113,37 +165,46 @@ class _UDPConn(protocol.DatagramProtocol):
         entry = self.pending.pop((data[0] << 8) | data[1], None)
         if entry is None:
             return
-        entry[1].cancel()
-        entry[0].callback(data)
+        entry[0].reply(data, self)
         if self.retired and not self.pending:
             self.close()
 
-    def _fail(self, msgid, exc):
-        entry = self.pending.pop(msgid, None)
-        if entry is None:
-            return
-        if entry[1].active():
-            entry[1].cancel()
-        entry[0].errback(exc)
-        if self.retired and not self.pending:
+    def _expire(self):
+        self.timer = None
+        pending = self.pending
+        now = self.proxy.reactor.seconds()
+        late = []
+        for msgid, entry in pending.items():
+            if entry[1] > now:
+                break
+            late.append(msgid)
+        for msgid in late:
+            entry = pending.pop(msgid, None)
+            if entry is not None:
+                entry[0].fail(UpstreamError("i/o timeout"), self)
+        if pending and self.timer is None and self.port is not None:
+            first = next(iter(pending.values()))[1]
+            self.timer = self.proxy.reactor.callLater(
+                max(first - self.proxy.reactor.seconds(), 0), self._expire)
+        if self.retired and not pending:
             self.close()
 
-    def _timeout(self, msgid):
-        entry = self.pending.pop(msgid, None)
-        if entry is not None:
-            entry[0].errback(UpstreamError("i/o timeout"))
-        if self.retired and not self.pending:
-            self.close()
+    def _fail_all(self, exc):
+        pending, self.pending = self.pending, {}
+        for waiter, _deadline in pending.values():
+            waiter.fail(exc, self)
 
     def connectionRefused(self):
         # ICMP port unreachable: every query on this socket went to the
         # same dead upstream.
-        for msgid in list(self.pending):
-            self._fail(msgid, UpstreamError("connection refused"))
+        self._fail_all(UpstreamError("connection refused"))
 
     def close(self):
-        for msgid in list(self.pending):
-            self._fail(msgid, UpstreamError("transport stopped"))
+        if self.timer is not None:
+            if self.timer.active():
+                self.timer.cancel()
+            self.timer = None
+        self._fail_all(UpstreamError("transport stopped"))
         if self.port is not None:
             port, self.port = self.port, None
             port.stopListening()
@@ -158,23 +219,31 @@ class _StreamConn(Int16StringReceiver):
         self.proxy = proxy
         self.proto = proto
         self.ready = defer.Deferred()
-        self.pending = None      # (msgid, Deferred, timer)
+        self.pending = None      # (msgid, waiter, timer)
         self.created = self.used = proxy.clock()
         self.reused = False
         self.closed = False
         self.idle_timer = None
+        self._local = None
+
+    def local(self):
+        if self._local is None and self.transport is not None:
+            try:
+                self._local = _addr(self.transport.getHost())
+            except OSError:
+                return None
+        return self._local
 
     def connectionMade(self):
+        self.local()
         d, self.ready = self.ready, None
         d.callback(self)
 
-    def query(self, wire, timeout):
-        msgid = secrets.randbits(16)
-        d = defer.Deferred()
+    def query(self, wire, timeout, waiter):
+        msgid = _new_id()
         timer = self.proxy.reactor.callLater(timeout, self._timeout)
-        self.pending = (msgid, d, timer)
+        self.pending = (msgid, waiter, timer)
         self.sendString(_ID.pack(msgid) + wire[2:])
-        return d
 
     def stringReceived(self, data):
         p = self.pending
@@ -184,13 +253,13 @@ class _StreamConn(Int16StringReceiver):
         p[2].cancel()
         self.used = self.proxy.clock()
         self.proxy.yield_conn(self)
-        p[1].callback(data)
+        p[1].reply(data, self)
 
     def _timeout(self):
         p, self.pending = self.pending, None
         self.close()
         if p is not None:
-            p[1].errback(UpstreamError("i/o timeout"))
+            p[1].fail(UpstreamError("i/o timeout"), self)
 
     def lengthLimitExceeded(self, length):
         self.close()
@@ -211,8 +280,8 @@ class _StreamConn(Int16StringReceiver):
             if p[2].active():
                 p[2].cancel()
             cls = CachedClosed if self.reused else UpstreamError
-            p[1].errback(cls("connection closed: %s"
-                             % reason.getErrorMessage()))
+            p[1].fail(cls("connection closed: %s"
+                          % reason.getErrorMessage()), self)
 
 
 class _StreamFactory(protocol.ClientFactory):
@@ -354,6 +423,8 @@ class Proxy:
         self.hc_inflight = None
         self.stopped = False
         self.avg_dial = 0.0
+        self.labels_udp = (name, addr, "udp")
+        self._dur_labels = {}
 
     def start(self, reactor, clock):
         self.reactor = reactor
@@ -379,17 +450,18 @@ class Proxy:
 
     # -- exchanging --------------------------------------------------------------
 
-    def query(self, wire, proto):
-        """Deferred of the upstream's reply bytes for query ``wire``."""
+    def query(self, wire, proto, waiter):
+        """Send query ``wire``; ``waiter.reply(data, conn)`` or
+        ``waiter.fail(exc, conn)`` is called with the outcome."""
         if self.stopped or self.reactor is None:
-            return defer.fail(UpstreamError("transport stopped"))
+            return waiter.fail(UpstreamError("transport stopped"), None)
         if self.tls is not None:
             proto = "tcp-tls"
         if proto == "udp":
-            return self._query_udp(wire)
-        return self._query_stream(wire, proto)
+            return self._query_udp(wire, waiter)
+        return self._query_stream(wire, proto, waiter)
 
-    def _query_udp(self, wire):
+    def _query_udp(self, wire, waiter):
         now = self.clock()
         u = self.udp
         if u is not None and (u.dead or self._expired(u, u.created, now)):
@@ -407,21 +479,22 @@ class Proxy:
             except Exception as e:
                 if u.port is not None:
                     u.port.stopListening()
-                return defer.fail(UpstreamError(str(e)))
+                return waiter.fail(UpstreamError(str(e)), None)
             self.udp = u
-            CONN_MISSES.inc((self.name, self.addr, "udp"))
+            CONN_MISSES.inc(self.labels_udp)
         else:
-            CONN_HITS.inc((self.name, self.addr, "udp"))
-        return u.query(wire, self.read_timeout)
+            CONN_HITS.inc(self.labels_udp)
+        u.query(wire, self.read_timeout, waiter)
 
     def _expired(self, conn, used, now):
         if now - used > self.expire:
             return True
         return self.max_age > 0 and now - conn.created > self.max_age
 
-    def _query_stream(self, wire, proto):
+    def _query_stream(self, wire, proto, waiter):
         now = self.clock()
         idle = self.idle[proto]
+        labels = (self.name, self.addr, proto)
         while idle:
             c = idle.pop(0)
             if c.closed or self._expired(c, c.used, now):
@@ -430,9 +503,9 @@ class Proxy:
             if c.idle_timer is not None and c.idle_timer.active():
                 c.idle_timer.cancel()
             c.reused = True
-            CONN_HITS.inc((self.name, self.addr, proto))
-            return c.query(wire, self.read_timeout)
-        CONN_MISSES.inc((self.name, self.addr, proto))
+            CONN_HITS.inc(labels)
+            return c.query(wire, self.read_timeout, waiter)
+        CONN_MISSES.inc(labels)
         c = _StreamConn(self, proto)
         self.conns.add(c)
         started = now
@@ -448,8 +521,21 @@ class Proxy:
 
         def connected(conn):
             self.avg_dial += (self.clock() - started - self.avg_dial) / 4
-            return conn.query(wire, self.read_timeout)
-        return c.ready.addCallback(connected)
+            conn.query(wire, self.read_timeout, waiter)
+
+        def failed(f):
+            self.avg_dial += (self.clock() - started - self.avg_dial) / 4
+            waiter.fail(f.value, None)
+        c.ready.addCallbacks(connected, failed)
+
+    def duration_labels(self, rcode):
+        """The label tuple of coredns_proxy_request_duration_seconds for
+        ``rcode`` (built once per rcode)."""
+        labels = self._dur_labels.get(rcode)
+        if labels is None:
+            labels = self._dur_labels[rcode] = (self.name, self.addr,
+                                                w.rcode_text(rcode))
+        return labels
 
     def _dial_timeout(self):
         avg = self.avg_dial
@@ -491,7 +577,7 @@ class Proxy:
             self.probing = False
             return
         wire = make_query(self.hc_domain, w.NS, rd=self.hc_rd,
-                          msgid=secrets.randbits(16))
+                          msgid=_new_id())
         proto = "tcp-tls" if self.tls is not None else self.hc_proto
         d = exchange(self.reactor, self.host, self.port, wire,
                      "udp" if proto == "udp" else "tcp", HC_TIMEOUT,
@@ -541,6 +627,8 @@ class Forward(Plugin):
         self.max_attempts = None
         self.reactor = None
         self.clock = None
+        #: The dnstap plugins of the block (FORWARDER_QUERY/RESPONSE).
+        self.taps = ()
 
     # -- life cycle ----------------------------------------------------------------
 
@@ -548,6 +636,7 @@ class Forward(Plugin):
         app = self.block.config.app
         self.reactor = app.reactor
         self.clock = getattr(app.reactor, "seconds", app.clock)
+        self.taps = tuple(self.block.find("tap_forwarder_query"))
         for p in self.proxies:
             p.start(self.reactor, self.clock)
 
@@ -575,6 +664,9 @@ class Forward(Plugin):
         if n == 1 or self.policy == "sequential":
             return ps
         if self.policy == "round_robin":
+            # CoreDNS's roundRobin: the counter is incremented first (the
+            # first query starts at the second upstream); the chosen one
+            # leads, the others follow in Corefile order.
             self.robin += 1
             i = self.robin % n
             return [ps[i]] + ps[:i] + ps[i + 1:]
@@ -590,7 +682,10 @@ class Forward(Plugin):
         if self.max_concurrent:
             if self.concurrent >= self.max_concurrent:
                 MAX_CONCURRENT_REJECTS.inc()
-                return Response(w.REFUSED)
+                r = Response(w.REFUSED)
+                r.error = "concurrent queries exceeded maximum %d" % (
+                    self.max_concurrent)
+                return r
             self.concurrent += 1
             d = _Exchange(self, req).run()
             return d.addBoth(self._release)
@@ -609,11 +704,14 @@ class Forward(Plugin):
 
 
 class _Exchange:
-    """The attempts for one query (CoreDNS's ServeDNS loop, as callbacks)."""
+    """The attempts for one query (CoreDNS's ServeDNS loop, as callbacks).
+
+    It is the *waiter* of each upstream query: the connection calls
+    ``reply`` or ``fail``."""
 
     __slots__ = ("f", "req", "list", "i", "fails", "failovers", "attempts",
                  "max_attempts", "deadline", "d", "err", "proxy", "proto",
-                 "start", "tries")
+                 "start", "tries", "tstart", "force_tcp")
 
     def __init__(self, f, req):
         self.f = f
@@ -630,6 +728,9 @@ class _Exchange:
         self.d = defer.Deferred()
         self.err = None
         self.tries = 0
+        self.force_tcp = False
+        # dnstap's query time: when forward started on this query.
+        self.tstart = time.time_ns() if f.taps else 0
 
     def run(self):
         self._next()
@@ -639,12 +740,24 @@ class _Exchange:
         if not self.d.called:
             self.d.callback(resp)
 
+    def _servfail(self, text):
+        r = Response(w.SERVFAIL)
+        r.error = text
+        self._finish(r)
+
+    def _give_up(self):
+        """No attempt left: SERVFAIL with the last error (CoreDNS's
+        upstreamErr, else ErrNoHealthy)."""
+        if self.err is not None:
+            return self._servfail(self.err)
+        return self._servfail("no healthy proxies")
+
     def _next(self):
         f = self.f
         while True:
             if f.clock() >= self.deadline or (
                     self.max_attempts and self.attempts >= self.max_attempts):
-                return self._finish(Response(w.SERVFAIL))
+                return self._give_up()
             if self.i >= len(self.list):
                 self.i = 0
                 self.fails = 0
@@ -656,7 +769,7 @@ class _Exchange:
                     continue
                 HEALTHCHECK_BROKEN.inc()
                 if f.failfast:
-                    return self._finish(Response(w.SERVFAIL))
+                    return self._give_up()
                 proxy = random.choice(f.proxies)
             break
         self.proxy = proxy
@@ -670,38 +783,44 @@ class _Exchange:
         if self.tries > 64:
             # Only reachable when every attempt fails at once (no socket):
             # keep the stack bounded.
-            return self._finish(Response(w.SERVFAIL))
+            return self._give_up()
         self.start = self.f.clock()
-        d = self.proxy.query(self.req.data, self.proto)
-        d.addCallbacks(self._reply, self._error)
+        self.proxy.query(self.req.data, self.proto, self)
 
-    def _error(self, failure):
-        if failure.check(CachedClosed):
+    # -- the waiter interface ------------------------------------------------------
+
+    def fail(self, exc, conn):
+        if isinstance(exc, CachedClosed):
             # The peer closed a pooled connection: retry on a fresh one.
             return self._send()
         f = self.f
-        self.err = failure.value
+        if f.taps:
+            self._tap(conn, None)
+        self.err = _error_text(exc, self.proxy, conn)
         if f.maxfails != 0:
             self.proxy.healthcheck()
         if self.max_attempts:
             self.attempts += 1
             if self.attempts >= self.max_attempts:
-                return self._finish(Response(w.SERVFAIL))
+                return self._give_up()
         if self.fails < len(f.proxies):
             return self._next()
-        return self._finish(Response(w.SERVFAIL))
+        return self._give_up()
 
-    def _reply(self, data):
+    def reply(self, data, conn):
         f = self.f
         req = self.req
+        proxy = self.proxy
         rcode = data[3] & 0xF
-        REQUEST_DURATION.observe((self.proxy.name, self.proxy.addr,
-                                  w.rcode_text(rcode)),
+        REQUEST_DURATION.observe(proxy.duration_labels(rcode),
                                  f.clock() - self.start)
         if (data[2] & 0x02 and self.proto == "udp" and f.prefer_udp
                 and not f.force_tcp):
+            # Truncated with prefer_udp: the same upstream over TCP.
             self.proto = "tcp"
             return self._send()
+        if f.taps:
+            self._tap(conn, data)
         if not _matches(req, data):
             return self._finish(Response(w.FORMERR, plugin="forward"))
         if rcode in f.failover_rcodes:
@@ -716,6 +835,31 @@ class _Exchange:
                 return self._finish_next(nxt)
         self._finish(RawResponse(data, plugin="forward"))
 
+    def _tap(self, conn, data):
+        """FORWARDER_QUERY (and FORWARDER_RESPONSE when a reply came) to
+        every dnstap of the block, as CoreDNS's toDnstap: our end of the
+        socket as the query address, the upstream as the response address,
+        'udp' or 'tcp' (DNS-over-TLS counts as tcp), the time forward
+        started as the query time; the messages carry the client's ID."""
+        req = self.req
+        proxy = self.proxy
+        upstream = (proxy.host, proxy.port)
+        local = conn.local() if conn is not None else None
+        # Without a connection (the dial failed) CoreDNS reports the
+        # transport it asked for.
+        proto = conn.proto if conn is not None else self.proto
+        if proto != "udp":
+            proto = "tcp"
+        reply = None
+        for tap in self.f.taps:
+            tap.tap_forwarder_query(req, upstream, req.data, proto, local,
+                                    self.tstart)
+            if data is not None:
+                if reply is None and tap.full:
+                    reply = req.data[:2] + data[2:]
+                tap.tap_forwarder_response(req, upstream, reply, proto,
+                                           local, self.tstart)
+
     def _finish_next(self, nxt):
         r = nxt.serve(self.req)
         if isinstance(r, defer.Deferred):
@@ -723,6 +867,27 @@ class _Exchange:
                 Response(w.SERVFAIL)))
         else:
             self._finish(r)
+
+
+def _error_text(exc, proxy, conn):
+    """The error as CoreDNS's net package words it, with both ends of the
+    socket when known ("read udp 127.0.0.1:4242->10.0.0.1:53: i/o
+    timeout")."""
+    text = str(exc) if isinstance(exc, UpstreamError) else repr(exc)
+    local = conn.local() if conn is not None else None
+    if local is None:
+        return text
+    net = "udp" if conn.proto == "udp" else "tcp"
+    if text == "connection refused":
+        text = "read: connection refused"
+    return "read %s %s->%s: %s" % (net, _hostport(*local),
+                                   _hostport(proxy.host, proxy.port), text)
+
+
+def _hostport(host, port):
+    if ":" in host:
+        return "[%s]:%d" % (host, port)
+    return "%s:%d" % (host, port)
 
 
 def _matches(req, data):

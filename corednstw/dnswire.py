@@ -391,6 +391,26 @@ def opt_wire(size, ttl, options=()):
     return b"\x00" + _RRHEAD.pack(OPT, size, ttl, len(rd)) + rd
 
 
+def skip_name(data, off):
+    """Offset just past the (possibly compressed) name at ``off``, without
+    decoding it (pointers are not followed).  For walking trusted or
+    already checked messages quickly; FormatError on overruns."""
+    length = len(data)
+    while True:
+        if off >= length:
+            raise FormatError("name overruns message")
+        n = data[off]
+        if n == 0:
+            return off + 1
+        if n & 0xC0 == 0xC0:
+            if off + 1 >= length:
+                raise FormatError("truncated pointer")
+            return off + 2
+        if n & 0xC0:
+            raise FormatError("bad label type")
+        off += n + 1
+
+
 def skip_rr(data, off):
     """Offset past the RR at ``off`` plus its (type, class, ttl, rdata)."""
     _, off = read_name(data, off)

@@ -400,7 +400,7 @@ def _encode_raw(req, resp):
     raw = resp.raw
     try:
         _id, _fl, qd, an, ns, ar = _HEADER.unpack_from(raw, 0)
-        qend = w.read_name(raw, 12)[1] + 4 if qd == 1 else -1
+        qend = w.skip_name(raw, 12) + 4 if qd == 1 else -1
     except (w.FormatError, struct.error):
         qend = -1
     if qend - 12 != req.qend - 12:
@@ -410,7 +410,10 @@ def _encode_raw(req, resp):
     body = raw[qend:]
     edns = req.edns
     if edns is not None:
-        body, ar = _size_and_do(raw, qend, an + ns, ar, edns)
+        try:
+            body, ar = _size_and_do(raw, qend, an + ns, ar, edns)
+        except (w.FormatError, struct.error):
+            return encode(req, _restructure(raw, resp))
     flags = (w.QR | (req.flags & (w.RD | w.CD)) | (req.opcode << 11)
              | (resp.flags & 0x07F0) | (resp.rcode & 0xF))
     out = (_HEADER.pack(req.id, flags, 1, an, ns, ar)
@@ -425,11 +428,20 @@ def _size_and_do(raw, qend, skip, ar, edns):
     and DO (kept ext-rcode and options), or the client's OPT appended when
     the answer has none.  Returns (body, additional count)."""
     off = qend
+    skip_name = w.skip_name
+    unpack = _RRHEAD.unpack_from
     for _ in range(skip):
-        off = w.skip_rr(raw, off)[0]
+        off = skip_name(raw, off)
+        off += 10 + unpack(raw, off)[3]
     for _ in range(ar):
         start = off
-        off, rtype, rclass, ttl, rdata = w.skip_rr(raw, off)
+        off = skip_name(raw, off)
+        rtype, rclass, ttl, rdlen = unpack(raw, off)
+        off += 10
+        rdata = raw[off:off + rdlen]
+        off += rdlen
+        if off > len(raw):
+            raise w.FormatError("rdata overruns message")
         if rtype == w.OPT:
             ttl = (ttl & 0xFF00FF00) | (edns.ttl & 0x8000)
             patched = (raw[qend:start] + b"\x00"

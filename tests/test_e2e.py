@@ -1,0 +1,548 @@
+"""End to end: the shared example Corefiles, run the way users run them.
+
+Each test starts the real service (tests.util.start) on a shared example
+Corefile changed only where a test must: DNS ports become 0 (or a free
+port where two ports must differ), HTTP addresses become loopback
+addresses on port 0, ``/etc/resolv.conf`` becomes a resolv.conf in a
+temporary directory naming a test upstream, ``kubernetes`` gets an
+``endpoint`` line for the test API server, relative zone file names point
+into the temporary directory.  Every change is an exact text replacement
+that must match, so a changed example Corefile breaks the test loudly.
+"""
+
+import os
+import random
+import re
+import shutil
+import socket
+import struct
+import subprocess
+import sys
+
+import dns.flags
+import dns.message
+import dns.rcode
+import dns.rdatatype
+from twisted.internet import defer, endpoints, error, protocol, reactor
+from twisted.trial import unittest
+
+from corednstw import vars
+from corednstw.plugins import loop as loopmod
+from tests import k8s_apiserver as k8s
+from tests import upstream as upstreammod
+from tests import util
+from tests.unbound import free_port
+
+SHARED = os.path.join(util.REPO, "tests", "corefiles", "shared")
+TWISTD = os.path.join(os.path.dirname(sys.executable), "twistd")
+
+#: CoreDNS's default log format (a `log` line without a format).
+LOG_LINE = (r'^\[INFO\] 127\.0\.0\.1:%d - %d "%s IN %s %s %d %s %d" '
+            r'%s %s %d \d+(\.\d+)?s$')
+
+
+# -- the Corefiles and their adaptation -----------------------------------------
+
+def shared(name):
+    with open(os.path.join(SHARED, name)) as fh:
+        return fh.read()
+
+
+def adapt(text, *pairs):
+    """Replace each (old, new) pair; every ``old`` must be there."""
+    for old, new in pairs:
+        if old not in text:
+            raise AssertionError("%r is not in the Corefile" % old)
+        text = text.replace(old, new)
+    return text
+
+
+def zone_files(directory, names):
+    """Copy shared zone files into ``directory``/zones (as named there)."""
+    os.makedirs(os.path.join(directory, "zones"), exist_ok=True)
+    for dst, src in names.items():
+        shutil.copy(os.path.join(SHARED, "zones", src),
+                    os.path.join(directory, "zones", dst))
+
+
+def temp_dir(testcase):
+    return util.write_files(testcase, {})
+
+
+class Resolver:
+    """The node's resolver for ``/etc/resolv.conf``: a test upstream on
+    port 53 of a loopback address of its own (resolv.conf names no
+    port).  Where port 53 cannot be bound (no privilege), the upstream
+    listens on a free port of 127.0.0.1 and ``target`` is that address
+    instead of a resolv.conf file."""
+
+    def __init__(self, testcase, directory):
+        self.up = upstreammod.Upstream()
+        self.target = None
+        rng = random.Random()
+        fac = protocol.ServerFactory()
+        fac.protocol = lambda: upstreammod._TCP(self.up)
+        for _ in range(20):
+            host = "127.53.%d.%d" % (rng.randrange(256), rng.randrange(1, 255))
+            try:
+                udp = reactor.listenUDP(53, upstreammod._UDP(self.up),
+                                        interface=host, maxPacketSize=65535)
+            except error.CannotListenError as e:
+                if isinstance(e.socketError, PermissionError):
+                    break
+                continue
+            try:
+                tcp = reactor.listenTCP(53, fac, interface=host)
+            except error.CannotListenError:
+                udp.stopListening()
+                continue
+            self.up.udp, self.up.tcp, self.up.port = udp, tcp, 53
+            self.host = host
+            self.target = os.path.join(directory, "resolv.conf")
+            with open(self.target, "w") as fh:
+                fh.write("# the node's resolver\nsearch example.test\n"
+                         "nameserver %s\noptions ndots:5\n" % host)
+            break
+        if self.target is None:
+            self.up.start()
+            self.host = "127.0.0.1"
+            self.target = self.up.addr()
+        testcase.addCleanup(self.up.stop)
+
+    @property
+    def to(self):
+        """The upstream as forward's metrics name it."""
+        return "%s:%d" % (self.host, self.up.port)
+
+
+def set_env(testcase, name, value):
+    old = os.environ.get(name)
+    os.environ[name] = value
+
+    def restore():
+        if old is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = old
+    testcase.addCleanup(restore)
+
+
+def no_lameduck(testcase, app):
+    """Most tests need no 5s lameduck at cleanup (runs before the stop)."""
+    def zero():
+        for p in app.config.plugins():
+            if p.name == "health":
+                p.lameduck = 0.0
+    testcase.addCleanup(zero)
+
+
+# -- small clients ----------------------------------------------------------------
+
+class _Once(protocol.DatagramProtocol):
+    def __init__(self):
+        self.d = defer.Deferred()
+
+    def datagramReceived(self, data, addr):
+        if not self.d.called:
+            self.d.callback(data)
+
+
+@defer.inlineCallbacks
+def ask_from(port, msg, timeout=5):
+    """Send ``msg`` over UDP; (parsed reply, the client's port)."""
+    client = _Once()
+    lp = reactor.listenUDP(0, client, interface="127.0.0.1")
+    cport = lp.getHost().port
+    timer = reactor.callLater(timeout, lambda: client.d.called or
+                              client.d.errback(error.TimeoutError("UDP")))
+    try:
+        lp.write(msg.to_wire(), ("127.0.0.1", port))
+        data = yield client.d
+    finally:
+        if timer.active():
+            timer.cancel()
+        yield lp.stopListening()
+    defer.returnValue((dns.message.from_wire(data), cport))
+
+
+def metric_lines(body, family):
+    return [x for x in body.splitlines()
+            if x.startswith(family + "{") or x.startswith(family + " ")]
+
+
+def sample(body, family, **labels):
+    """The value of the one sample of ``family`` with these labels."""
+    found = []
+    for line in metric_lines(body, family):
+        if all('%s="%s"' % kv in line for kv in labels.items()):
+            found.append(float(line.rsplit(" ", 1)[1]))
+    if len(found) != 1:
+        raise AssertionError("%s %r: %d samples" % (family, labels,
+                                                     len(found)))
+    return found[0]
+
+
+def serial_free(msg, section):
+    return [re.sub(r"(SOA \S+ \S+ )\d+", r"\1SERIAL", x)
+            for x in util.rrs(msg, section)]
+
+
+@defer.inlineCallbacks
+def wait_ttl_below(port, name, rdtype, ttl, timeout=10):
+    """Ask until the answer's TTL is below ``ttl`` (a condition polled on
+    the reactor, no fixed sleep); returns the last answer."""
+    deadline = reactor.seconds() + timeout
+    while True:
+        m = yield util.query(port, name, rdtype)
+        if m.answer and m.answer[0].ttl < ttl:
+            defer.returnValue(m)
+        if reactor.seconds() > deadline:
+            raise AssertionError("TTL of %s stayed at %d" % (name, ttl))
+        d = defer.Deferred()
+        reactor.callLater(0.05, d.callback, None)
+        yield d
+
+
+# -- the cluster of the kubeadm examples -------------------------------------------
+
+KUBE_DNS = "kube-dns.kube-system.svc.cluster.local."
+WEB = "web.default.svc.cluster.local."
+DUAL = "dual.default.svc.cluster.local."
+EXT = "ext.default.svc.cluster.local."
+WEB_IPS = ["10.244.1.%d" % i for i in (1, 2, 3, 4)]
+
+
+def kubeadm_cluster(api):
+    api.add("namespaces", k8s.namespace("default"),
+            k8s.namespace("kube-system"))
+    api.add("services",
+            k8s.service("kubernetes", "default", ("10.96.0.1",),
+                        (("https", "TCP", 443),)),
+            k8s.service("kube-dns", "kube-system", ("10.96.0.10",),
+                        (("dns", "UDP", 53), ("dns-tcp", "TCP", 53),
+                         ("metrics", "TCP", 9153))),
+            k8s.service("web", "default", ("None",)),
+            k8s.service("dual", "default", ("10.96.0.20", "fd00::20")),
+            k8s.service("ext", "default", type="ExternalName",
+                        external="www.example.com"))
+    api.add("endpointslices",
+            k8s.endpoint_slice("kube-dns-x1", "kube-system", "kube-dns", [
+                k8s.endpoint(["10.244.0.2"], target="coredns-a"),
+                k8s.endpoint(["10.244.0.3"], target="coredns-b")],
+                (("dns", "UDP", 53), ("dns-tcp", "TCP", 53),
+                 ("metrics", "TCP", 9153))),
+            k8s.endpoint_slice("web-x1", "default", "web", [
+                k8s.endpoint([ip], hostname="web-%d" % i)
+                for i, ip in enumerate(WEB_IPS)]))
+
+
+def kubeadm_corefile(api_url, resolver, ready="127.0.0.2:0"):
+    return adapt(
+        shared("kubernetes-default.Corefile"),
+        (".:53 {", ".:0 {"),
+        ("    health {", "    health 127.0.0.1:0 {"),
+        ("    ready\n", "    ready %s\n" % ready),
+        ("        pods insecure\n",
+         "        endpoint %s\n        pods insecure\n" % api_url),
+        ("prometheus :9153", "prometheus 127.0.0.3:0"),
+        ("/etc/resolv.conf", resolver.target))
+
+
+SOA30 = ("cluster.local. 30 IN SOA ns.dns.cluster.local. "
+         "hostmaster.cluster.local. SERIAL 7200 1800 86400 30")
+
+
+class KubeadmTest(unittest.TestCase):
+    """kubernetes-default.Corefile: the cluster DNS kubeadm installs."""
+
+    @defer.inlineCallbacks
+    def setUp(self):
+        self.exits = []
+        self.patch(loopmod, "default_exit", self.exits.append)
+        self.log = util.capture_log(self)
+        self.api = k8s.APIServer().start()
+        self.addCleanup(self.api.stop)
+        kubeadm_cluster(self.api)
+        self.dir = temp_dir(self)
+        self.resolver = Resolver(self, self.dir)
+        self.up = self.resolver.up
+        self.app = yield util.start(
+            self, kubeadm_corefile(self.api.url, self.resolver))
+        no_lameduck(self, self.app)
+        self.port = self.app.port()
+
+    def ask(self, name, rdtype="A", **kw):
+        return util.query(self.port, name, rdtype, **kw)
+
+    @defer.inlineCallbacks
+    def test_services(self):
+        m = yield self.ask(KUBE_DNS)
+        self.assertEqual(m.rcode(), dns.rcode.NOERROR)
+        self.assertTrue(m.flags & dns.flags.AA)
+        self.assertEqual(util.rrs(m), [KUBE_DNS + " 30 IN A 10.96.0.10"])
+        m = yield self.ask(DUAL, "AAAA")
+        self.assertEqual(util.rrs(m), [DUAL + " 30 IN AAAA fd00::20"])
+        m = yield self.ask(DUAL, "A", proto="tcp")
+        self.assertEqual(util.rrs(m), [DUAL + " 30 IN A 10.96.0.20"])
+        # A service without IPv6 has no AAAA: NODATA with the SOA.
+        m = yield self.ask(KUBE_DNS, "AAAA")
+        self.assertEqual((m.rcode(), m.answer), (dns.rcode.NOERROR, []))
+        self.assertEqual(serial_free(m, "authority"), [SOA30])
+        # Pods insecure: any dashed address in a namespace that exists.
+        m = yield self.ask("10-244-1-5.default.pod.cluster.local.")
+        self.assertEqual(util.rrs(m), [
+            "10-244-1-5.default.pod.cluster.local. 30 IN A 10.244.1.5"])
+        # The query's case comes back.
+        m = yield self.ask("Kube-DNS.kube-system.SVC.cluster.local.")
+        self.assertEqual(str(m.answer[0].name),
+                         "Kube-DNS.kube-system.SVC.cluster.local.")
+
+    @defer.inlineCallbacks
+    def test_srv(self):
+        name = "_dns._udp." + KUBE_DNS
+        m = yield self.ask(name, "SRV")
+        self.assertEqual(util.rrs(m), [name + " 30 IN SRV 0 100 53 "
+                                       + KUBE_DNS])
+        self.assertEqual(util.rrs(m, "additional"),
+                         [KUBE_DNS + " 30 IN A 10.96.0.10"])
+        # A headless service: one SRV per endpoint, named by hostname.
+        m = yield self.ask("_http._tcp." + WEB, "SRV")
+        self.assertEqual(util.rrs(m), sorted(
+            "_http._tcp.%s 30 IN SRV 0 25 80 web-%d.%s" % (WEB, i, WEB)
+            for i in range(4)))
+        self.assertEqual(util.rrs(m, "additional"), sorted(
+            "web-%d.%s 30 IN A %s" % (i, WEB, ip)
+            for i, ip in enumerate(WEB_IPS)))
+
+    @defer.inlineCallbacks
+    def test_ptr(self):
+        m = yield self.ask("10.0.96.10.in-addr.arpa.", "PTR")
+        self.assertEqual(util.rrs(m), [
+            "10.0.96.10.in-addr.arpa. 30 IN PTR " + KUBE_DNS])
+        self.assertTrue(m.flags & dns.flags.AA)
+        m = yield self.ask("2.1.244.10.in-addr.arpa.", "PTR")
+        self.assertEqual(util.rrs(m), [
+            "2.1.244.10.in-addr.arpa. 30 IN PTR web-1." + WEB])
+        self.assertEqual(self.up.count(qtype="PTR"), 0)
+
+    @defer.inlineCallbacks
+    def test_reverse_outside_cluster_falls_through(self):
+        # No service or endpoint has 192.0.2.55: kubernetes' NXDOMAIN
+        # falls through (in-addr.arpa) to forward, the node's resolver.
+        name = "55.2.0.192.in-addr.arpa."
+        m = yield self.ask(name, "PTR")
+        self.assertEqual(self.up.count(name, "PTR"), 1)
+        self.assertEqual(m.rcode(), dns.rcode.NOERROR)
+        self.assertFalse(m.flags & dns.flags.AA)
+        self.assertTrue(m.flags & dns.flags.RA)
+        self.assertEqual(util.rrs(m, "authority"), [
+            "example. 30 IN SOA ns.example. host.example. 1 7200 1800 "
+            "86400 60"])
+        # ip6.arpa too.
+        name6 = ("1.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.8.b.d.0."
+                 "1.0.0.2.ip6.arpa.")
+        yield self.ask(name6, "PTR")
+        self.assertEqual(self.up.count(name6, "PTR"), 1)
+        # A cluster.local name does not fall through: NXDOMAIN, SOA.
+        m = yield self.ask("nosuch.default.svc.cluster.local.")
+        self.assertEqual(m.rcode(), dns.rcode.NXDOMAIN)
+        self.assertTrue(m.flags & dns.flags.AA)
+        self.assertEqual(serial_free(m, "authority"), [SOA30])
+        self.assertEqual(self.up.count("nosuch.default.svc.cluster.local."),
+                         0)
+
+    @defer.inlineCallbacks
+    def test_nxdomain(self):
+        for name in ("nosuch.default.svc.cluster.local.",
+                     "web.nons.svc.cluster.local.",
+                     "a.b.c.d.e.cluster.local."):
+            m = yield self.ask(name)
+            self.assertEqual(m.rcode(), dns.rcode.NXDOMAIN, name)
+            self.assertEqual(m.answer, [], name)
+            self.assertEqual(serial_free(m, "authority"), [SOA30], name)
+        # The second one comes from the cache (TTL at most 30, same SOA).
+        m = yield self.ask("nosuch.default.svc.cluster.local.")
+        self.assertEqual(m.rcode(), dns.rcode.NXDOMAIN)
+        self.assertLessEqual(m.authority[0].ttl, 30)
+
+    @defer.inlineCallbacks
+    def test_forwarded_and_cached(self):
+        name = "www.example.org."
+        m = yield self.ask(name)
+        self.assertEqual(self.up.count(name, "A"), 1)
+        # The upstream's TTL of 300 is capped by `cache 30`.
+        self.assertEqual(util.rrs(m), [name + " 30 IN A 192.0.2.1"])
+        self.assertTrue(m.flags & dns.flags.RA)
+        m2 = yield self.ask(name)
+        self.assertEqual(self.up.count(name, "A"), 1)   # a cache hit
+        self.assertEqual(m2.answer[0][0].address, "192.0.2.1")
+        self.assertLessEqual(m2.answer[0].ttl, 30)
+        m3 = yield wait_ttl_below(self.port, name, "A", 30)
+        self.assertEqual(m3.answer[0][0].address, "192.0.2.1")
+        self.assertEqual(self.up.count(name, "A"), 1)
+        # The node's resolver is asked over UDP.
+        self.assertEqual(self.up.count(name, "A", "udp"), 1)
+        # NXDOMAIN from upstream is cached too.
+        yield self.ask("nxhost.example.org.")
+        m = yield self.ask("nxhost.example.org.")
+        self.assertEqual(m.rcode(), dns.rcode.NXDOMAIN)
+        self.assertEqual(self.up.count("nxhost.example.org."), 1)
+
+    @defer.inlineCallbacks
+    def test_external_name(self):
+        m = yield self.ask(EXT)
+        self.assertEqual(m.rcode(), dns.rcode.NOERROR)
+        got = util.rrs(m)
+        self.assertIn(EXT + " 30 IN CNAME www.example.com.", got)
+        self.assertEqual([x.split()[-1] for x in got if " IN A " in x],
+                         ["192.0.2.1"])
+        self.assertEqual(self.up.count("www.example.com.", "A"), 1)
+        # Asked again: cached, upstream not asked again.
+        m = yield self.ask(EXT)
+        self.assertEqual(len(m.answer), 2)
+        self.assertEqual(self.up.count("www.example.com.", "A"), 1)
+
+    @defer.inlineCallbacks
+    def test_loadbalance(self):
+        orders = set()
+        for _ in range(40):
+            m = yield self.ask(WEB)
+            self.assertEqual(m.rcode(), dns.rcode.NOERROR)
+            ips = [rd.address for rrset in m.answer for rd in rrset]
+            self.assertEqual(sorted(ips), WEB_IPS)
+            orders.add(tuple(ips))
+        # Shuffled on every answer, cache hits included: 40 answers in
+        # one order of 24 would be a chance of 24**-39.
+        self.assertGreater(len(orders), 1)
+
+    @defer.inlineCallbacks
+    def test_loop_does_not_fire(self):
+        lp = self.app.config.blocks[0].plugin("loop")
+        # The probe went through forward to the node's resolver and its
+        # answer came back once: no loop.
+        yield util.wait_for(lambda: self.up.count(lp.qname, "HINFO") >= 1)
+        m = yield self.ask("www.example.net.")
+        self.assertEqual(m.rcode(), dns.rcode.NOERROR)
+        self.assertEqual(lp.seen, 1)
+        self.assertFalse(lp.fatal)
+        self.assertEqual(self.exits, [])
+        self.assertNotIn("[FATAL]", self.log.text())
+
+    @defer.inlineCallbacks
+    def test_health_and_metrics(self):
+        status = yield util.http_get(self.app.http_port("127.0.0.1:0"),
+                                     "/health")
+        self.assertEqual(status, (200, "OK"))
+        status = yield util.http_get(self.app.http_port("127.0.0.2:0"),
+                                     "/ready", "127.0.0.2")
+        self.assertEqual(status, (200, "OK"))
+        # Each endpoint on its own address, as on its own port in CoreDNS.
+        status = yield util.http_get(self.app.http_port("127.0.0.1:0"),
+                                     "/ready")
+        self.assertEqual(status[0], 404)
+        yield self.ask(KUBE_DNS)
+        yield self.ask(KUBE_DNS)
+        yield self.ask("www.example.org.")
+        code, body = yield util.http_get(self.app.http_port("127.0.0.3:0"),
+                                         "/metrics", "127.0.0.3")
+        self.assertEqual(code, 200)
+        server = self.app.listeners[next(iter(self.app.listeners))].mux.label
+        for family in (
+                "coredns_build_info",
+                "coredns_dns_requests_total",
+                "coredns_dns_responses_total",
+                "coredns_dns_request_duration_seconds_bucket",
+                "coredns_plugin_enabled",
+                "coredns_kubernetes_rest_client_requests_total",
+                "coredns_kubernetes_rest_client_request_duration_seconds_"
+                "bucket",
+                "coredns_forward_healthcheck_broken_total",
+                "coredns_forward_max_concurrent_rejects_total",
+                "coredns_proxy_request_duration_seconds_bucket",
+                "coredns_cache_entries",
+                "coredns_cache_requests_total",
+                "coredns_cache_hits_total",
+                "coredns_cache_misses_total",
+                "coredns_reload_failed_total"):
+            self.assertTrue(metric_lines(body, family), family)
+        for name in ("kubernetes", "forward", "cache", "loop", "loadbalance",
+                     "errors"):
+            self.assertEqual(sample(body, "coredns_plugin_enabled",
+                                    server=server, zone=".", name=name), 1.0)
+        self.assertGreaterEqual(sample(
+            body, "coredns_cache_hits_total", server=server, type="success",
+            zones="."), 1)
+        self.assertGreaterEqual(sample(
+            body, "coredns_dns_responses_total", server=server, zone=".",
+            rcode="NOERROR", plugin="kubernetes"), 1)
+        self.assertGreaterEqual(sample(
+            body, "coredns_proxy_request_duration_seconds_count",
+            proxy_name="forward", to=self.resolver.to, rcode="NOERROR"), 1)
+        # A list and a watch for each of services, slices, namespaces.
+        self.assertGreaterEqual(sample(
+            body, "coredns_kubernetes_rest_client_requests_total",
+            code="200", method="GET", host=self.api.url[7:]), 6)
+
+    @defer.inlineCallbacks
+    def test_lameduck(self):
+        """SIGTERM's path: 5s of lameduck, answers and /health go on,
+        /ready says 503; then the listeners close."""
+        for p in self.app.config.plugins():
+            if p.name == "health":
+                self.assertEqual(p.lameduck, 5.0)
+        health = self.app.http_port("127.0.0.1:0")
+        ready = self.app.http_port("127.0.0.2:0")
+        stopped = self.app.stopService()
+        status = yield util.http_get(ready, "/ready", "127.0.0.2")
+        self.assertEqual(status, (503, "Shutting down"))
+        status = yield util.http_get(health, "/health")
+        self.assertEqual(status, (200, "OK"))
+        m = yield self.ask(KUBE_DNS)
+        self.assertEqual(util.rrs(m), [KUBE_DNS + " 30 IN A 10.96.0.10"])
+        self.assertFalse(stopped.called)
+        self.assertIn("[INFO] plugin/health: Going into lameduck mode for 5s",
+                      self.log.lines)
+        yield stopped
+        ep = endpoints.TCP4ClientEndpoint(reactor, "127.0.0.1", self.port)
+        yield self.assertFailure(
+            ep.connect(protocol.Factory.forProtocol(protocol.Protocol)),
+            error.ConnectionRefusedError)
+
+
+class KubeadmReadyTest(unittest.TestCase):
+    """/ready says 503 (naming kubernetes) until the watches synced."""
+
+    @defer.inlineCallbacks
+    def test_ready_after_sync(self):
+        self.patch(loopmod, "default_exit", lambda code: None)
+        log = util.capture_log(self)
+        api = k8s.APIServer().start()
+        self.addCleanup(api.stop)
+        kubeadm_cluster(api)
+        resolver = Resolver(self, temp_dir(self))
+        ready = "127.0.0.2:%d" % free_port()
+        # Hold the API server: its lists wait until released.
+        api.cond.acquire()
+        held = [True]
+
+        def release():
+            if held[0]:
+                held[0] = False
+                api.cond.release()
+        self.addCleanup(release)
+        started = util.start(self, kubeadm_corefile(api.url, resolver,
+                                                    ready))
+        status = yield util.http_get(int(ready.split(":")[1]), "/ready",
+                                     "127.0.0.2")
+        self.assertEqual(status, (503, "kubernetes"))
+        self.assertIn("[INFO] plugin/ready: Plugins not ready: 'kubernetes'",
+                      log.lines)
+        self.assertFalse(started.called)
+        release()
+        app = yield started
+        no_lameduck(self, app)
+        status = yield util.http_get(app.http_port(ready), "/ready",
+                                     "127.0.0.2")
+        self.assertEqual(status, (200, "OK"))
+        m = yield util.query(app.port(), KUBE_DNS)
+        self.assertEqual(util.rrs(m), [KUBE_DNS + " 30 IN A 10.96.0.10"])

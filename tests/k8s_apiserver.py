@@ -142,6 +142,7 @@ class APIServer:
         self.httpd = None
         self.closing = False
         self._sorted = {}
+        self._wire = {}             # (kind, key) -> the object's JSON bytes
 
     # -- life cycle --
     def start(self, port=0, host="127.0.0.1"):
@@ -192,6 +193,7 @@ class APIServer:
                 key = self._key(obj)
                 etype = "MODIFIED" if key in self.objects[kind] else "ADDED"
                 self.objects[kind][key] = obj
+                self._wire.pop((kind, key), None)
                 self._record(kind, etype, obj)
 
     update = add
@@ -199,6 +201,7 @@ class APIServer:
     def delete(self, kind, ns, name):
         with self.cond:
             obj = self.objects[kind].pop((ns or "", name), None)
+            self._wire.pop((kind, (ns or "", name)), None)
             if obj is not None:
                 self._record(kind, "DELETED", copy.deepcopy(obj))
 
@@ -216,6 +219,7 @@ class APIServer:
         every watch: clients see the change only through a relist."""
         with self.cond:
             self.objects[kind] = {}
+            self._wire = {}
             for obj in objs:
                 obj = copy.deepcopy(obj)
                 self.rv += 1
@@ -250,6 +254,15 @@ class APIServer:
             cached = self._sorted[kind] = (self.rv,
                                            sorted(self.objects[kind]))
         return cached[1]
+
+    def wire(self, kind, key):
+        """An object's JSON, serialized once (as the API server's watch
+        cache keeps objects serialized)."""
+        data = self._wire.get((kind, key))
+        if data is None:
+            data = self._wire[(kind, key)] = json.dumps(
+                self.objects[kind][key], separators=(",", ":")).encode()
+        return data
 
     def count(self, kind, what):
         return sum(1 for k, w, _ in list(self.requests)
@@ -333,17 +346,17 @@ class _Handler(BaseHTTPRequestHandler):
                 if limit and len(items) >= limit:
                     more = True
                     break
-                items.append(obj)
+                items.append(api.wire(kind, key))
                 last = key
-            body = json.dumps({
-                "kind": KIND_NAMES[kind][1] + "List",
-                "apiVersion": KIND_NAMES[kind][0],
-                "metadata": dict(
-                    {"resourceVersion": str(list_rv)},
-                    **({"continue": base64.b64encode(json.dumps(
-                        {"rv": list_rv, "after": list(last)}).encode()
-                    ).decode()} if more else {})),
-                "items": items}, separators=(",", ":")).encode()
+            meta = {"resourceVersion": str(list_rv)}
+            if more:
+                meta["continue"] = base64.b64encode(json.dumps(
+                    {"rv": list_rv, "after": list(last)}).encode()).decode()
+            head = json.dumps({"kind": KIND_NAMES[kind][1] + "List",
+                               "apiVersion": KIND_NAMES[kind][0],
+                               "metadata": meta}, separators=(",", ":"))
+            body = (head[:-1].encode() + b',"items":[' + b",".join(items)
+                    + b"]}")
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(body)))
@@ -489,6 +502,9 @@ def main():
     a = ap.parse_args()
     srv = APIServer()
     generate(srv, a.services, a.namespaces, a.headless)
+    for kind in srv.objects:        # a warm cache, as a running API server's
+        for key in srv.sorted_keys(kind):
+            srv.wire(kind, key)
     srv.start(a.port)
     print(srv.url, flush=True)
     try:

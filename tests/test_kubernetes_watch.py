@@ -28,6 +28,7 @@ class WatchTest(unittest.TestCase):
     def setUp(self):
         self.patch(wt, "BACKOFF_START", 0.01)
         self.patch(wt, "BACKOFF_MAX", 0.05)
+        self.patch(wt, "PAGE", 100)
         self.api = k8s.APIServer().start()
         self.addCleanup(self.api.stop)
         self.api.add("namespaces", k8s.namespace("default"),

@@ -20,8 +20,19 @@ MC_SOURCE_CLUSTER_LABEL = "multicluster.kubernetes.io/source-cluster"
 TRIGGER_TIME = "endpoints.kubernetes.io/last-change-trigger-time"
 
 
+_AF_INET = socket.AF_INET
+_pton = socket.inet_pton
+
+
 def address(ip):
     """(canonical text, rtype, rdata) of an address, or None if invalid."""
+    if ":" not in ip:
+        # IPv4: inet_pton is as strict as ipaddress (four decimal octets,
+        # no leading zeros), so a text it accepts is already canonical.
+        try:
+            return ip, w.A, _pton(_AF_INET, ip)
+        except (OSError, TypeError):
+            return None
     try:
         a = ipaddress.ip_address(ip)
     except ValueError:
@@ -44,22 +55,26 @@ def dashed(ip):
 class Service:
     """A Service (or, for multicluster zones, a ServiceImport)."""
 
-    __slots__ = ("name", "ns", "rv", "kind", "ips", "addrs", "ports",
+    __slots__ = ("name", "ns", "rv", "kind", "addrs", "ports",
                  "external", "pna", "mark")
 
-    def __init__(self, name, ns, rv, kind, ips, ports, external="",
+    def __init__(self, name, ns, rv, kind, addrs, ports, external="",
                  pna=False):
         self.name = name
         self.ns = ns
         self.rv = rv
         self.kind = kind
-        self.ips = ips          # canonical texts (PTR index)
-        # (rtype, rdata, text) per cluster IP, in API order.
-        self.addrs = tuple(a for a in (address(ip) for ip in ips) if a)
+        # (text, rtype, rdata) per valid cluster IP, in API order.
+        self.addrs = addrs
         self.ports = ports      # ((name lower, proto lower, port), ...)
         self.external = external
         self.pna = pna          # publishNotReadyAddresses
         self.mark = 0
+
+    @property
+    def ips(self):
+        """Canonical texts of the cluster IPs (the PTR index's keys)."""
+        return tuple(a[0] for a in self.addrs)
 
     @property
     def headless(self):
@@ -68,7 +83,7 @@ class Service:
     def same(self, other):
         """Equal for DNS purposes (no serial bump on no-op updates)."""
         return (other is not None and self.kind == other.kind
-                and self.ips == other.ips and self.ports == other.ports
+                and self.addrs == other.addrs and self.ports == other.ports
                 and self.external == other.external
                 and self.pna == other.pna)
 
@@ -165,9 +180,14 @@ def _ports(ports, sentinel=True):
     return tuple(out)
 
 
-def _canon(ip):
-    a = address(ip)
-    return a[0] if a else ip
+def _addresses(ips):
+    out = []
+    for ip in ips:
+        if ip and ip != "None":
+            a = address(ip)
+            if a is not None:
+                out.append(a)
+    return tuple(out)
 
 
 def service(obj):
@@ -180,8 +200,8 @@ def service(obj):
         kind = HEADLESS
     else:
         kind = CLUSTER_IP
-    ips = tuple(_canon(ip) for ip in ips if ip and ip != "None")
-    return Service(name, ns, rv, kind, ips, _ports(spec.get("ports")),
+    return Service(name, ns, rv, kind, _addresses(ips),
+                   _ports(spec.get("ports")),
                    spec.get("externalName") or "",
                    bool(spec.get("publishNotReadyAddresses")))
 
@@ -190,8 +210,7 @@ def service_import(obj):
     name, ns, rv, _ = _meta(obj)
     spec = obj.get("spec") or {}
     kind = HEADLESS if spec.get("type") == "Headless" else CLUSTER_IP
-    ips = tuple(_canon(ip) for ip in spec.get("ips") or ())
-    return Service(name, ns, rv, kind, ips,
+    return Service(name, ns, rv, kind, _addresses(spec.get("ips") or ()),
                    _ports(spec.get("ports"), sentinel=False))
 
 

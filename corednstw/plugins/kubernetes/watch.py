@@ -3,7 +3,8 @@
 One thread per resource kind talks to the API server through the official
 client's REST layer (``ApiClient.param_serialize`` + ``call_api``; raw
 JSON bodies, streamed for watches, no model objects).  Each thread lists
-in pages of ``PAGE`` items, then watches from the list's resourceVersion
+in pages of ``PAGE`` items (client-go's pager size), a helper thread
+fetching one page ahead, then watches from the list's resourceVersion
 with bookmarks.  A 410 Gone (HTTP status on a list, ERROR event on a
 watch) means "relist now"; any other failure reconnects after a capped
 backoff, the store keeping its last good data meanwhile.  Results reach
@@ -11,6 +12,7 @@ the reactor with one ``callFromThread`` per page or per batch of events.
 """
 
 import json
+import queue
 import random
 import threading
 import time
@@ -21,7 +23,7 @@ from corednstw import metrics
 from corednstw.plugins.kubernetes import records as rec
 from corednstw.plugins.kubernetes import store as st
 
-PAGE = 100
+PAGE = 500
 BACKOFF_START = 0.1
 BACKOFF_MAX = 3.0
 WATCH_TIMEOUT = (300, 600)      # server-side timeoutSeconds, drawn per watch
@@ -244,32 +246,71 @@ class Watcher:
         return json.loads(data)
 
     def list(self):
-        """A full list in pages; returns its resourceVersion."""
+        """A full list in pages; returns its resourceVersion.
+
+        The pages are fetched by a helper thread one page ahead: the API
+        server builds page N+1 while this thread turns page N into
+        records."""
         self.deliver(self.store.begin_list, self.kind)
-        cont = None
+        pages = queue.Queue(maxsize=1)
+        done = threading.Event()
+        fetcher = threading.Thread(target=self._fetch, args=(pages, done),
+                                   daemon=True,
+                                   name="kubernetes-list-" + self.kind)
+        fetcher.start()
         rv = None
         parse = self.parse
-        while True:
-            resp = self.conn.get(self.path, self._query(
-                limit=PAGE, **{"continue": cont}), (10, 60), self.stopped)
-            obj = self._read_json(resp)
-            meta = obj.get("metadata") or {}
-            if rv is None:
-                rv = meta.get("resourceVersion")
-            page = []
-            for item in obj.get("items") or ():
-                r = parse(item)
-                if r is not None:
-                    page.append(("LIST", r))
-            del obj
-            if self.stopped.is_set():
-                raise APIError("stopped")
-            self.deliver(self.store.apply, self.kind, page)
-            cont = meta.get("continue")
-            if not cont:
-                break
+        try:
+            while True:
+                got = pages.get()
+                if got is None:
+                    break
+                if isinstance(got, BaseException):
+                    raise got
+                meta, items = got
+                if rv is None:
+                    rv = meta.get("resourceVersion")
+                page = []
+                for item in items:
+                    r = parse(item)
+                    if r is not None:
+                        page.append(("LIST", r))
+                del items, got
+                if self.stopped.is_set():
+                    raise APIError("stopped")
+                self.deliver(self.store.apply, self.kind, page)
+        finally:
+            done.set()
         self.deliver(self.store.end_list, self.kind)
         return rv
+
+    def _fetch(self, pages, done):
+        """The list's pages into ``pages``: (metadata, items) each, then
+        None; an exception ends it."""
+        def put(x):
+            while not done.is_set():
+                try:
+                    pages.put(x, timeout=0.1)
+                    return True
+                except queue.Full:
+                    continue
+            return False
+        cont = None
+        try:
+            while not done.is_set():
+                resp = self.conn.get(self.path, self._query(
+                    limit=PAGE, **{"continue": cont}), (10, 60), self.stopped)
+                obj = self._read_json(resp)
+                meta = obj.get("metadata") or {}
+                cont = meta.get("continue")
+                if not put((meta, obj.get("items") or ())):
+                    return
+                del obj
+                if not cont:
+                    put(None)
+                    return
+        except BaseException as e:
+            put(e)
 
     def watch(self, rv):
         """Watch from ``rv`` until the server ends the stream; returns the

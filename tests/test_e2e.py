@@ -127,6 +127,14 @@ def set_env(testcase, name, value):
     testcase.addCleanup(restore)
 
 
+def probes_answered(app):
+    """Deferred: every loop plugin's probe came back (none left in flight
+    when the test ends)."""
+    loops = [p for p in app.config.plugins() if p.name == "loop"]
+    return util.wait_for(lambda: all(
+        lp.off or any(t.active() for t in lp.timers) for lp in loops))
+
+
 def no_lameduck(testcase, app):
     """Most tests need no 5s lameduck at cleanup (runs before the stop)."""
     def zero():
@@ -270,6 +278,7 @@ class KubeadmTest(unittest.TestCase):
             self, kubeadm_corefile(self.api.url, self.resolver))
         no_lameduck(self, self.app)
         self.port = self.app.port()
+        yield probes_answered(self.app)
 
     def ask(self, name, rdtype="A", **kw):
         return util.query(self.port, name, rdtype, **kw)
@@ -546,3 +555,246 @@ class KubeadmReadyTest(unittest.TestCase):
         self.assertEqual(status, (200, "OK"))
         m = yield util.query(app.port(), KUBE_DNS)
         self.assertEqual(util.rrs(m), [KUBE_DNS + " 30 IN A 10.96.0.10"])
+
+
+class CustomEntriesTest(unittest.TestCase):
+    """custom-entries.Corefile: names the API server does not know fall
+    through to the cluster.local zone file."""
+
+    @defer.inlineCallbacks
+    def setUp(self):
+        self.log = util.capture_log(self)
+        self.api = k8s.APIServer().start()
+        self.addCleanup(self.api.stop)
+        kubeadm_cluster(self.api)
+        self.api.add("services", k8s.service("db", "default", ("10.0.0.7",),
+                                             (("pg", "TCP", 5432),)))
+        self.dir = temp_dir(self)
+        zone_files(self.dir, {"cluster.db": "cluster.db"})
+        self.resolver = Resolver(self, self.dir)
+        self.up = self.resolver.up
+        self.app = yield util.start(self, adapt(
+            shared("custom-entries.Corefile"),
+            (".:53 {", ".:0 {"),
+            ("    health\n", "    health 127.0.0.1:0\n"),
+            ("        fallthrough\n",
+             "        endpoint %s\n        fallthrough\n" % self.api.url),
+            ("zones/cluster.db", os.path.join(self.dir, "zones/cluster.db")),
+            ("/etc/resolv.conf", self.resolver.target)))
+        self.port = self.app.port()
+
+    def ask(self, name, rdtype="A", **kw):
+        return util.query(self.port, name, rdtype, **kw)
+
+    # Every TTL is capped at 30 by `cache 30`, first answers included.
+
+    @defer.inlineCallbacks
+    def test_zone_file_entry(self):
+        m = yield self.ask("something.cluster.local.")
+        self.assertEqual(m.rcode(), dns.rcode.NOERROR)
+        self.assertTrue(m.flags & dns.flags.AA)
+        self.assertEqual(util.rrs(m), [
+            "something.cluster.local. 30 IN A 10.0.0.1"])
+        self.assertEqual(self.up.count(), self.up.count(qtype="HINFO"))
+
+    @defer.inlineCallbacks
+    def test_cname_out_of_the_zone(self):
+        m = yield self.ask("otherthing.cluster.local.")
+        self.assertEqual(m.rcode(), dns.rcode.NOERROR)
+        got = util.rrs(m)
+        self.assertIn("otherthing.cluster.local. 30 IN CNAME google.com.",
+                      got)
+        self.assertEqual([x.split()[-1] for x in got if " IN A " in x],
+                         ["192.0.2.1"])
+        self.assertEqual(self.up.count("google.com.", "A"), 1)
+        # The CNAME record itself needs no upstream.
+        m = yield self.ask("otherthing.cluster.local.", "CNAME")
+        self.assertEqual(util.rrs(m), [
+            "otherthing.cluster.local. 30 IN CNAME google.com."])
+        self.assertEqual(self.up.count("google.com."), 1)
+
+    @defer.inlineCallbacks
+    def test_kubernetes_first(self):
+        m = yield self.ask("db.default.svc.cluster.local.")
+        self.assertEqual(util.rrs(m), [
+            "db.default.svc.cluster.local. 5 IN A 10.0.0.7"])
+        m = yield self.ask("10.0.96.10.in-addr.arpa.", "PTR")
+        self.assertEqual(m.rcode(), dns.rcode.NOERROR)
+        # 10.0.0.7 is in 10.0.0.0/24, the plugin's reverse zone.
+        m = yield self.ask("7.0.0.10.in-addr.arpa.", "PTR")
+        self.assertEqual(util.rrs(m), [
+            "7.0.0.10.in-addr.arpa. 5 IN PTR db.default.svc.cluster.local."])
+
+    @defer.inlineCallbacks
+    def test_neither(self):
+        # Unknown to both: the zone file's NXDOMAIN with its SOA.
+        m = yield self.ask("nothing.cluster.local.")
+        self.assertEqual(m.rcode(), dns.rcode.NXDOMAIN)
+        self.assertTrue(m.flags & dns.flags.AA)
+        self.assertEqual(util.rrs(m, "authority"), [
+            "cluster.local. 30 IN SOA ns.dns.cluster.local. "
+            "hostmaster.cluster.local. 2015082541 7200 3600 1209600 3600"])
+        # A reverse name of 10.0.0.0/24 nobody has: through kubernetes
+        # and file (not its zone) to forward.
+        m = yield self.ask("99.0.0.10.in-addr.arpa.", "PTR")
+        self.assertEqual(self.up.count("99.0.0.10.in-addr.arpa.", "PTR"), 1)
+        self.assertFalse(m.flags & dns.flags.AA)
+
+    @defer.inlineCallbacks
+    def test_forward_cache_and_log(self):
+        m, cport = yield ask_from(self.port, util.make_query(
+            "www.example.org.", "A"))
+        self.assertEqual(m.answer[0].ttl, 30)
+        yield self.ask("www.example.org.")
+        self.assertEqual(self.up.count("www.example.org."), 1)
+        lines = [x for x in self.log.lines if "www.example.org." in x]
+        self.assertEqual(len(lines), 2, self.log.text())
+        self.assertRegex(lines[0], LOG_LINE % (
+            cport, m.id, "A", r"www\.example\.org\.", "udp", 33, "false",
+            512, "NOERROR", "qr,rd,ra", len(m.to_wire())))
+
+    @defer.inlineCallbacks
+    def test_health(self):
+        status = yield util.http_get(self.app.http_port("127.0.0.1:0"),
+                                     "/health")
+        self.assertEqual(status, (200, "OK"))
+
+
+class NodeLocalCacheTest(unittest.TestCase):
+    """node-local-cache.Corefile: a caching forwarder in front of the
+    cluster DNS (TCP only), bound to one address."""
+
+    @defer.inlineCallbacks
+    def setUp(self):
+        self.exits = []
+        self.patch(loopmod, "default_exit", self.exits.append)
+        self.log = util.capture_log(self)
+        self.cluster = upstreammod.Upstream(address="10.96.0.77").start()
+        self.addCleanup(self.cluster.stop)
+        set_env(self, "CLUSTER_DNS", self.cluster.addr())
+        self.dir = temp_dir(self)
+        self.resolver = Resolver(self, self.dir)
+        self.up = self.resolver.up
+        text = adapt(
+            shared("node-local-cache.Corefile"),
+            (":53 {", ":0 {"),
+            ("bind 169.254.20.10", "bind 127.0.0.1"),
+            ("prometheus :9253", "prometheus 127.0.0.3:0"),
+            ("health 169.254.20.10:8080", "health 127.0.0.1:0"),
+            ("/etc/resolv.conf", self.resolver.target))
+        self.assertEqual(text.count("bind 127.0.0.1"), 3)
+        self.app = yield util.start(self, text)
+        self.port = self.app.port()
+        yield probes_answered(self.app)
+
+    def ask(self, name, rdtype="A", **kw):
+        return util.query(self.port, name, rdtype, **kw)
+
+    def cache(self, zone):
+        for b in self.app.config.blocks:
+            if b.zones == [zone]:
+                return b.plugin("cache")
+
+    def test_listener(self):
+        self.assertEqual(list(self.app.listeners), [("dns", "127.0.0.1", "0")])
+        self.assertEqual(self.app.listeners[("dns", "127.0.0.1", "0")].host,
+                         "127.0.0.1")
+
+    def test_capacities(self):
+        c = self.cache("cluster.local.")
+        self.assertEqual((c.pcap, c.pttl, c.ncap, c.nttl),
+                         (9984, 30, 9984, 5))
+        for zone in ("in-addr.arpa.", "."):
+            c = self.cache(zone)
+            self.assertEqual((c.pcap, c.pttl, c.ncap, c.nttl),
+                             (10000, 30, 10000, 30))
+
+    @defer.inlineCallbacks
+    def test_cluster_names_over_tcp_cached(self):
+        name = "web.default.svc.cluster.local."
+        m = yield self.ask(name)
+        self.assertEqual(util.rrs(m), [name + " 30 IN A 10.96.0.77"])
+        self.assertEqual(self.cluster.count(name, "A", "tcp"), 1)
+        m = yield self.ask(name, proto="tcp")
+        self.assertEqual(m.answer[0][0].address, "10.96.0.77")
+        self.assertLessEqual(m.answer[0].ttl, 30)
+        self.assertEqual(self.cluster.count(name), 1)
+        # force_tcp: the cluster DNS never sees UDP, not even the loop
+        # probe; the node's resolver never sees cluster names.
+        self.assertEqual(self.cluster.count(proto="udp"), 0)
+        self.assertEqual(self.up.count(name), 0)
+
+    @defer.inlineCallbacks
+    def test_denial_capped_at_5(self):
+        name = "nxsvc.default.svc.cluster.local."
+        m = yield self.ask(name)
+        self.assertEqual(m.rcode(), dns.rcode.NXDOMAIN)
+        self.assertEqual(m.authority[0].ttl, 5)
+        m = yield self.ask(name)
+        self.assertEqual(m.rcode(), dns.rcode.NXDOMAIN)
+        self.assertLessEqual(m.authority[0].ttl, 5)
+        self.assertEqual(self.cluster.count(name), 1)
+        # Outside cluster.local the denial TTL is capped at 30 only.
+        m = yield self.ask("nxhost.example.org.")
+        self.assertEqual(m.authority[0].ttl, 30)
+        self.assertEqual(self.up.count("nxhost.example.org."), 1)
+
+    @defer.inlineCallbacks
+    def test_reverse_to_cluster_dns(self):
+        name = "10.0.96.10.in-addr.arpa."
+        m = yield self.ask(name, "PTR")
+        self.assertEqual(m.rcode(), dns.rcode.NOERROR)
+        self.assertEqual(self.cluster.count(name, "PTR", "tcp"), 1)
+        self.assertEqual(self.up.count(name), 0)
+
+    @defer.inlineCallbacks
+    def test_other_names_to_node_resolver(self):
+        m = yield self.ask("www.example.org.")
+        self.assertEqual(util.rrs(m), ["www.example.org. 30 IN A 192.0.2.1"])
+        self.assertEqual(self.up.count("www.example.org.", "A", "udp"), 1)
+        self.assertEqual(self.cluster.count("www.example.org."), 0)
+
+    @defer.inlineCallbacks
+    def test_loops_do_not_fire(self):
+        loops = [b.plugin("loop") for b in self.app.config.blocks]
+        yield util.wait_for(lambda: all(lp.seen == 1 for lp in loops))
+        self.assertEqual(self.cluster.count(loops[0].qname, "HINFO", "tcp"),
+                         1)
+        self.assertEqual(self.cluster.count(loops[1].qname, "HINFO", "tcp"),
+                         1)
+        self.assertEqual(self.up.count(loops[2].qname, "HINFO", "udp"), 1)
+        self.assertEqual(self.exits, [])
+
+    @defer.inlineCallbacks
+    def test_one_metrics_endpoint_for_three_blocks(self):
+        self.assertEqual(sorted(self.app.http), ["127.0.0.1:0",
+                                                 "127.0.0.3:0"])
+        server = self.app.listeners[("dns", "127.0.0.1", "0")].mux.label
+        self.assertEqual(server, "dns://127.0.0.1:0")
+        hits = dict(server=server, type="success", zones="cluster.local.")
+        _, body = yield util.http_get(self.app.http_port("127.0.0.3:0"),
+                                      "/metrics", "127.0.0.3")
+        before = (sample(body, "coredns_cache_hits_total", **hits)
+                  if metric_lines(body, "coredns_cache_hits_total") else 0)
+        yield self.ask("web.default.svc.cluster.local.")
+        yield self.ask("web.default.svc.cluster.local.")
+        code, body = yield util.http_get(self.app.http_port("127.0.0.3:0"),
+                                         "/metrics", "127.0.0.3")
+        self.assertEqual(code, 200)
+        for zone in ("cluster.local.", "in-addr.arpa.", "."):
+            for name in ("cache", "forward", "loop", "errors"):
+                self.assertEqual(sample(body, "coredns_plugin_enabled",
+                                        server=server, zone=zone, name=name),
+                                 1.0, (zone, name))
+        self.assertEqual(sample(body, "coredns_cache_hits_total", **hits),
+                         before + 1)
+        self.assertGreaterEqual(sample(
+            body, "coredns_proxy_request_duration_seconds_count",
+            proxy_name="forward", to=self.cluster.addr(), rcode="NOERROR"),
+            1)
+        code, text = yield util.http_get(self.app.http_port("127.0.0.1:0"),
+                                         "/health")
+        self.assertEqual((code, text), (200, "OK"))
+        code, _ = yield util.http_get(self.app.http_port("127.0.0.1:0"),
+                                      "/metrics")
+        self.assertEqual(code, 404)

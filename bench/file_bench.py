@@ -46,7 +46,7 @@ def check(port):
         want = "10.%d.%d.%d" % (i // 65536, (i // 256) % 256, i % 256)
         if (r.rcode() != 0 or not r.flags & 0x400 or len(r.answer) != 1
                 or r.answer[0][0].address != want
-                or str(r.answer[0].name) != "Host%d.example.org." % i):
+                or str(r.answer[0].name) != "host%d.example.org." % i):
             bad += 1
     for name, rtype, rcode in (("nothere.example.org.", "A", 3),
                                ("host1.example.org.", "AAAA", 0)):

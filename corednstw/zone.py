@@ -103,6 +103,9 @@ def serial_less(a, b):
     return a - b > 0x7FFFFFFF
 
 
+_WITH_TARGETS = frozenset((w.MX, w.SRV, w.SVCB, w.HTTPS))
+
+
 def _target(rr):
     """The wire target of MX, SRV, SVCB and HTTPS rdata (else None)."""
     t = rr.rtype
@@ -134,13 +137,16 @@ class Node:
     """The records of one owner name: ``types`` maps a type to its RRs
     (RRSIGs under RRSIG), ``sigs`` maps a covered type to its RRSIGs."""
 
-    __slots__ = ("wire", "name", "types", "sigs")
+    __slots__ = ("wire", "name", "types", "sigs", "clear")
 
     def __init__(self, wire, name):
         self.wire = wire
         self.name = name
         self.types = {}
         self.sigs = {}
+        #: No zone cut or DNAME above this name and no NS here: an exact
+        #: hit needs no walk from the apex (set by ZoneData.finish).
+        self.clear = False
 
     def get(self, rtype, do=False):
         rrs = self.types.get(rtype)
@@ -173,6 +179,10 @@ class ZoneData:
         self.wires = []      # the wire names in the same order
         self.serial = None
         self.mtime = None
+        #: Every name that exists (nodes, empty non-terminals, the apex)
+        #: -> True when a name below it that does not exist is a plain
+        #: NXDOMAIN: no cut, DNAME or wildcard on the way from the apex.
+        self.exist = {}
 
     # -- building -----------------------------------------------------------
 
@@ -230,7 +240,44 @@ class ZoneData:
         self.keys = [p[0] for p in pairs]
         self.wires = [p[1] for p in pairs]
         self._texts = None
+        self._index_paths()
         return self
+
+    def _index_paths(self):
+        """Precompute, per existing name, what the walk from the apex in
+        ``lookup`` would find on the way (see Node.clear and exist)."""
+        owire = self.owire
+        nodes = self.nodes
+        names = {owire}
+        for wire in nodes:
+            if not is_sub(wire, owire):
+                continue
+            while wire != owire and wire not in names:
+                names.add(wire)
+                wire = wire[wire[0] + 1:]
+        cuts = set()        # names with NS (below the apex) or DNAME
+        for wire, node in nodes.items():
+            if w.DNAME in node.types or (w.NS in node.types
+                                         and wire != owire):
+                cuts.add(wire)
+        wild_parents = {n[2:] for n in names if n[:2] == b"\x01*"}
+        exist = {}
+        for name in names:
+            above_cut = False
+            wild = name in wild_parents
+            a = name
+            while a != owire:
+                a = a[a[0] + 1:]
+                if a in cuts:
+                    above_cut = True
+                if a in wild_parents:
+                    wild = True
+            node = nodes.get(name)
+            if node is not None:
+                node.clear = not above_cut and not (
+                    w.NS in node.types and name != owire)
+            exist[name] = not above_cut and name not in cuts and not wild
+        self.exist = exist
 
     # -- tree operations (CoreDNS's tree.Prev / tree.Next) -------------------
 
@@ -256,7 +303,7 @@ class ZoneData:
         return [self.soa] + self.sigsoa if do else [self.soa]
 
     def ns_rrs(self, do):
-        return self.ns + self.signs if do else list(self.ns)
+        return self.ns + self.signs if do else self.ns[:]
 
     def authority(self, do, result):
         if result == NAME_ERROR or result == NO_DATA:
@@ -370,13 +417,50 @@ class ZoneData:
         if self.soa is None:
             return None, None, None, SERVER_FAILURE
         qwire = req.qwire.lower()
-        qname = req.qname
         if qwire == self.owire:
             if qtype == w.SOA:
                 return self.soa_rrs(do), self.ns_rrs(do), [], SUCCESS
             if qtype == w.NS:
                 nsrrs = self.ns_rrs(do)
                 return nsrrs, [], self.glue(nsrrs, do), SUCCESS
+        if not do:
+            # The common cases without walking the name from the apex: an
+            # exact hit below no cut, and a name that does not exist below
+            # an existing one with no cut, DNAME or wildcard on its path.
+            node = self.nodes.get(qwire)
+            if node is not None:
+                if node.clear:
+                    return self._found(req, node, qtype, upstream)
+            elif qwire not in self.exist:
+                exist = self.exist
+                owire = self.owire
+                name = qwire
+                while name != owire and len(name) > 1:
+                    name = name[name[0] + 1:]
+                    clear = exist.get(name)
+                    if clear is not None:
+                        if clear:
+                            return [], [self.soa], [], NAME_ERROR
+                        break
+        return self._walk(req, qwire, qtype, do, upstream)
+
+    def _found(self, req, node, qtype, upstream):
+        """An exact hit without DNSSEC, no cut above it."""
+        types = node.types
+        cname = types.get(w.CNAME)
+        if cname and qtype != w.CNAME:
+            return self._chase(req, node, list(cname), upstream)
+        rrs = types.get(qtype)
+        if not rrs:
+            return [], [self.soa], [], NO_DATA
+        if qtype in _WITH_TARGETS:
+            return rrs[:], self.ns[:], self.additional(rrs, False), SUCCESS
+        return rrs[:], self.ns[:], [], SUCCESS
+
+    def _walk(self, req, qwire, qtype, do, upstream):
+        """CoreDNS's Zone.Lookup walk: each name from the apex down to
+        qname, for cuts, DNAMEs and wildcards."""
+        qname = req.qname
         offs = w.wire_labels(qwire)
         nodes = self.nodes
         node = None
@@ -703,7 +787,9 @@ class ZoneServer(Plugin):
             log.error(self.name, "Zone %s is expired" % origin)
             return self.respond(req, w.SERVFAIL, aa=False)
         out = z.lookup(req, self.upstream)
-        return then(out, self._write, req)
+        if type(out) is tuple:
+            return self._write(out, req)
+        return out.addCallback(self._write, req)
 
     def notify_received(self, req, origin):
         log.info(self.name, "Dropping notify from %s for %s" % (req.client,

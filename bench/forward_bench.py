@@ -16,6 +16,7 @@ coredns_dns_requests_total, and a sample of answers compared with the zone
 
 import argparse
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -53,6 +54,8 @@ def start_unbound(tmp, port, names, core):
     use-syslog: no
     logfile: ""
     access-control: 127.0.0.0/8 allow
+    so-rcvbuf: 8m
+    so-sndbuf: 8m
     module-config: "iterator"
     local-zone: "bench.test." static
 {zone}""".format(port=port, dir=tmp, zone=zone))
@@ -86,15 +89,17 @@ def check(port, names):
     for i in range(0, names, max(1, names // 20)):
         name = "N%d.Bench.test." % i
         q = dns.message.make_query(name, "A")
-        r = dns.query.udp(q, "127.0.0.1", port=port, timeout=2)
+        r = dns.query.udp(q, "127.0.0.1", port=port, timeout=5)
         got = [rd.to_text() for rr in r.answer for rd in rr]
         if (r.id != q.id or r.rcode() != 0 or got != [address(i)]
                 or str(r.question[0].name) != name
                 or not r.flags & dns.flags.RA):
+            print("wrong answer for %s:\n%s" % (name, r))
             bad += 1
     q = dns.message.make_query("nothere.bench.test.", "A")
-    r = dns.query.udp(q, "127.0.0.1", port=port, timeout=2)
-    if r.rcode() != 3 or len(r.authority) != 1:
+    r = dns.query.udp(q, "127.0.0.1", port=port, timeout=5)
+    if r.rcode() != 3 or r.answer:
+        print("wrong answer for nothere.bench.test.:\n%s" % r)
         bad += 1
     return bad
 
@@ -152,10 +157,18 @@ def main():
         before = dnsperf_run.requests_total(dnsperf_run.scrape(url))
         results = []
         for _ in range(args.runs):
-            stats, _raw = dnsperf_run.run_dnsperf(port, qfile, args.seconds,
-                                                  args.client_cpu)
+            stats, raw = dnsperf_run.run_dnsperf(port, qfile, args.seconds,
+                                                 args.client_cpu)
             results.append(stats)
-        counted = dnsperf_run.requests_total(dnsperf_run.scrape(url)) - before
+            codes = re.search(r"Response codes:\s+(.*)", raw)
+            stats["codes"] = codes.group(1) if codes else "?"
+        text = dnsperf_run.scrape(url)
+        counted = dnsperf_run.requests_total(text) - before
+        for line in text.splitlines():
+            if line.startswith(("coredns_dns_responses_total{",
+                                "coredns_proxy_request_duration_seconds_count",
+                                "coredns_proxy_conn_cache")):
+                print("  " + line)
         bad = check(port, args.names)
         sent = sum(r["sent"] for r in results)
         for r in results:
@@ -163,6 +176,7 @@ def main():
                   "lost, avg latency %.3f ms" % (
                       args.upstream, args.proto, r["qps"], r["completed"],
                       r["lost"], r["latency"] * 1000))
+            print("  rcodes: %s" % r["codes"])
             if r["lost"] or r["noerror"] != r["completed"]:
                 ok = False
         if counted != sent:

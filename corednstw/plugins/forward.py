@@ -15,6 +15,7 @@ a row mark it down.  Every failure path ends in SERVFAIL, never a hang.
 import ipaddress
 import os
 import random
+import socket
 import struct
 import time
 
@@ -93,6 +94,22 @@ class _IDs:
 
 
 _new_id = _IDs().next
+
+
+#: Receive buffer of an upstream UDP socket.  All queries to an upstream
+#: share one socket (CoreDNS spreads them over a pool of sockets, each with
+#: its own buffer), so a burst of replies needs more room than the
+#: default; the kernel caps it at net.core.rmem_max.
+UDP_RCVBUF = 1 << 20
+
+
+def _grow_rcvbuf(port):
+    try:
+        sock = port.socket
+        if sock.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF) < UDP_RCVBUF:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, UDP_RCVBUF)
+    except (AttributeError, OSError):
+        pass
 
 
 def _addr(a):
@@ -480,6 +497,7 @@ class Proxy:
                 if u.port is not None:
                     u.port.stopListening()
                 return waiter.fail(UpstreamError(str(e)), None)
+            _grow_rcvbuf(u.port)
             self.udp = u
             CONN_MISSES.inc(self.labels_udp)
         else:

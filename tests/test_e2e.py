@@ -157,7 +157,8 @@ class _Once(protocol.DatagramProtocol):
 
 @defer.inlineCallbacks
 def ask_from(port, msg, timeout=5):
-    """Send ``msg`` over UDP; (parsed reply, the client's port)."""
+    """Send ``msg`` over UDP; (parsed reply, the client's port, the
+    reply's size)."""
     client = _Once()
     lp = reactor.listenUDP(0, client, interface="127.0.0.1")
     cport = lp.getHost().port
@@ -170,7 +171,7 @@ def ask_from(port, msg, timeout=5):
         if timer.active():
             timer.cancel()
         yield lp.stopListening()
-    defer.returnValue((dns.message.from_wire(data), cport))
+    defer.returnValue((dns.message.from_wire(data), cport, len(data)))
 
 
 def metric_lines(body, family):
@@ -642,7 +643,7 @@ class CustomEntriesTest(unittest.TestCase):
 
     @defer.inlineCallbacks
     def test_forward_cache_and_log(self):
-        m, cport = yield ask_from(self.port, util.make_query(
+        m, cport, _ = yield ask_from(self.port, util.make_query(
             "www.example.org.", "A"))
         self.assertEqual(m.answer[0].ttl, 30)
         yield self.ask("www.example.org.")
@@ -798,3 +799,286 @@ class NodeLocalCacheTest(unittest.TestCase):
         code, _ = yield util.http_get(self.app.http_port("127.0.0.1:0"),
                                       "/metrics")
         self.assertEqual(code, 404)
+
+
+def run_check(directory, name):
+    """``twistd coredns --check`` on a Corefile, run from its directory
+    (relative zone file names), as a user validates a Corefile."""
+    return subprocess.run(
+        [TWISTD, "-n", "--pidfile=", "coredns", "--check", "-c", name],
+        capture_output=True, text=True, cwd=directory, timeout=60,
+        env=dict(os.environ))
+
+
+MULTI_ZONES = {
+    "coredns.io.db": """$ORIGIN coredns.io.
+@    3600 IN SOA ns1.coredns.io. admin.coredns.io. 1 7200 3600 1209600 3600
+     3600 IN NS  ns1.coredns.io.
+www   300 IN A   192.0.2.10
+ns1   300 IN A   192.0.2.11
+""",
+    "example.io.db": """$ORIGIN example.io.
+@    3600 IN SOA ns1.example.io. admin.example.io. 7 7200 3600 1209600 600
+     3600 IN NS  ns1.example.io.
+www   300 IN A   192.0.2.20
+ns1   300 IN A   192.0.2.21
+""",
+    "example.net.db": """$ORIGIN example.net.
+@    3600 IN SOA ns1.example.net. admin.example.net. 9 7200 3600 1209600 600
+     3600 IN NS  ns1.example.net.
+www   300 IN A   192.0.2.30
+ns1   300 IN A   192.0.2.31
+""",
+}
+
+REWRITE = "    rewrite name foo.example.com foo.default.svc.cluster.local\n"
+
+
+def multi_block_dir(testcase):
+    d = util.write_files(testcase, {"zones/" + k: v
+                                    for k, v in MULTI_ZONES.items()})
+    zone_files(d, {"example.db": "example.org.db"})
+    return d
+
+
+class MultiBlockCheckTest(unittest.TestCase):
+
+    def test_rewrite_not_supported_yet(self):
+        d = multi_block_dir(self)
+        with open(os.path.join(d, "resolv.conf"), "w") as fh:
+            fh.write("nameserver 127.0.0.1\n")
+        with open(os.path.join(d, "multi-block.Corefile"), "w") as fh:
+            fh.write(adapt(
+                shared("multi-block.Corefile"),
+                ("kubernetes cluster.local 10.0.0.0/24\n",
+                 "kubernetes cluster.local 10.0.0.0/24 {\n"
+                 "        endpoint http://127.0.0.1:1\n    }\n"),
+                ("/etc/resolv.conf", "resolv.conf")))
+        r = run_check(d, "multi-block.Corefile")
+        self.assertEqual((r.returncode, r.stdout), (1, (
+            "multi-block.Corefile:22 - Error during parsing: "
+            "plugin/rewrite: not supported yet\n")), r.stderr)
+
+
+class MultiBlockTest(unittest.TestCase):
+    """multi-block.Corefile: four blocks on two ports, routed by the
+    longest zone (rewrite removed: not built yet, see the check test)."""
+
+    @defer.inlineCallbacks
+    def setUp(self):
+        self.log = util.capture_log(self)
+        self.api = k8s.APIServer().start()
+        self.addCleanup(self.api.stop)
+        self.api.add("namespaces", k8s.namespace("default"))
+        self.api.add("services", k8s.service("foo", "default", ("10.0.0.5",)))
+        self.dir = multi_block_dir(self)
+        self.resolver = Resolver(self, self.dir)
+        self.up = self.resolver.up
+        self.port_b = free_port()
+        text = adapt(
+            shared("multi-block.Corefile"),
+            ("coredns.io:5300 {", "coredns.io:%d {" % self.port_b),
+            (":53 {", ":0 {"),
+            (" zones/", " %s/zones/" % self.dir),
+            ("    health\n", "    health 127.0.0.1:0\n"),
+            (REWRITE, ""),
+            ("kubernetes cluster.local 10.0.0.0/24\n",
+             "kubernetes cluster.local 10.0.0.0/24 {\n"
+             "        endpoint %s\n    }\n" % self.api.url),
+            ("/etc/resolv.conf", self.resolver.target))
+        self.app = yield util.start(self, text)
+        self.port_a = self.app.port(port="0")
+        self.assertEqual(self.app.port(port=str(self.port_b)), self.port_b)
+
+    def logged(self, name):
+        return [x for x in self.log.lines
+                if x.startswith("[INFO] 127.0.0.1:") and ' %s ' % name in x]
+
+    @defer.inlineCallbacks
+    def test_two_listeners(self):
+        self.assertEqual(sorted(self.app.listeners), [
+            ("dns", None, "0"), ("dns", None, str(self.port_b))])
+        # example.io is not served on the coredns.io port.
+        m = yield util.query(self.port_b, "www.example.io.")
+        self.assertEqual(m.rcode(), dns.rcode.REFUSED)
+        m = yield util.query(self.port_b, "www.example.org.")
+        self.assertEqual(m.rcode(), dns.rcode.REFUSED)
+        self.assertEqual(self.up.count("www.example.org."), 0)
+
+    @defer.inlineCallbacks
+    def test_coredns_io_by_port(self):
+        m = yield util.query(self.port_b, "www.coredns.io.")
+        self.assertEqual(util.rrs(m), ["www.coredns.io. 300 IN A 192.0.2.10"])
+        self.assertTrue(m.flags & dns.flags.AA)
+        self.assertEqual(util.rrs(m, "authority"),
+                         ["coredns.io. 3600 IN NS ns1.coredns.io."])
+        self.assertEqual(self.up.count("www.coredns.io."), 0)
+        # On the other port coredns.io has no block of its own: the root
+        # block forwards it.
+        m = yield util.query(self.port_a, "www.coredns.io.")
+        self.assertEqual(util.rrs(m), ["www.coredns.io. 30 IN A 192.0.2.1"])
+        self.assertFalse(m.flags & dns.flags.AA)
+        self.assertEqual(self.up.count("www.coredns.io."), 1)
+        self.assertEqual(len(self.logged("www.coredns.io.")), 1)
+
+    @defer.inlineCallbacks
+    def test_most_specific_zone(self):
+        m = yield util.query(self.port_a, "www.example.io.")
+        self.assertEqual(util.rrs(m), ["www.example.io. 300 IN A 192.0.2.20"])
+        m = yield util.query(self.port_a, "deep.www.example.net.")
+        self.assertEqual(m.rcode(), dns.rcode.NXDOMAIN)
+        self.assertEqual(util.rrs(m, "authority"), [
+            "example.net. 3600 IN SOA ns1.example.net. admin.example.net. "
+            "9 7200 3600 1209600 600"])
+        m = yield util.query(self.port_a, "www.example.net.")
+        self.assertEqual(util.rrs(m), ["www.example.net. 300 IN A 192.0.2.30"])
+        # example.org is a file zone inside the root block (behind cache).
+        m = yield util.query(self.port_a, "www.example.org.", "AAAA")
+        self.assertEqual(util.rrs(m), ["www.example.org. 30 IN AAAA ::1"])
+        self.assertTrue(m.flags & dns.flags.AA)
+        m = yield util.query(self.port_a, "foo.default.svc.cluster.local.")
+        self.assertEqual(util.rrs(m), [
+            "foo.default.svc.cluster.local. 5 IN A 10.0.0.5"])
+        m = yield util.query(self.port_a, "5.0.0.10.in-addr.arpa.", "PTR")
+        self.assertEqual(util.rrs(m), [
+            "5.0.0.10.in-addr.arpa. 5 IN PTR foo.default.svc.cluster.local."])
+        # kubernetes has no fallthrough here: its NXDOMAIN stands.
+        m = yield util.query(self.port_a, "bar.default.svc.cluster.local.")
+        self.assertEqual(m.rcode(), dns.rcode.NXDOMAIN)
+        m = yield util.query(self.port_a, "9.0.0.10.in-addr.arpa.", "PTR")
+        self.assertEqual(m.rcode(), dns.rcode.NXDOMAIN)
+        self.assertEqual(self.up.count(), 0)
+
+    @defer.inlineCallbacks
+    def test_log_only_where_configured(self):
+        for name in ("www.example.io.", "www.example.net.",
+                     "www.example.org.", "ns1.example.net."):
+            yield util.query(self.port_a, name)
+        yield util.query(self.port_b, "www.coredns.io.")
+        self.assertEqual(len(self.logged("www.example.io.")), 1)
+        self.assertEqual(len(self.logged("www.example.org.")), 1)
+        self.assertEqual(self.logged("www.example.net."), [])
+        self.assertEqual(self.logged("ns1.example.net."), [])
+        self.assertEqual(self.logged("www.coredns.io."), [])
+
+    @defer.inlineCallbacks
+    def test_health(self):
+        status = yield util.http_get(self.app.http_port("127.0.0.1:0"),
+                                     "/health")
+        self.assertEqual(status, (200, "OK"))
+
+
+SNIPPET_TLS_BLOCKS = """tls://example.net:853 {
+    import common
+    tls {$TLS_CERT} {$TLS_KEY}
+    file zones/example.net.db
+}
+
+https://example.net:8443 {
+    import common
+    tls {$TLS_CERT} {$TLS_KEY}
+    file zones/example.net.db
+}
+
+"""
+
+
+class SnippetsCheckTest(unittest.TestCase):
+
+    def test_transports_not_supported_yet(self):
+        from tests.unbound import make_certs
+        d = util.write_files(self, {"zones/example.net.db":
+                                    MULTI_ZONES["example.net.db"]})
+        _, cert, key = make_certs(d)
+        set_env(self, "TLS_CERT", cert)
+        set_env(self, "TLS_KEY", key)
+        shutil.copy(os.path.join(SHARED, "snippets-and-tls.Corefile"), d)
+        r = run_check(d, "snippets-and-tls.Corefile")
+        self.assertEqual(r.returncode, 1)
+        self.assertEqual(r.stdout.splitlines(), [
+            "snippets-and-tls.Corefile:8 - Error during parsing: "
+            "tls://example.net:853: transport tls:// not supported yet",
+            "snippets-and-tls.Corefile:10 - Error during parsing: "
+            "plugin/tls: not supported yet",
+            "snippets-and-tls.Corefile:14 - Error during parsing: "
+            "https://example.net:8443: transport https:// not supported yet",
+            "snippets-and-tls.Corefile:16 - Error during parsing: "
+            "plugin/tls: not supported yet"], r.stderr)
+
+
+class SnippetsTest(unittest.TestCase):
+    """snippets-and-tls.Corefile without its tls:// and https:// blocks:
+    the imported snippet's log format, on a block with two ports."""
+
+    @defer.inlineCallbacks
+    def setUp(self):
+        self.log = util.capture_log(self)
+        self.port_b = free_port()
+        self.app = yield util.start(self, adapt(
+            shared("snippets-and-tls.Corefile"),
+            (SNIPPET_TLS_BLOCKS, ""),
+            ("prometheus :9153", "prometheus 127.0.0.3:0"),
+            ("example.com:1053", "example.com:%d" % self.port_b)))
+        self.port_a = self.app.port(port="0")
+
+    def lines(self, name):
+        return [x for x in self.log.lines if ' %s ' % name in x]
+
+    @defer.inlineCallbacks
+    def test_log_line(self):
+        q = util.make_query("whoami.example.org.", "A")
+        m, cport, size = yield ask_from(self.port_a, q)
+        self.assertEqual(m.rcode(), dns.rcode.NOERROR)
+        (line,) = self.lines("whoami.example.org.")
+        self.assertRegex(line, LOG_LINE % (
+            cport, q.id, "A", r"whoami\.example\.org\.", "udp",
+            len(q.to_wire()), "false", 512, "NOERROR", "qr,aa,rd", size))
+        # DO and the EDNS buffer size; whoami answers every name of its
+        # zones.
+        q = util.make_query("x.example.com.", "AAAA", use_edns=0,
+                            payload=1232, want_dnssec=True)
+        q.flags &= ~dns.flags.RD
+        m, cport, size = yield ask_from(self.port_b, q)
+        (line,) = self.lines("x.example.com.")
+        self.assertRegex(line, LOG_LINE % (
+            cport, q.id, "AAAA", r"x\.example\.com\.", "udp",
+            len(q.to_wire()), "true", 1232, "NOERROR", "qr,aa", size))
+
+    @defer.inlineCallbacks
+    def test_tcp_log_line(self):
+        q = util.make_query("whoami.example.org.", "TXT")
+        data = (yield util.send_tcp(self.port_a, q.to_wire()))[0]
+        (line,) = self.lines("whoami.example.org.")
+        # Over TCP the buffer size is 65535 (CoreDNS's edns.Size).
+        self.assertRegex(line, (LOG_LINE % (
+            0, q.id, "TXT", r"whoami\.example\.org\.", "tcp",
+            len(q.to_wire()), "false", 65535, "NOERROR", "qr,aa,rd",
+            len(data))).replace(":0 - ", r":\d+ - ", 1))
+
+    @defer.inlineCallbacks
+    def test_keys_on_their_ports(self):
+        m = yield util.query(self.port_b, "example.org.")
+        self.assertEqual(m.rcode(), dns.rcode.REFUSED)
+        m = yield util.query(self.port_a, "example.com.")
+        self.assertEqual(m.rcode(), dns.rcode.REFUSED)
+        m = yield util.query(self.port_b, "example.com.")
+        self.assertEqual(m.rcode(), dns.rcode.NOERROR)
+        self.assertIn("example.com. 0 IN A 127.0.0.1",
+                      util.rrs(m, "additional"))
+        # What no block takes is refused before any chain: not logged.
+        self.assertEqual(len(self.lines("example.com.")), 1)
+        self.assertEqual(self.lines("example.org."), [])
+
+    @defer.inlineCallbacks
+    def test_metrics_for_both_ports(self):
+        yield util.query(self.port_a, "a.example.org.")
+        yield util.query(self.port_b, "a.example.com.")
+        code, body = yield util.http_get(self.app.http_port("127.0.0.3:0"),
+                                         "/metrics", "127.0.0.3")
+        self.assertEqual(code, 200)
+        for port, zone in (("0", "example.org."),
+                           (str(self.port_b), "example.com.")):
+            for name in ("whoami", "log", "errors"):
+                self.assertEqual(sample(
+                    body, "coredns_plugin_enabled",
+                    server="dns://:%s" % port, zone=zone, name=name), 1.0)

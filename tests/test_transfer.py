@@ -13,6 +13,7 @@ from twisted.internet import defer, protocol, reactor
 from twisted.trial import unittest
 
 from corednstw import corefile
+from corednstw import dnswire
 from corednstw import zone as zonelib
 from corednstw.app import App
 from corednstw.plugins import transfer
@@ -204,3 +205,146 @@ class Setup(unittest.TestCase):
         out = transfer.batches([[rr] * 500])
         self.assertEqual([len(b) for b in out], [224, 224, 52])
 
+
+
+class _Transferer:
+    """A zone provider as CoreDNS's transfer tests use: SOA, NS + glue,
+    SOA for a full transfer; the SOA alone for a serial at or above its
+    own.  Queries it does not hold go to ``next``."""
+
+    def __init__(self, zone, serial, next_):
+        self.zone = zone
+        self.serial = serial
+        self.next = next_
+
+    def soa(self):
+        return dnswire.RR.from_text(
+            self.zone, "SOA", 100, "ns.dns.%s hostmaster.%s %d 7200 1800 "
+            "86400 100" % (self.zone, self.zone, self.serial))
+
+    def transfer_records(self, zone, serial):
+        if zone != self.zone:
+            return None
+        if serial >= self.serial:
+            return [[self.soa()]]
+        return [[self.soa()],
+                [dnswire.RR.from_text(self.zone, "NS", 100,
+                                      "ns.dns." + self.zone),
+                 dnswire.RR.from_text("ns.dns." + self.zone, "A", 100,
+                                      "1.2.3.4")],
+                [self.soa()]]
+
+
+class Table(unittest.TestCase):
+    """CoreDNS's plugin/transfer tests: zone selection, fallback to the
+    next plugin, IXFR, refusal, case-insensitive zone match."""
+
+    def plugin(self, xfrs):
+        from corednstw.request import Response
+        nx = util.Stub(lambda req: Response(dns.rcode.NXDOMAIN))
+        org = _Transferer("example.org.", 12345, nx)
+        com = _Transferer("example.com.", 12345, org)
+        p = transfer.Transfer()
+        for zones, to in xfrs:
+            p.xfrs.append(transfer.Xfr(zones, to, None))
+        p.transferers = lambda: [com, org]
+        p.next = util.Stub(lambda req: nx.serve(req))
+        return p
+
+    def ask(self, p, wire, proto="tcp", client="127.0.0.1"):
+        from corednstw.request import Request, encode
+        req = Request(wire, client=client, proto=proto)
+        req.parse_question(*req.parse_header()[1:])
+        resp = p.serve(req)
+        msgs = [encode(req, resp)] + list(getattr(resp, "more", None) or [])
+        return [dns.message.from_wire(m, one_rr_per_rrset=True)
+                for m in msgs]
+
+    def default(self):
+        return self.plugin([(["example.org."], ["*"]),
+                            (["example.com."], ["*"])])
+
+    def assertFull(self, msgs):
+        answers = [rr for m in msgs for rrset in m.answer for rr in rrset]
+        self.assertEqual(len(answers), 4)
+        self.assertEqual(msgs[0].answer[0].rdtype, dns.rdatatype.SOA)
+        self.assertEqual(msgs[-1].answer[-1].rdtype, dns.rdatatype.SOA)
+        self.assertTrue(msgs[0].flags & dns.flags.AA)
+
+    def test_non_zone_goes_on(self):
+        p = self.default()
+        for name in ("sub.example.org.", "example.test."):
+            m = self.ask(p, axfr_query(name.rstrip(".")))[0]
+            self.assertEqual(m.rcode(), dns.rcode.NXDOMAIN, name)
+
+    def test_not_axfr_goes_on(self):
+        p = self.default()
+        m = self.ask(p, util.make_query("test.domain.", "A").to_wire())[0]
+        self.assertEqual(m.rcode(), dns.rcode.NXDOMAIN)
+
+    def test_axfr_each_zone(self):
+        p = self.default()
+        for zone in ("example.org", "example.com"):
+            self.assertFull(self.ask(p, axfr_query(zone)))
+
+    def test_ixfr_current_and_fallback(self):
+        p = self.default()
+        msgs = self.ask(p, axfr_query("example.org", "IXFR", 12345))
+        self.assertEqual(len(msgs), 1)
+        self.assertEqual([r.rdtype for r in msgs[0].answer],
+                         [dns.rdatatype.SOA])
+        self.assertFull(self.ask(p, axfr_query("example.org", "IXFR",
+                                               12344)))
+
+    def test_ixfr_without_soa_servfail(self):
+        p = self.default()
+        m = self.ask(p, axfr_query("example.org", "IXFR"))[0]
+        self.assertEqual(m.rcode(), dns.rcode.SERVFAIL)
+
+    def test_not_allowed_refused(self):
+        p = self.plugin([(["example.org."], [("1.2.3.4", 53)])])
+        m = self.ask(p, axfr_query("example.org"))[0]
+        self.assertEqual(m.rcode(), dns.rcode.REFUSED)
+
+    def test_udp_refused(self):
+        p = self.default()
+        m = self.ask(p, axfr_query("example.org"), proto="udp")[0]
+        self.assertEqual(m.rcode(), dns.rcode.REFUSED)
+
+    def test_zone_match_case_insensitive(self):
+        p = self.default()
+        self.assertFull(self.ask(p, axfr_query("ExAmPlE.OrG")))
+
+    def test_longest_match(self):
+        p = self.plugin([(["example.org."], ["*"]),
+                         (["a.example.org."], ["*"])])
+        self.assertEqual(p.longest("host.a.example.org.").zones,
+                         ["a.example.org."])
+        self.assertIsNone(p.longest("other.net."))
+
+    def test_zone_selection_most_specific(self):
+        # example.org. allows only 192.0.2.1, sub.example.org. anyone: a
+        # transfer of sub.example.org. is governed by the latter.
+        p = self.plugin([(["example.org."], [("192.0.2.1", 53)]),
+                         (["sub.example.org."], ["*"])])
+        m = self.ask(p, axfr_query("sub.example.org"))[0]
+        self.assertNotEqual(m.rcode(), dns.rcode.REFUSED)
+
+    def test_large_records_batched(self):
+        zone = "example.org."
+        soa = dnswire.RR.from_text(zone, "SOA", 100, "ns.dns.%s hostmaster."
+                                   "%s 1 7200 1800 86400 100" % (zone, zone))
+        txt = [[dnswire.RR.from_text("r%d.%s" % (i, zone), "TXT", 3600,
+                                     '"%s"' % ("x" * 240))]
+               for i in range(300)]
+
+        class Large:
+            def transfer_records(self, z, serial):
+                return [[soa]] + txt + [[soa]] if z == zone else None
+        p = self.default()
+        p.transferers = lambda: [Large()]
+        msgs = self.ask(p, axfr_query("example.org"))
+        self.assertGreater(len(msgs), 1)
+        self.assertEqual(sum(len(r) for m in msgs for r in m.answer), 302)
+        for m in msgs:
+            self.assertLessEqual(len(m.to_wire()), 65535)

@@ -79,6 +79,35 @@ class SetupTest(unittest.TestCase):
         self.bad([], "non-reverse zone name must be used",
                  zones="10.0.0.0/8")
 
+    def test_kubeconfig_errors(self):
+        """Problems CoreDNS's client configuration reports at setup."""
+        d = util.write_files(self, {
+            "bad.yaml": "clusters: [\n",
+            "list.yaml": "- a\n- b\n",
+            "empty.yaml": "",
+            "ok.yaml": ("current-context: a\nclusters:\n- name: c\n"
+                        "  cluster:\n    server: https://k8s:6443\n"
+                        "contexts:\n- name: a\n  context:\n    cluster: c\n"
+                        "- name: b\n  context:\n    cluster: gone\n")})
+        self.bad(["kubeconfig %s/missing.yaml" % d],
+                 "stat %s/missing.yaml: no such file or directory" % d)
+        self.bad(["kubeconfig %s/bad.yaml" % d],
+                 'error loading config file "%s/bad.yaml": yaml: ' % d)
+        self.bad(["kubeconfig %s/list.yaml" % d],
+                 'error loading config file "%s/list.yaml"' % d)
+        self.bad(["kubeconfig %s/empty.yaml" % d],
+                 "invalid configuration: no configuration has been provided")
+        self.bad(["kubeconfig %s/ok.yaml nope" % d],
+                 "context was not found for specified context: nope")
+        self.bad(["kubeconfig %s/ok.yaml b" % d],
+                 'invalid configuration: cluster "gone" not found')
+        self.bad(["kubeconfig a b c"], "Wrong argument count")
+        k = self.load(["kubeconfig %s/ok.yaml" % d])
+        self.assertEqual(k.conn_opts["kubeconfig"], d + "/ok.yaml")
+        self.assertIsNone(k.conn_opts["context"])
+        k = self.load(["kubeconfig %s/ok.yaml a" % d])
+        self.assertEqual(k.conn_opts["context"], "a")
+
     def test_in_cluster_needs_env(self):
         self.patch(kp.os, "environ", {})
         d = util.write_files(self, {"Corefile": ".:0 {\n    kubernetes\n}\n"})

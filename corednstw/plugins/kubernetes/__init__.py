@@ -28,11 +28,25 @@ POD_MODES = ("disabled", "verified", "insecure")
 class Plugin(Kubernetes):
     """The plugin with its life cycle: watch threads and startup wait."""
 
+    _inherited = False
+
+    def inherit(self, old):
+        """Take over the watches and the store of ``old``, the same
+        directive in an unchanged block before a reload: no relist."""
+        if old.store is None or not old.watchers:
+            return False
+        self.store = old.store
+        self.watchers, old.watchers = old.watchers, []
+        self._inherited = True
+        return True
+
     def start(self):
         from twisted.internet import reactor
         self.reactor = reactor
-        self.store = self.make_store()
         self.local_ips = self._bound_ips()
+        if self._inherited:
+            return None
+        self.store = self.make_store()
         conn = wt.Connection(self.conn_opts, reactor.callFromThread)
         self.watchers = [
             wt.Watcher(conn, self.store, kind, reactor.callFromThread,
@@ -203,6 +217,9 @@ def setup(d, block):
                 raise c.arg_error()
             opts["kubeconfig"] = args[0]
             opts["context"] = args[1] if len(args) == 2 else None
+            problem = kubeconfig_error(*args)
+            if problem:
+                raise d.error(problem)
         elif name == "multicluster":
             k.multicluster = zones_from_args(args, _NoBlock)
         elif name == "startup_timeout":
@@ -243,6 +260,46 @@ def setup(d, block):
                           "KUBERNETES_SERVICE_HOST and "
                           "KUBERNETES_SERVICE_PORT must be defined")
     return k
+
+
+def kubeconfig_error(path, context=None):
+    """Why a kubeconfig file cannot give a client configuration (what
+    client-go reports when CoreDNS sets the plugin up), or None."""
+    import yaml
+    try:
+        with open(path, "rb") as f:
+            text = f.read()
+    except FileNotFoundError:
+        return "stat %s: no such file or directory" % path
+    except OSError as e:
+        return "error loading config file \"%s\": %s" % (path, e.strerror)
+    try:
+        cfg = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        why = str(e).replace("\n", " ")
+        return "error loading config file \"%s\": yaml: %s" % (path, why)
+    if cfg is None:
+        cfg = {}
+    if not isinstance(cfg, dict):
+        return ("error loading config file \"%s\": couldn't get version/kind;"
+                " json parse error" % path)
+    name = context or cfg.get("current-context") or ""
+    contexts = {c.get("name"): c.get("context") or {}
+                for c in cfg.get("contexts") or () if isinstance(c, dict)}
+    if not name:
+        return ("invalid configuration: no configuration has been provided")
+    if name not in contexts:
+        return ("invalid configuration: context was not found for "
+                "specified context: %s" % name)
+    cluster = contexts[name].get("cluster")
+    clusters = {c.get("name"): c.get("cluster") or {}
+                for c in cfg.get("clusters") or () if isinstance(c, dict)}
+    if cluster not in clusters:
+        return ("invalid configuration: cluster \"%s\" not found"
+                % (cluster or ""))
+    if not clusters[cluster].get("server"):
+        return "invalid configuration: cluster has no server defined"
+    return None
 
 
 class _NoBlock:

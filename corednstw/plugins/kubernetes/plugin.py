@@ -9,6 +9,7 @@ from twisted.internet import defer
 from corednstw import dnswire as w
 from corednstw import log
 from corednstw.plugin import Plugin, Readiness, match
+from corednstw.plugins.metadata import set_value
 from corednstw.plugins.kubernetes import records as rec
 from corednstw.plugins.kubernetes import store as st
 from corednstw.request import Response
@@ -229,10 +230,14 @@ class Kubernetes(Plugin, Readiness):
         return Response(0, answer, None, extra, aa=True, plugin=self.name,
                         tc=tc)
 
-    def _soa_rr(self, zone, zcase):
+    def _serial(self, zone):
+        """The SOA serial: the Unix time of the last change."""
         store = self.store
-        serial = (store.mc_modified if zone in self.multicluster
-                  else store.modified) & 0xFFFFFFFF
+        return (store.mc_modified if zone in self.multicluster
+                else store.modified) & 0xFFFFFFFF
+
+    def _soa_rr(self, zone, zcase):
+        serial = self._serial(zone)
         key = (zcase, serial)
         rr = self._soa.get(key)
         if rr is None:
@@ -588,6 +593,114 @@ class Kubernetes(Plugin, Readiness):
             answer.append(w.RR(req.name, w.NS, self.ttl,
                                w.name_to_wire(target)))
         return 0, answer, extra, False
+
+
+    # -- zone transfers (the transfer plugin's interface) --------------------------
+
+    def transfer_records(self, zone, serial):
+        """CoreDNS's Transfer: SOA, the NS records and their addresses,
+        every exposed service's records (services in name order), SOA.
+        An IXFR for the current serial gets the SOA alone."""
+        if self.store is None or match(self.zones, zone) is None:
+            return None
+        soa = self._soa_rr(zone, zone)
+        if serial != 0 and serial == self._serial(zone):
+            return [[soa]]
+        out = [[soa]]
+        ttl = self.ttl
+        addrs = []
+        seen = set()
+        for t, host, rd, _ in self._ns_addrs(zone, zone):
+            addrs.append(w.RR(host, t, ttl, rd))
+            if host not in seen:
+                seen.add(host)
+                out.append([w.RR(zone, w.NS, ttl, w.name_to_wire(host))])
+        out.append(addrs)
+        mc = zone in self.multicluster
+        store = self.store
+        table = store.imports if mc else store.services
+        for key in sorted(table):
+            svc = table[key]
+            if self._exposed(svc.ns):
+                self._transfer_service(out, svc, zone, ttl, mc)
+        out.append([soa])
+        return out
+
+    def _transfer_service(self, out, svc, zone, ttl, mc):
+        fqdn = "%s.%s.svc.%s" % (svc.name, svc.ns, zone)
+        if svc.kind == rec.EXTERNAL:
+            if rec.address(svc.external) is None and svc.external:
+                out.append([w.RR(fqdn, w.CNAME, ttl,
+                                 w.name_to_wire(_fqdn(svc.external)))])
+            return
+        if svc.addrs:
+            for _, t, rd in svc.addrs:
+                out.append([w.RR(fqdn, t, ttl, rd)])
+            for pname, proto, port in svc.ports:
+                if port < 0:
+                    continue
+                rd = _SRV.pack(0, 100, port) + w.name_to_wire(fqdn)
+                out.append([w.RR(fqdn, w.SRV, ttl, rd)])
+                if pname:
+                    out.append([w.RR("_%s._%s.%s" % (pname, proto, fqdn),
+                                     w.SRV, ttl, rd)])
+            return
+        for sl in self.store.slices_of(svc.name, svc.ns, mc):
+            eps = [e for e in sl.eps if e.ready or svc.pna]
+            weight = max(1, 100 // len(eps)) if eps else 100
+            for e in eps:
+                out.append([w.RR(fqdn, e.rtype, ttl, e.rdata)])
+                host = "%s.%s" % (e.name(self.podnames), fqdn)
+                out.append([w.RR(host, e.rtype, ttl, e.rdata)])
+                target = w.name_to_wire(host)
+                for pname, proto, port in sl.ports:
+                    if not pname:
+                        continue
+                    out.append([w.RR("_%s._%s.%s" % (pname, proto, fqdn),
+                                     w.SRV, ttl,
+                                     _SRV.pack(0, weight, port) + target)])
+
+    # -- metadata (the metadata plugin's interface) -----------------------------
+
+    def metadata(self, req):
+        """Publish kubernetes/... for the metadata plugin: the client pod
+        (with ``pods verified``) and the parts of the query name."""
+        store = self.store
+        if store is not None and self.pod_mode == "verified":
+            keys = store.pods_by_ip.get(req.client)
+            if keys:
+                pod = store.pods.get(min(keys))
+                if pod is not None:
+                    set_value(req, "kubernetes/client-namespace", pod.ns)
+                    set_value(req, "kubernetes/client-pod-name", pod.name)
+                    for k, v in (pod.labels or {}).items():
+                        set_value(req, "kubernetes/client-label/" + k, v)
+        qname = req.qname
+        zone = match(self.zones, qname)
+        if zone is None:
+            return
+        mc = match(self.multicluster, req.zone) is not None
+        base = qname[:-len(zone) - 1] if qname != zone else ""
+        if zone == ".":
+            base = qname[:-1]
+        r = parse_request(base, mc, self.zonal)
+        if r == NAME_ERROR:
+            set_value(req, "kubernetes/parse-error", "invalid query name")
+            return
+        set_value(req, "kubernetes/port-name", r.port)
+        set_value(req, "kubernetes/protocol", r.protocol)
+        set_value(req, "kubernetes/endpoint", r.endpoint)
+        if mc:
+            set_value(req, "kubernetes/cluster", r.cluster)
+        if self.zonal:
+            set_value(req, "kubernetes/zone", r.zone)
+        set_value(req, "kubernetes/service", r.service)
+        set_value(req, "kubernetes/namespace", r.namespace)
+        set_value(req, "kubernetes/kind", r.kind)
+
+
+def _fqdn(name):
+    return name if name.endswith(".") else name + "."
 
 
 def _join(label, zone):

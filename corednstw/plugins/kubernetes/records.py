@@ -141,13 +141,14 @@ class Slice:
 
 
 class Pod:
-    __slots__ = ("name", "ns", "rv", "ip", "mark")
+    __slots__ = ("name", "ns", "rv", "ip", "labels", "mark")
 
-    def __init__(self, name, ns, rv, ip):
+    def __init__(self, name, ns, rv, ip, labels=None):
         self.name = name
         self.ns = ns
         self.rv = rv
         self.ip = ip
+        self.labels = labels    # for the client-label metadata
         self.mark = 0
 
 
@@ -251,7 +252,7 @@ def pod(obj):
     if meta.get("deletionTimestamp"):
         return None     # terminating: ignored, as CoreDNS does
     ip = (obj.get("status") or {}).get("podIP") or ""
-    return Pod(name, ns, rv, ip)
+    return Pod(name, ns, rv, ip, meta.get("labels") or None)
 
 
 def namespace(obj):

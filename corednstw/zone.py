@@ -745,6 +745,8 @@ class ZoneServer(Plugin):
     fall = None
     #: auto clears AA on every delegation; file keeps it for alias answers.
     aa_on_alias_delegation = True
+    #: file and secondary act on NOTIFY; auto answers it as a query.
+    handles_notify = True
 
     def __init__(self):
         self.zone_map = {}
@@ -781,7 +783,7 @@ class ZoneServer(Plugin):
             return self.respond(req, w.SERVFAIL, aa=False)
         if req.qtype == w.AXFR or req.qtype == w.IXFR:
             return self.respond(req, w.REFUSED, aa=False)
-        if req.opcode == w.OPCODE_NOTIFY:
+        if req.opcode == w.OPCODE_NOTIFY and self.handles_notify:
             return self.notify_received(req, origin)
         if origin in self.expired:
             log.error(self.name, "Zone %s is expired" % origin)

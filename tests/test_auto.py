@@ -3,6 +3,7 @@
 import os
 import re
 
+import dns.message
 import dns.rcode
 from twisted.internet import defer, reactor, task
 from twisted.trial import unittest
@@ -83,6 +84,75 @@ class Directory(unittest.TestCase):
         self.assertEqual(util.rrs(m), ["www.example.org. 300 IN A 192.0.2.10"])
 
 
+class ServeTable(unittest.TestCase):
+    """CoreDNS's auto ServeDNS tests, through the chain without sockets."""
+
+    def direct(self, files, corefile):
+        util.capture_log(self)
+        d = util.write_files(self, files)
+        dd = util.Direct(self, corefile % d)
+        p = dd.app.config.blocks[0].plugin("auto")
+        return dd, p, d, p.scan()      # the scan runs in a thread
+
+    @defer.inlineCallbacks
+    def test_table(self):
+        dd, p, d, scanned = self.direct(
+            {"db.example.org": ZONE % ("example.org.", 1, "192.0.2.10")},
+            "org:0 {\n    auto {\n        directory %s\n    }\n}\n")
+        yield scanned
+        for qtype in ("AXFR", "IXFR"):
+            m = dd.query("test.example.org", qtype, proto="tcp")
+            self.assertEqual(m.rcode(), dns.rcode.REFUSED, qtype)
+        # In the plugin's zones but no zone loaded, nothing after: REFUSED.
+        m = dd.query("test.notfound.org", "A")
+        self.assertEqual(m.rcode(), dns.rcode.REFUSED)
+        m = dd.query("sub.test.example.org", "A")
+        self.assertEqual(m.rcode(), dns.rcode.NXDOMAIN)
+        self.assertTrue(m.flags & 0x0400)
+
+    @defer.inlineCallbacks
+    def test_outside_origins_go_on(self):
+        dd, p, d, scanned = self.direct(
+            {"db.example.org": ZONE % ("example.org.", 1, "192.0.2.10")},
+            ".:0 {\n    auto other.org {\n        directory %s\n    }\n"
+            "    whoami\n}\n")
+        yield scanned
+        # example.org. is loaded but not in the plugin's zones: whoami.
+        m = dd.query("www.example.org", "A")
+        self.assertIn("www.example.org. 0 IN A 127.0.0.1",
+                      util.rrs(m, "additional"))
+
+    @defer.inlineCallbacks
+    def test_notify_answered_as_query(self):
+        import dns.opcode
+        dd, p, d, scanned = self.direct(
+            {"db.example.org": ZONE % ("example.org.", 7, "192.0.2.10")},
+            "org:0 {\n    auto {\n        directory %s\n    }\n}\n")
+        yield scanned
+        q = util.make_query("example.org", "SOA")
+        q.set_opcode(dns.opcode.NOTIFY)
+        m = dns.message.from_wire(dd.ask(q.to_wire()))
+        self.assertEqual(m.opcode(), dns.opcode.NOTIFY)
+        self.assertTrue(m.flags & 0x0400)
+        self.assertEqual(m.answer[0][0].serial, 7)
+
+    @defer.inlineCallbacks
+    def test_symlinked_directory_and_duplicate_origin(self):
+        log = util.capture_log(self)
+        real = util.write_files(self, {
+            "example.org.zone": ZONE % ("example.org.", 1, "192.0.2.10"),
+            "example.org.zone.bak": ZONE % ("example.org.", 1, "192.0.2.99"),
+            "db.example.com": ZONE % ("example.com.", 1, "192.0.2.20")})
+        link = os.path.join(util.write_files(self, {}), "zones")
+        os.symlink(real, link)
+        dd = util.Direct(self, ".:0 {\n    auto {\n        directory %s "
+                         "(.*)\\.zone {1}\n    }\n}\n" % link)
+        yield dd.app.config.blocks[0].plugin("auto").scan()
+        m = dd.query("www.example.org", "A")
+        self.assertEqual(util.rrs(m), ["www.example.org. 300 IN A 192.0.2.10"])
+        self.assertIn("Multiple zone files match origin", log.text())
+
+
 class Units(unittest.TestCase):
 
     def test_origin_of(self):
@@ -97,6 +167,7 @@ class Units(unittest.TestCase):
         self.assertEqual(auto.origin_of(re3, "{2}.{1}", "a.b.zone"), "b.a.")
 
     def test_errors(self):
+        util.capture_log(self)
         for body, msg in [
                 ("auto {\n directory /x (.*\n}\n", "Wrong argument count"),
                 ("auto {\n directory /x [ {1}\n}\n", "error parsing regexp"),

@@ -29,6 +29,7 @@ MAX_REGEX = 10000
 class Auto(zonelib.ZoneServer):
     name = "auto"
     aa_on_alias_delegation = False
+    handles_notify = False
 
     def __init__(self, origins, directory, regex, template, reload):
         zonelib.ZoneServer.__init__(self)

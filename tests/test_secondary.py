@@ -113,6 +113,49 @@ class FromOurPrimary(unittest.TestCase):
                             "no SOA serial increase seen" in self.log.text())
 
 
+class ShouldTransfer(unittest.TestCase):
+    """CoreDNS's TestShouldTransfer and TestLess."""
+
+    @defer.inlineCallbacks
+    def test_serials(self):
+        from corednstw import zone as zonelib
+        from corednstw.plugins import secondary
+        util.capture_log(self)
+        d = util.write_files(self, {"db": ZONE % (250, "192.0.2.10")})
+        primary = yield util.start(self, "example.org:0 {\n    file %s/db\n"
+                                   "}\n" % d)
+        app = yield util.start(self, "example.org:0 {\n    secondary {\n"
+                               "        transfer from 127.0.0.1:%d\n    }\n"
+                               "}\n" % primary.port())
+        p = app.config.blocks[0].plugin("secondary")
+        p.stop()       # no timers: the checks below are driven by hand
+        sz = p.secondaries["example.org."]
+        p.zone_map["example.org."] = None
+        self.assertTrue((yield p.should_transfer(sz)))      # nothing yet
+        for serial, want in ((249, True), (250, False), (251, False)):
+            p.zone_map["example.org."] = zonelib.parse_file(
+                util.write_files(self, {"db": ZONE % (serial, "192.0.2.1")})
+                + "/db", "example.org.")
+            self.assertEqual((yield p.should_transfer(sz)), want, serial)
+        # A primary that answers with an error rcode (here the secondary
+        # itself, SERVFAIL until loaded) gives no serial: no transfer, and
+        # not a failed check.
+        sz.primaries = [("127.0.0.1", app.port())]
+        self.assertFalse((yield p.should_transfer(sz)))
+        # One that does not answer at all: the check fails.
+        from tests import knot
+        sz.primaries = [("127.0.0.1", knot.free_port())]
+        with self.assertRaises(secondary.TransferError):
+            yield p.should_transfer(sz)
+
+    def test_less(self):
+        from corednstw.zone import serial_less
+        self.assertFalse(serial_less(0, 4294967295))
+        self.assertTrue(serial_less(4294967295, 0))
+        self.assertTrue(serial_less(4000000000, 12345))
+        self.assertTrue(serial_less(7, 9))
+
+
 class NotLoaded(unittest.TestCase):
 
     @defer.inlineCallbacks

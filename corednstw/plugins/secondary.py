@@ -137,7 +137,7 @@ def soa_serial(reactor, peer, zone, timeout=TIMEOUT):
     def on_message(data):
         resp = parse_response(data)
         if resp.rcode != w.NOERROR:
-            raise TransferError("rcode %s" % w.rcode_text(resp.rcode))
+            return True        # no serial (not an error, as in CoreDNS)
         for rr in resp.answer:
             if rr.rtype == w.SOA:
                 found.append(zonelib.soa_serial(rr))
@@ -267,10 +267,13 @@ class Secondary(zonelib.ZoneServer):
 
     @defer.inlineCallbacks
     def should_transfer(self, sz):
-        """True when a primary serves a newer serial than ours."""
+        """True when a primary serves a newer serial than ours.  Primaries
+        are asked in order until one gives a serial; when none does, the
+        error of the last one asked (if it failed to answer) is raised."""
         serial = None
         err = None
         for peer in sz.primaries:
+            err = None
             try:
                 serial = yield soa_serial(self.reactor, peer, sz.origin)
             except Exception as e:

@@ -140,6 +140,8 @@ class Kubernetes(Plugin, Readiness):
         self.local_ips = []
         self.watchers = []
         self._soa = {}
+        self._fast = ({}, {})       # A, AAAA: qname -> rdata list
+        self._fast_version = -1
 
     # -- readiness ---------------------------------------------------------------
 
@@ -153,11 +155,25 @@ class Kubernetes(Plugin, Readiness):
     # -- serving ------------------------------------------------------------------
 
     def serve(self, req):
+        qtype = req.qtype
+        if qtype == w.A or qtype == w.AAAA:
+            # Answers of plain service names seen since the store last
+            # changed: one dict lookup (filled by the fast path below).
+            if self.store.version == self._fast_version:
+                rds = self._fast[qtype == w.AAAA].get(req.qname)
+                if rds is not None:
+                    name = req.name
+                    ttl = self.ttl
+                    return Response(0, [w.RR(name, qtype, ttl, rd)
+                                        for rd in rds], aa=True,
+                                    plugin="kubernetes")
+            else:
+                self._fast = ({}, {})
+                self._fast_version = self.store.version
         qname = req.qname
         zone = match(self.zones, qname)
         if zone is None:
             return self.next.serve(req)
-        qtype = req.qtype
         if qtype == w.AXFR or qtype == w.IXFR:
             return Response(w.REFUSED, plugin=self.name)
         name = req.name
@@ -175,6 +191,7 @@ class Kubernetes(Plugin, Readiness):
                     and not self.ignore_empty and self._exposed(ns)):
                 rds = self._addresses(svc, qtype)
                 if rds:
+                    self._fast[qtype == w.AAAA][qname] = rds
                     ttl = self.ttl
                     return Response(0, [w.RR(name, qtype, ttl, rd)
                                         for rd in rds], aa=True,

@@ -46,6 +46,7 @@ class Store:
         self.mc_svc_slices = {}     # (svc name, ns) -> {slice name: Slice}
         self.cache = {}             # (svc name, ns) -> answer cache
         self.listeners = []         # callables(kind) after each change
+        self.version = 0            # bumped by every change (answer caches)
 
     # -- sync state -------------------------------------------------------------
 
@@ -60,6 +61,7 @@ class Store:
         """The last page of a (re)list: sweep what it did not bring."""
         gen = self.gen[kind]
         table = self._table(kind)
+        self.version += 1
         for key in [k for k, v in table.items() if v.mark != gen]:
             self._delete(kind, key, record=False)
         self.synced_kinds.add(kind)
@@ -74,6 +76,7 @@ class Store:
     def apply(self, kind, events):
         """Apply [(type, record)]: type LIST (a list page item), ADDED,
         MODIFIED or DELETED; records from records.py."""
+        self.version += 1
         gen = self.gen[kind]
         for etype, r in events:
             if etype == "DELETED":

@@ -121,6 +121,218 @@ class ParseTest(unittest.TestCase):
                          [("dns", "::1", 53, "")])
 
 
+class SetupTableTest(unittest.TestCase):
+    """CoreDNS's forward setup tables (setup_test.go, setup_policy_test.go)
+    as far as they apply: input -> settings or an error text."""
+
+    def parse(self, text):
+        return build(self, ". {\n%s\n}\n" % text)[0]
+
+    def error(self, text):
+        with self.assertRaises(corefile.CorefileError) as cm:
+            self.parse(text)
+        return str(cm.exception)
+
+    def test_setup(self):
+        for text, frm, maxfails, hc_rd, hc_domain, force, prefer in [
+                ("forward . 127.0.0.1", ".", 2, True, ".", False, False),
+                ("forward . 127.0.0.1 {\nhealth_check 0.5s domain "
+                 "example.org\n}", ".", 2, True, "example.org.", False,
+                 False),
+                ("forward . 127.0.0.1 {\nexcept miek.nl\n}", ".", 2, True,
+                 ".", False, False),
+                ("forward . 127.0.0.1 {\nmax_fails 3\n}", ".", 3, True, ".",
+                 False, False),
+                ("forward . 127.0.0.1 {\nforce_tcp\n}", ".", 2, True, ".",
+                 True, False),
+                ("forward . 127.0.0.1 {\nprefer_udp\n}", ".", 2, True, ".",
+                 False, True),
+                ("forward . 127.0.0.1 {\nforce_tcp\nprefer_udp\n}", ".", 2,
+                 True, ".", True, True),
+                ("forward . 127.0.0.1:53", ".", 2, True, ".", False, False),
+                ("forward . 127.0.0.1:8080", ".", 2, True, ".", False, False),
+                ("forward . [::1]:53", ".", 2, True, ".", False, False),
+                ("forward . [2003::1]:53", ".", 2, True, ".", False, False),
+                ("forward 10.9.3.0/18 127.0.0.1", "0.9.10.in-addr.arpa.", 2,
+                 True, ".", False, False)]:
+            (f,) = self.parse(text)
+            p = f.proxies[0]
+            self.assertEqual((f.from_, f.maxfails, p.hc_rd, p.hc_domain,
+                              f.force_tcp, f.prefer_udp),
+                             (frm, maxfails, hc_rd, hc_domain, force, prefer),
+                             text)
+
+    def test_multi_forward(self):
+        fs = self.parse("forward . ::1\nforward com ::2")
+        self.assertEqual([(f.from_, [p.addr for p in f.proxies]) for f in fs],
+                         [(".", ["[::1]:53"]), ("com.", ["[::2]:53"])])
+
+    def test_setup_errors(self):
+        for text, msg in [
+                ("forward . 127.0.0.1 {\nblaatl\n}", "unknown property"),
+                ("forward . 127.0.0.1 {\nhealth_check 0.5s domain\n}",
+                 "Wrong argument count or unexpected line ending after "
+                 "'domain'"),
+                ("forward %s 127.0.0.1" % ("x" * 64),
+                 "unable to normalize '%s'" % ("x" * 64)),
+                ("forward . a27.0.0.1", "forward"),
+                ("forward . 127.0.0.1 {\npolicy random2\n}",
+                 "unknown policy"),
+                ("forward . 127.0.0.1 {\nsource_address not-an-ip\n}",
+                 "invalid IP address"),
+                ("forward . 127.0.0.1 {\nsource_address\n}",
+                 "Wrong argument count or unexpected line ending after "
+                 "'source_address'"),
+                ("forward . 127.0.0.1 {\nmax_concurrent many\n}", "invalid"),
+                ("forward . 127.0.0.1 {\nmax_concurrent -4\n}", "negative"),
+                ("forward . 127.0.0.1 {\nmax_connect_attempts many\n}",
+                 "invalid"),
+                ("forward . 127.0.0.1 {\nmax_connect_attempts -4\n}",
+                 "invalid"),
+                ("forward . 127.0.0.1 {\nmax_idle_conns many\n}", "invalid"),
+                ("forward . 127.0.0.1 {\nmax_idle_conns -1\n}", "negative"),
+                ("forward . 127.0.0.1 {\nhealth_check no_rec\n}",
+                 "time: invalid duration"),
+                ("forward . 127.0.0.1 {\nhealth_check domain example.org\n}",
+                 "time: invalid duration"),
+                ("forward . 127.0.0.1 {\nhealth_check 0.5s rec\n}",
+                 "health_check: unknown option rec"),
+                ("forward . 127.0.0.1 {\nhealth_check 0.5s domain "
+                 "example..org\n}", "health_check: invalid domain name"),
+                ("forward . 127.0.0.1 {\nfailfast_all_unhealthy_upstreams "
+                 "false\n}", "Wrong argument count"),
+                ("forward . 127.0.0.1 {\nfailover NOERROR\n}",
+                 "NoError cannot be used in failover"),
+                ("forward . 127.0.0.1 {\nfailover NOT_A_VALID_RCODE\n}",
+                 "not a valid rcode"),
+                ("forward . 127.0.0.1 {\nmax_age -1s\n}", "negative"),
+                ("forward . 127.0.0.1 {\nmax_age invalid\n}", "invalid"),
+                ("forward . 127.0.0.1 {\nexpire 30s\nmax_age 10s\n}",
+                 "max_age"),
+                ("forward . 127.0.0.1 {\nread_timeout 0s\n}", "positive"),
+                ("forward . 127.0.0.1 {\nread_timeout -1s\n}", "positive"),
+                ("forward . 127.0.0.1 {\nread_timeout invalid\n}",
+                 "invalid"),
+                ("forward . 127.0.0.1 {\nread_timeout\n}",
+                 "Wrong argument count"),
+                ("forward . tls://127.0.0.1%example.net:854 {\n"
+                 "tls_servername foo\n}",
+                 "both forward ('foo') and proxy level ('example.net') TLS "
+                 "servernames are set for upstream proxy "
+                 "'tls://127.0.0.1:854'")]:
+            self.assertIn(msg, self.error(text), text)
+
+    def test_values(self):
+        for text, attr, want in [
+                ("forward . 127.0.0.1", "max_age", 0.0),
+                ("forward . 127.0.0.1 {\nmax_age 30s\n}", "max_age", 30.0),
+                ("forward . 127.0.0.1 {\nexpire 10s\nmax_age 10s\n}",
+                 "max_age", 10.0),
+                ("forward . 127.0.0.1 {\nmax_age 0s\n}", "max_age", 0.0),
+                ("forward . 127.0.0.1", "read_timeout", 2.0),
+                ("forward . 127.0.0.1 {\nread_timeout 5s\n}",
+                 "read_timeout", 5.0),
+                ("forward . 127.0.0.1 {\nread_timeout 500ms\n}",
+                 "read_timeout", 0.5),
+                ("forward . 127.0.0.1", "max_idle", 0),
+                ("forward . 127.0.0.1 {\nmax_idle_conns 10\n}", "max_idle",
+                 10),
+                ("forward . 127.0.0.1 {\nsource_address 192.0.2.1\n}",
+                 "source", "192.0.2.1"),
+                ("forward . 127.0.0.1 {\nsource_address 2001:0db8:85a3:0000:"
+                 "1319:8a2e:0370:7344\n}", "source",
+                 "2001:db8:85a3:0:1319:8a2e:370:7344"),
+                ("forward . 127.0.0.1 {\nsource_address ::ffff:192.0.2.1\n}",
+                 "source", "192.0.2.1")]:
+            (f,) = self.parse(text)
+            self.assertEqual(getattr(f.proxies[0], attr), want, text)
+        for text, attr, want in [
+                ("forward . 127.0.0.1 {\n}", "max_attempts", None),
+                ("forward . 127.0.0.1 {\nmax_connect_attempts 0\n}",
+                 "max_attempts", 0),
+                ("forward . 127.0.0.1 {\nmax_connect_attempts 5\n}",
+                 "max_attempts", 5),
+                ("forward . 127.0.0.1 {\nmax_concurrent 1000\n}",
+                 "max_concurrent", 1000),
+                ("forward . 127.0.0.1 {\nnext NXDOMAIN\n}", "next_rcodes",
+                 (3,)),
+                ("forward . 127.0.0.1 {\nnext SERVFAIL\n}", "next_rcodes",
+                 (2,)),
+                ("forward . 127.0.0.1 {\nnext NXDOMAIN SERVFAIL REFUSED\n}",
+                 "next_rcodes", (3, 2, 5)),
+                ("forward . 127.0.0.1", "failfast", False),
+                ("forward . 127.0.0.1 {\nfailfast_all_unhealthy_upstreams"
+                 "\n}", "failfast", True),
+                ("forward . 127.0.0.1 {\npolicy round_robin\n}", "policy",
+                 "round_robin"),
+                ("forward . 127.0.0.1 {\npolicy sequential\n}", "policy",
+                 "sequential")]:
+            (f,) = self.parse(text)
+            self.assertEqual(getattr(f, attr), want, text)
+
+    def test_tls_servernames(self):
+        for text, want in [
+                ("forward . tls://127.0.0.1 {\ntls_servername dns\n}",
+                 "dns"),
+                ("forward . tls://127.0.0.1%example.net {\ntls\n}",
+                 "example.net"),
+                ("forward . tls://127.0.0.1%example.net:854 "
+                 "tls://127.0.0.2%example.net tls://fe80::1%example.com "
+                 "{\ntls\n}", "example.net"),
+                ("forward . tls://127.0.0.1%example.net:854 {\ntls\n}",
+                 "example.net"),
+                ("forward . 127.0.0.1 {\ntls_servername dns\n}", ""),
+                ("forward . 127.0.0.1 {\ntls\n}", ""),
+                ("forward . tls://127.0.0.1", "127.0.0.1"),
+                ("forward . tls://[2400:3200::1%dns.alidns.com]:853 {\ntls"
+                 "\n}", "dns.alidns.com"),
+                ("forward . tls://[2400:3200::1]:853 {\ntls\n"
+                 "tls_servername dns.alidns.com\n}", "dns.alidns.com")]:
+            (f,) = self.parse(text)
+            self.assertEqual(f.proxies[0].servername, want, text)
+
+    def test_resolv_conf_forms(self):
+        d = util.write_files(self, {
+            "resolv": "nameserver 10.10.255.252\nnameserver 10.10.255.253\n",
+            "null": "# nothing\n",
+            "v6": "nameserver 0388:d254:7aec:6892:9f7f:e93b:5806:1b0f\n",
+            "empty": ""})
+        for text, want in [
+                ("forward . %s/resolv" % d,
+                 ["10.10.255.252:53", "10.10.255.253:53"]),
+                ("forward . %s/v6" % d,
+                 ["[0388:d254:7aec:6892:9f7f:e93b:5806:1b0f]:53"]),
+                ("forward . %s/empty 127.0.0.1" % d, ["127.0.0.1:53"])]:
+            (f,) = self.parse(text)
+            self.assertEqual([p.addr for p in f.proxies], want, text)
+        self.assertIn("no valid upstream addresses found",
+                      self.error("forward . %s/null" % d))
+
+    def test_round_robin_list(self):
+        """TestList: the first round_robin list starts at the second
+        upstream, the others follow in order."""
+        (f,) = self.parse("forward . 1.1.1.1 2.2.2.2 3.3.3.3 {\n"
+                          "policy round_robin\n}")
+        self.assertEqual([p.host for p in f.ordered()],
+                         ["2.2.2.2", "1.1.1.1", "3.3.3.3"])
+        self.assertEqual([p.host for p in f.ordered()],
+                         ["3.3.3.3", "1.1.1.1", "2.2.2.2"])
+        self.assertEqual([p.host for p in f.ordered()],
+                         ["1.1.1.1", "2.2.2.2", "3.3.3.3"])
+        (f,) = self.parse("forward . 1.1.1.1 2.2.2.2 3.3.3.3 {\n"
+                          "policy sequential\n}")
+        self.assertEqual([p.host for p in f.ordered()],
+                         ["1.1.1.1", "2.2.2.2", "3.3.3.3"])
+        (f,) = self.parse("forward . 1.1.1.1 2.2.2.2 3.3.3.3")
+        seen = set()
+        for _ in range(200):
+            order = tuple(p.host for p in f.ordered())
+            self.assertEqual(sorted(order),
+                             ["1.1.1.1", "2.2.2.2", "3.3.3.3"])
+            seen.add(order)
+        self.assertGreater(len(seen), 1)
+
+
 def _flags(m):
     return m.flags
 
@@ -343,6 +555,271 @@ class ForwardTest(unittest.TestCase):
         yield util.query(port, "nxdomain.example", "A")
         self.assertEqual(fwd.REQUEST_DURATION.count(
             ("forward", up.addr(), "NXDOMAIN")), 1)
+
+
+class ConformanceTest(unittest.TestCase):
+    """Behaviour cases of CoreDNS's forward_test.go, health_test.go and
+    proxy_test.go, against scripted upstreams."""
+
+    def upstream(self, **kw):
+        up = Upstream(**kw).start()
+        self.addCleanup(up.stop)
+        return up
+
+    @defer.inlineCallbacks
+    def serve(self, body):
+        self.app = yield util.start(self, ".:0 {\n%s\n}\n" % body)
+        return self.app.port()
+
+    def forwarders(self):
+        return [p for p in self.app.config.plugins() if p.name == "forward"]
+
+    @staticmethod
+    def empty(q, proto):
+        return dns.message.make_response(q)
+
+    @defer.inlineCallbacks
+    def test_next_on_nodata(self):
+        one = self.upstream()
+        one.handler = self.empty
+        two = self.upstream()
+        for opt, want in (("", []),
+                          (" {\n next_on_nodata\n }",
+                           ["example.org. 300 IN A 192.0.2.1"])):
+            port = yield self.serve(" forward . %s%s\n forward . %s"
+                                    % (one.addr(), opt, two.addr()))
+            m = yield util.query(port, "example.org", "A")
+            self.assertEqual(m.rcode(), 0)
+            self.assertEqual(util.rrs(m), want, opt)
+
+    @defer.inlineCallbacks
+    def test_failover_stops_after_all_upstreams(self):
+        one = self.upstream()
+        two = self.upstream()
+        one.rcode = two.rcode = dns.rcode.SERVFAIL
+        port = yield self.serve(
+            " forward . %s %s {\n policy sequential\n failover SERVFAIL\n }"
+            % (one.addr(), two.addr()))
+        m = yield util.query(port, "example.org", "A")
+        self.assertEqual(m.rcode(), dns.rcode.SERVFAIL)
+        self.assertEqual((one.count(), two.count()), (1, 1))
+
+    @defer.inlineCallbacks
+    def test_failover_table(self):
+        fail = self.upstream()
+        fail.rcode = dns.rcode.SERVFAIL
+        refused = self.upstream()
+        refused.rcode = dns.rcode.REFUSED
+        good = self.upstream()
+        for order, opt, has_record in [
+                ((fail, refused, good), "failover ServFail Refused", True),
+                ((fail, refused, good), "", False),
+                ((good, fail, refused), "", True)]:
+            port = yield self.serve(
+                " forward . %s {\n policy sequential\n %s\n }"
+                % (" ".join(u.addr() for u in order), opt))
+            m = yield util.query(port, "example.org", "A")
+            self.assertEqual(bool(m.answer), has_record, (opt, has_record))
+
+    @defer.inlineCallbacks
+    def test_default_connect_attempt_cap(self):
+        """Two connection attempts per upstream, then SERVFAIL with the
+        last error (refused TCP connections)."""
+        from tests.unbound import free_port
+        for n in (1, 3):
+            ports = [free_port() for _ in range(n)]
+            errors = util.capture_log(self)
+            port = yield self.serve(
+                " errors\n forward . %s {\n force_tcp\n max_fails 0\n }"
+                % " ".join("127.0.0.1:%d" % p for p in ports))
+            before = [fwd.CONN_MISSES.get(("forward", "127.0.0.1:%d" % p,
+                                           "tcp")) for p in ports]
+            m = yield util.query(port, "example.com", "A")
+            self.assertEqual(m.rcode(), dns.rcode.SERVFAIL)
+            after = [fwd.CONN_MISSES.get(("forward", "127.0.0.1:%d" % p,
+                                          "tcp")) for p in ports]
+            self.assertEqual([a - b for a, b in zip(after, before)], [2] * n)
+            yield util.wait_for(lambda: any("[ERROR]" in x
+                                            for x in errors.lines))
+            self.assertIn("example.com. A:", errors.text())
+            self.assertIn("refused", errors.text().lower())
+
+    @defer.inlineCallbacks
+    def test_max_connect_attempts(self):
+        from tests.unbound import free_port
+        dead = free_port()
+        for attempts in (1, 10):
+            port = yield self.serve(
+                " forward . 127.0.0.1:%d {\n force_tcp\n max_fails 0\n"
+                " max_connect_attempts %d\n }" % (dead, attempts))
+            labels = ("forward", "127.0.0.1:%d" % dead, "tcp")
+            before = fwd.CONN_MISSES.get(labels)
+            m = yield util.query(port, "example.com", "A")
+            self.assertEqual(m.rcode(), dns.rcode.SERVFAIL)
+            self.assertEqual(fwd.CONN_MISSES.get(labels) - before, attempts)
+
+    @defer.inlineCallbacks
+    def test_all_upstreams_down(self):
+        one = self.upstream()
+        two = self.upstream()
+        one.silent = two.silent = True
+        errors = util.capture_log(self)
+        port = yield self.serve(
+            " errors\n forward . %s %s {\n max_fails 1\n"
+            " failfast_all_unhealthy_upstreams\n read_timeout 50ms\n"
+            " health_check 1h\n }" % (one.addr(), two.addr()))
+        (f,) = self.forwarders()
+        for p in f.proxies:
+            p.fails = 2
+        broken = fwd.HEALTHCHECK_BROKEN.get()
+        m = yield util.query(port, "example.org", "A")
+        self.assertEqual(m.rcode(), dns.rcode.SERVFAIL)
+        self.assertEqual((one.count(), two.count()), (0, 0))
+        self.assertEqual(fwd.HEALTHCHECK_BROKEN.get() - broken, 1)
+        yield util.wait_for(lambda: "no healthy proxies" in errors.text())
+        # without failfast one upstream is tried at random
+        f.failfast = False
+        m = yield util.query(port, "example.org", "A")
+        self.assertEqual(m.rcode(), dns.rcode.SERVFAIL)
+        self.assertEqual(one.count(name="example.org.")
+                         + two.count(name="example.org."), 1)
+
+    @defer.inlineCallbacks
+    def test_health_check_after_a_dropped_query(self):
+        """health_test.go: the first query is dropped; one health check
+        (. NS with RD) follows, over TCP with force_tcp; no_rec and domain
+        change it."""
+        for opts, proto, name, rd in [
+                ("", "udp", ".", True),
+                ("force_tcp\n", "tcp", ".", True),
+                ("health_check 0.5s no_rec\n", "udp", ".", False),
+                ("health_check 0.5s domain example.org\n", "udp",
+                 "example.org.", True)]:
+            up = self.upstream()
+            up.drop = 1
+            port = yield self.serve(
+                " forward . %s {\n %s read_timeout 50ms\n }"
+                % (up.addr(), opts))
+            m = yield util.query(port, "example.org", "A")
+            self.assertEqual(m.rcode(), 0)
+            yield util.wait_for(lambda: up.count(qtype="NS"))
+            hc = [(p, n, msg) for p, n, t, msg in up.queries if t == "NS"]
+            self.assertEqual(len(hc), 1, opts)
+            self.assertEqual(hc[0][0], proto, opts)
+            self.assertEqual(hc[0][1], name, opts)
+            self.assertEqual(bool(hc[0][2].flags & dns.flags.RD), rd, opts)
+
+    @defer.inlineCallbacks
+    def test_health_max_fails(self):
+        up = self.upstream()
+        up.silent = True
+        port = yield self.serve(
+            " forward . %s {\n read_timeout 20ms\n health_check 10ms\n"
+            " max_fails 2\n max_connect_attempts 1\n }" % up.addr())
+        yield util.query(port, "example.org", "A")
+        p = self.forwarders()[0].proxies[0]
+        yield util.wait_for(lambda: p.down(2))
+        self.assertGreater(p.fails, 2)
+
+    @defer.inlineCallbacks
+    def test_no_health_check_without_max_fails(self):
+        up = self.upstream()
+        up.silent = True
+        port = yield self.serve(
+            " forward . %s {\n read_timeout 20ms\n max_fails 0\n }"
+            % up.addr())
+        m = yield util.query(port, "example.org", "A")
+        self.assertEqual(m.rcode(), dns.rcode.SERVFAIL)
+        p = self.forwarders()[0].proxies[0]
+        self.assertFalse(p.probing)
+        self.assertEqual(up.count(qtype="NS"), 0)
+
+    @defer.inlineCallbacks
+    def test_protocol_selection(self):
+        for client, opts, want in [
+                ("udp", "", "udp"), ("udp", "force_tcp", "tcp"),
+                ("udp", "prefer_udp", "udp"),
+                ("udp", "force_tcp\n prefer_udp", "tcp"),
+                ("tcp", "", "tcp"), ("tcp", "force_tcp", "tcp"),
+                ("tcp", "prefer_udp", "udp"),
+                ("tcp", "force_tcp\n prefer_udp", "tcp")]:
+            up = self.upstream()
+            port = yield self.serve(" forward . %s {\n %s\n }"
+                                    % (up.addr(), opts))
+            m = yield util.query(port, "example.org", "A", proto=client)
+            self.assertEqual(m.rcode(), 0)
+            self.assertEqual(up.queries[0][0], want, (client, opts))
+
+    @defer.inlineCallbacks
+    def test_overflow_truncates(self):
+        """An upstream UDP answer bigger than the client's buffer becomes
+        an empty TC answer (TestCoreDNSOverflow); over TCP it is whole."""
+        import dns.rrset
+        up = self.upstream()
+
+        def big(q, proto):
+            r = dns.message.make_response(q)
+            r.answer.append(dns.rrset.from_text(
+                q.question[0].name, 300, "IN", "A",
+                *["127.0.0.%d" % i for i in range(1, 41)]))
+            return r
+        up.handler = big
+        # (options, client transport, TC, records): with prefer_udp the
+        # truncated answer is asked again over TCP, then cut to the
+        # client's 512 bytes as every answer is.
+        for opts, client, truncated, n in [
+                ("", "udp", True, 0), ("prefer_udp", "udp", True, 30),
+                ("force_tcp", "udp", True, 30),
+                ("prefer_udp\n force_tcp", "udp", True, 30),
+                ("", "tcp", False, 40)]:
+            port = yield self.serve(" forward . %s {\n %s\n }"
+                                    % (up.addr(), opts))
+            m = yield util.query(port, "example.org", "A", proto=client)
+            self.assertEqual(bool(m.flags & dns.flags.TC), truncated, opts)
+            self.assertEqual(len(util.rrs(m)), n, opts)
+            self.assertEqual(str(m.question[0].name), "example.org.")
+        # a client with a big enough EDNS buffer gets it all over UDP
+        m = yield util.query(port, "example.org", "A", use_edns=0,
+                             payload=1232)
+        self.assertFalse(m.flags & dns.flags.TC)
+        self.assertEqual(len(util.rrs(m)), 40)
+
+    @defer.inlineCallbacks
+    def test_malformed_udp_then_valid(self):
+        """Short datagrams and replies with other IDs are skipped; the
+        right reply that follows is taken."""
+        from twisted.internet import protocol, reactor
+
+        class Bad(protocol.DatagramProtocol):
+            def datagramReceived(self, data, addr):
+                q = dns.message.from_wire(data)
+                bad = ((q.id + 1) & 0xFFFF).to_bytes(2, "big")
+                self.transport.write(bad + b"\x00", addr)
+                self.transport.write(bad + bytes.fromhex(
+                    "818000010000000000000001"), addr)
+                r = dns.message.make_response(q)
+                r.answer.append(dns.rrset.from_text(
+                    "variant.example.", 60, "IN", "A", "192.0.2.55"))
+                self.transport.write(r.to_wire(), addr)
+        import dns.rrset
+        lp = reactor.listenUDP(0, Bad(), interface="127.0.0.1")
+        self.addCleanup(lp.stopListening)
+        port = yield self.serve(" forward . 127.0.0.1:%d"
+                                % lp.getHost().port)
+        m = yield util.query(port, "variant.example", "A")
+        self.assertEqual(util.rrs(m), ["variant.example. 60 IN A 192.0.2.55"])
+
+    @defer.inlineCallbacks
+    def test_taps_in_order(self):
+        """TestSetTapPlugin: every dnstap of the block, in order."""
+        util.capture_log(self)      # the collectors are absent
+        port = yield self.serve(" dnstap /nonexistent/a.sock full\n"
+                                " dnstap tcp://127.0.0.1:1\n"
+                                " forward . 127.0.0.1:1")
+        (f,) = self.forwarders()
+        self.assertEqual([t.output.address for t in f.taps],
+                         ["/nonexistent/a.sock", ("127.0.0.1", 1)])
+        self.assertTrue(port)
 
 
 class DnstapTest(unittest.TestCase):

@@ -7,6 +7,7 @@ receives and answers by simple rules that tests can change at any time:
   records if set, else NODATA with an SOA; names whose first label starts
   with ``nx``: NXDOMAIN with an SOA (``soa_ttl``/``soa_min``);
 - ``rcode``: answer every query with that rcode (no records);
+- ``drop``: receive (and count) but do not answer the next N queries;
 - ``truncate``: answer UDP queries with TC set and no records;
 - ``silent``: receive but never answer; ``held``: answer later, when
   ``release()`` is called;
@@ -36,6 +37,7 @@ class Upstream:
         self.rcode = None
         self.truncate = False
         self.silent = False
+        self.drop = 0
         self.held = False
         self.wrong_id = False
         self.wrong_question = False
@@ -108,6 +110,9 @@ class Upstream:
         self.queries.append((proto, str(qn.name).lower(),
                              dns.rdatatype.to_text(qn.rdtype), q))
         if self.silent:
+            return
+        if self.drop:
+            self.drop -= 1
             return
         r = self.handler(q, proto) if self.handler else None
         if r is None:

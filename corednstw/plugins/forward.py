@@ -26,7 +26,7 @@ from corednstw import dnswire as w
 from corednstw import log
 from corednstw import metrics
 from corednstw import zones as zoneslib
-from corednstw.durations import parse_duration
+from corednstw.durations import format_duration, parse_duration
 from corednstw.plugin import Plugin
 from corednstw.request import RawResponse, Response, make_query
 
@@ -425,6 +425,7 @@ class Proxy:
         self.max_idle = 0
         self.read_timeout = DEFAULT_READ_TIMEOUT
         self.tls = None             # twisted client TLS options
+        self.servername = ""        # the name a TLS upstream must have
         self.source = None
         self.hc_interval = HC_INTERVAL
         self.hc_domain = "."
@@ -829,6 +830,11 @@ class _Exchange:
         f = self.f
         req = self.req
         proxy = self.proxy
+        if len(data) > req.size and conn is not None and conn.proto == "udp":
+            # Bigger than the client's buffer, which is CoreDNS's read
+            # buffer: it keeps the header and question, sets TC and drops
+            # the records (the client retries over TCP).
+            data = _truncated(data)
         rcode = data[3] & 0xF
         REQUEST_DURATION.observe(proxy.duration_labels(rcode),
                                  f.clock() - self.start)
@@ -887,6 +893,20 @@ class _Exchange:
             self._finish(r)
 
 
+def _truncated(data):
+    """``data`` cut to its header and question, TC set, no records."""
+    try:
+        qend = w.skip_name(data, 12) + 4 if data[4:6] == b"\x00\x01" \
+            else 12
+    except w.FormatError:
+        qend = 12
+    if qend > len(data):
+        qend = 12
+    qd = b"\x00\x01" if qend > 12 else b"\x00\x00"
+    return (data[:2] + bytes((data[2] | 0x02, data[3])) + qd
+            + b"\x00\x00\x00\x00\x00\x00" + data[12:qend])
+
+
 def _error_text(exc, proxy, conn):
     """The error as CoreDNS's net package words it, with both ends of the
     socket when known ("read udp 127.0.0.1:4242->10.0.0.1:53: i/o
@@ -943,8 +963,9 @@ def setup(d, block):
     for c in d.children:
         _parse_option(d, c, f, opts, block)
     if opts.max_age and opts.max_age < opts.expire:
-        raise d.error("max_age (%ss) must not be less than expire (%ss)"
-                      % (opts.max_age, opts.expire))
+        raise d.error("max_age (%s) must not be less than expire (%s)"
+                      % (format_duration(opts.max_age),
+                         format_duration(opts.expire)))
     hosts = []
     for to in args[1:]:
         hosts.extend(_parse_to(d, to))
@@ -975,7 +996,8 @@ def setup(d, block):
         if f.force_tcp and trans != "tls":
             p.hc_proto = "tcp"
         if trans == "tls":
-            p.tls = _tls_options(d, opts, sni or opts.servername or host)
+            p.servername = sni or opts.servername or host
+            p.tls = _tls_options(d, opts, p.servername)
         f.proxies.append(p)
     return f
 
@@ -997,6 +1019,13 @@ class _Options:
 def _label(trans, host, port):
     h = "[%s]" % host if ":" in host else host
     return ("tls://" if trans == "tls" else "") + "%s:%d" % (h, port)
+
+
+def _godur(seconds):
+    """A duration as Go's time.Duration prints it ("-1s", "1m30s")."""
+    if seconds < 0:
+        return "-" + format_duration(-seconds)
+    return format_duration(seconds)
 
 
 def _duration(d, c, text, what):
@@ -1059,7 +1088,9 @@ def _parse_option(d, c, f, o, block):
             raise c.arg_error()
         dur = _duration(d, c, args[0], name)
         if dur < 0:
-            raise c.error("health_check can't be negative: %s" % args[0])
+            # Go prints the duration as nanoseconds here (%d).
+            raise c.error("health_check can't be negative: %d"
+                          % round(dur * 1e9))
         o.hc_interval = dur
         o.hc_domain = "."
         rest = args[1:]
@@ -1099,7 +1130,7 @@ def _parse_option(d, c, f, o, block):
         want(1)
         dur = _duration(d, c, args[0], name)
         if dur < 0:
-            raise c.error("%s can't be negative: %s" % (name, args[0]))
+            raise c.error("%s can't be negative: %s" % (name, _godur(dur)))
         setattr(o, name, dur)
     elif name == "max_idle_conns":
         want(1)
@@ -1111,7 +1142,8 @@ def _parse_option(d, c, f, o, block):
         want(1)
         dur = _duration(d, c, args[0], name)
         if dur <= 0:
-            raise c.error("read_timeout must be positive: %s" % args[0])
+            raise c.error("read_timeout must be positive: %s"
+                          % _godur(dur))
         o.read_timeout = dur
     elif name == "policy":
         if not args:
@@ -1142,7 +1174,9 @@ def _parse_option(d, c, f, o, block):
     elif name == "source_address":
         want(1)
         try:
-            o.source = str(ipaddress.ip_address(args[0]))
+            ip = ipaddress.ip_address(args[0])
+            # An IPv4-mapped address binds as the IPv4 address (Go's net.IP).
+            o.source = str(getattr(ip, "ipv4_mapped", None) or ip)
         except ValueError:
             raise c.error("invalid IP address: %s" % args[0])
     elif name in ("doh_method", "resolver"):

@@ -184,3 +184,26 @@ class Units(unittest.TestCase):
             with self.assertRaises(corefile.CorefileError) as e:
                 App(os.path.join(d, "Corefile"), dns_port=0).load()
             self.assertIn(msg, str(e.exception))
+
+
+class Metrics(unittest.TestCase):
+
+    @defer.inlineCallbacks
+    def test_loaded_zone_labels_requests(self):
+        """As CoreDNS's AddZone: prometheus counts under the zone auto
+        loaded, not the block's key."""
+        from corednstw import vars
+        d = util.write_files(self, {
+            "db.example.org": ZONE % ("example.org.", 1, "192.0.2.10")})
+        app = yield util.start(self, "org:0 {\n    bind 127.0.0.78\n"
+                               "    prometheus 127.0.0.1:0\n    auto {\n"
+                               "        directory %s\n    }\n}\n" % d)
+        yield util.query(app.port(), "www.example.org", "A",
+                         host="127.0.0.78")
+        yield util.query(app.port(), "www.other.org", "A",
+                         host="127.0.0.78")
+        server = "dns://127.0.0.78:0"
+        self.assertEqual(vars.REQUESTS.get(
+            (server, "example.org.", "", "udp", "1", "A")), 1)
+        self.assertEqual(vars.REQUESTS.get(
+            (server, "org.", "", "udp", "1", "A")), 1)

@@ -91,6 +91,10 @@ class Auto(zonelib.ZoneServer):
             self.zone_map[origin] = data
             if origin not in self.names:
                 self.names.append(origin)
+                # Like CoreDNS's metrics.AddZone: prometheus labels queries
+                # with the zone auto loaded, not only the block's key.
+                for p in self.block.find("add_zone"):
+                    p.add_zone(origin)
             if reloaded:
                 log.info(self.name, "Successfully reloaded zone %s in %s "
                          "with %d SOA serial" % (zonelib._q(origin),

@@ -14,7 +14,7 @@ from corednstw import dnswire as w
 from corednstw import httpd
 from corednstw import metrics
 from corednstw import vars
-from corednstw.plugin import Plugin, then
+from corednstw.plugin import Plugin, match, then
 
 DEFAULT_ADDRESS = "localhost:9153"
 
@@ -50,9 +50,23 @@ class Prometheus(Plugin):
 
     def __init__(self, address):
         self.address = address
+        self.extra_zones = []
+
+    def add_zone(self, zone):
+        """Label queries for ``zone`` with it (plugins that load zones at
+        run time, such as auto, call this; CoreDNS's AddZone)."""
+        if zone not in self.extra_zones:
+            self.extra_zones.append(zone)
 
     def serve(self, req):
         return then(self.next.serve(req), self._record, req)
+
+    def _zone(self, req):
+        """The zone label: the block key that matched, or a longer zone a
+        plugin added (only then is a match computed per query)."""
+        if not self.extra_zones:
+            return req.zone
+        return match(self.block.zones + self.extra_zones, req.qname) or "."
 
     def _record(self, resp, req):
         if resp is None:
@@ -60,7 +74,8 @@ class Prometheus(Plugin):
         else:
             rcode, plugin = resp.rcode, resp.plugin
             size = len(resp.finish(req))
-        vars.report(req.server, req, req.zone, req.view, rcode, plugin, size,
+        vars.report(req.server, req, self._zone(req), req.view, rcode,
+                    plugin, size,
                     req.block.config.app.clock() - req.start)
         return resp
 

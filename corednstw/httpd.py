@@ -47,6 +47,21 @@ class Text(resource.Resource):
     render_HEAD = render_GET
 
 
+def address_arg(d, default, children=False):
+    """The optional ADDRESS argument of prometheus, health and ready:
+    at most one argument; no block unless ``children`` is allowed."""
+    if len(d.args) > 1:
+        raise d.arg_error()
+    if d.children and not children:
+        raise d.error("unknown property '%s'" % d.children[0].name)
+    address = d.args[0] if d.args else default
+    try:
+        split_address(address, 0)
+    except ValueError:
+        raise d.error("invalid address %r" % address)
+    return address
+
+
 def split_address(address, default_port):
     """(host, port) from ':8080', '127.0.0.1:8080', '[::1]:8080' or ''."""
     if not address:

@@ -134,9 +134,7 @@ def _ok():
 
 
 def setup(d, block):
-    if len(d.args) > 1:
-        raise d.arg_error()
-    address = d.args[0] if d.args else DEFAULT_ADDRESS
+    address = httpd.address_arg(d, DEFAULT_ADDRESS, children=True)
     lameduck = 0.0
     for c in d.children:
         if c.name != "lameduck":

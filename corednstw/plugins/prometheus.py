@@ -92,18 +92,6 @@ class Prometheus(Plugin):
 
 
 def setup(d, block):
-    if len(d.args) > 1:
-        raise d.arg_error()
-    if d.children:
-        raise d.error("unknown property '%s'" % d.children[0].name)
-    address = d.args[0] if d.args else DEFAULT_ADDRESS
-    _check_address(d, address)
+    address = httpd.address_arg(d, DEFAULT_ADDRESS)
     block.config.handle_http(address, "/metrics", MetricsResource(), d)
     return Prometheus(address)
-
-
-def _check_address(d, address):
-    try:
-        httpd.split_address(address, 0)
-    except ValueError:
-        raise d.error("invalid address %r" % address)

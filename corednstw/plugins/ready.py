@@ -40,11 +40,7 @@ class Ready(Plugin):
 
 
 def setup(d, block):
-    if len(d.args) > 1:
-        raise d.arg_error()
-    if d.children:
-        raise d.error("unknown property '%s'" % d.children[0].name)
-    address = d.args[0] if d.args else DEFAULT_ADDRESS
+    address = httpd.address_arg(d, DEFAULT_ADDRESS)
     p = Ready(address)
     block.config.handle_http(address, "/ready", httpd.Text(p.status), d)
     return p

@@ -341,3 +341,501 @@ class WireTest(unittest.TestCase):
         m = dns.message.from_wire(rebuilt)
         self.assertEqual(m.answer[0].ttl, 77)
         self.assertEqual(cachemod.typify(p), cachemod.NOERROR)
+
+
+# -- CoreDNS's cache tables (cache_test.go and friends) ------------------------
+
+RRSIG_OLD = ("MX 8 2 1800 20160521031301 20160421031301 12051 miek.nl. "
+             "lAaEzB5teQLLKyDenatmyhca7blLRg9DoGNrhe3NReBZN5C5/pMQk8Jc "
+             "u25hv2fW23/SLm5IC2zaDpp2Fzgm6Jf7e90/yLcwQPuE7JjS55WMF+HE "
+             "LEh7Z6AEb+Iq4BWmNhUz6gPxD4d9eRMs7EAzk13o1NYi5/JhfL6IlaYy qkc=")
+RRSIG_2017 = RRSIG_OLD.replace("20160521031301 20160421031301",
+                               "20170521031301 20170421031301")
+SOA = ("example.org. %d IN SOA sns.dns.icann.org. noc.dns.icann.org. "
+       "2016082540 7200 3600 1209600 3600")
+#: Fri Apr 21 10:51:21 BST 2017, the tables' "now".
+APRIL_2017 = 1492768281.0
+
+
+def _rrset(line):
+    import dns.rrset
+    name, ttl, cls, rtype, rdata = line.split(None, 4)
+    return dns.rrset.from_text(name, int(ttl), cls, rtype, rdata)
+
+
+class Harness:
+    """A cache in front of a scripted backend, queried through the block
+    mux (no sockets).  ``backend(query message) -> dnspython response``
+    (or a Deferred of one); ``calls`` counts the backend's queries."""
+
+    def __init__(self, testcase, options="", args="", now=1_000_000.0):
+        from twisted.internet import reactor
+        self.s = util.Direct(testcase, ".:0 {\n cache %s {\n%s\n }\n"
+                                       " whoami\n}\n" % (args, options))
+        self.cache = [p for p in self.s.app.config.plugins()
+                      if p.name == "cache"][0]
+        self.cache.reactor = reactor
+        self.clock = Clock()
+        self.clock.t = now
+        self.cache.now = self.clock
+        self.calls = 0
+        self.backend = None
+        self.cache.next = util.Stub(self._serve)
+
+    def _serve(self, req):
+        from corednstw.request import RawResponse
+        self.calls += 1
+        r = self.backend(req.message())
+        if isinstance(r, defer.Deferred):
+            return r.addCallback(lambda m: RawResponse(
+                m.to_wire(max_size=65535), plugin="stub"))
+        return RawResponse(r.to_wire(max_size=65535), plugin="stub")
+
+    def query(self, name, rdtype="A", do=False, cd=False, ad=False,
+              proto="udp"):
+        q = util.make_query(name, rdtype, want_dnssec=do)
+        if cd:
+            q.flags |= dns.flags.CD
+        if ad:
+            q.flags |= dns.flags.AD
+        return q
+
+    def ask(self, *args, **kw):
+        """The parsed answer (synchronous backends)."""
+        import dns.message
+        q = self.query(*args, **kw)
+        data = self.s.ask(q.to_wire(), kw.get("proto", "udp"))
+        return dns.message.from_wire(data)
+
+    def ask_async(self, *args, **kw):
+        import dns.message
+        q = self.query(*args, **kw)
+        return self.s.ask_async(q.to_wire()).addCallback(
+            dns.message.from_wire)
+
+    # backends of the Go tests
+    @staticmethod
+    def ttl_backend(ttl, address="127.0.0.53"):
+        def fn(q):
+            import dns.message
+            r = dns.message.make_response(q)
+            r.flags |= dns.flags.RA
+            r.answer.append(_rrset("%s %d IN A %s" % (q.question[0].name,
+                                                      ttl, address)))
+            return r
+        return fn
+
+    @staticmethod
+    def rcode_backend(rcode, ttl):
+        def fn(q):
+            import dns.message
+            r = dns.message.make_response(q)
+            r.flags |= dns.flags.RA
+            r.set_rcode(rcode)
+            r.authority.append(_rrset(SOA % ttl))
+            return r
+        return fn
+
+
+def _answer_ttls(m):
+    return [rr.ttl for sec in (m.answer, m.authority) for rr in sec]
+
+
+class InsertionTableTest(unittest.TestCase):
+    """TestCacheInsertion: a response goes in; a second query (lower-case
+    name) hits or misses; a hit is AA with the stored RA/AD/CD and every
+    TTL the clamped minimum."""
+
+    CASES = [
+        # name, qname, qtype, query flags (do, cd, ad), rcode, (ra, ad, tc),
+        # answer, authority, cached, TTL on a hit
+        ("ad bit", "miek.nl.", "MX", (False, False, True), 0,
+         (True, True, False),
+         ["miek.nl. 3601 IN MX 1 aspmx.l.google.com.",
+          "miek.nl. 3601 IN MX 10 aspmx2.googlemail.com."], [], True, 3600),
+        ("case sensitivity", "mIEK.nL.", "MX", (False, False, True), 0,
+         (True, True, False),
+         ["miek.nl. 3601 IN MX 1 aspmx.l.google.com.",
+          "miek.nl. 3601 IN MX 10 aspmx2.googlemail.com."], [], True, 3600),
+        ("truncated", "miek.nl.", "MX", (False, False, False), 0,
+         (False, False, True),
+         ["miek.nl. 1800 IN MX 1 aspmx.l.google.com."], [], False, None),
+        ("NXDOMAIN", "example.org.", "A", (False, False, False), 3,
+         (True, False, False), [], [SOA % 3600], True, 3600),
+        ("NXDOMAIN without SOA", "1.1.168.192.in-addr.arpa.", "PTR",
+         (False, False, False), 3, (True, False, False), [], [], False,
+         None),
+        ("SERVFAIL", "example.org.", "A", (False, False, False), 2,
+         (True, False, False), [], [], True, None),
+        ("NOTIMP", "example.org.", "A", (False, False, False), 4,
+         (True, False, False), [], [], True, None),
+        ("REFUSED", "example.org.", "A", (False, False, False), 5,
+         (True, False, False), [], [], False, None),
+        ("FORMERR", "example.org.", "A", (False, False, False), 1,
+         (True, False, False), [], [], False, None),
+        ("expired RRSIG", "miek.nl.", "MX", (True, False, False), 0,
+         (True, False, False),
+         ["miek.nl. 3600 IN MX 1 aspmx.l.google.com.",
+          "miek.nl. 3600 IN MX 10 aspmx2.googlemail.com.",
+          "miek.nl. 1800 IN RRSIG " + RRSIG_OLD], [], False, None),
+        ("RRSIG not expired", "example.org.", "MX", (True, False, False), 0,
+         (True, False, False),
+         ["example.org. 3600 IN MX 1 aspmx.l.google.com.",
+          "example.org. 3600 IN MX 10 aspmx2.googlemail.com.",
+          "example.org. 1800 IN RRSIG " + RRSIG_2017], [], True, 1800),
+        ("CD bit", "dnssec-failed.org.", "A", (False, True, False), 0,
+         (False, False, False),
+         ["dnssec-failed.org. 3600 IN A 127.0.0.1"], [], True, 3600),
+        ("negative zone exception", "neg-disabled.example.org.", "A",
+         (False, False, False), 3, (False, False, False), [], [SOA % 3600],
+         False, None),
+        ("positive zone exception", "pos-disabled.example.org.", "A",
+         (False, False, False), 0, (False, False, False),
+         ["pos-disabled.example.org. 3600 IN A 127.0.0.1"], [], False, None),
+        ("positive exception, negative answer", "pos-disabled.example.org.",
+         "A", (False, False, False), 3, (False, False, False), [],
+         [SOA % 3600], True, 3600),
+        ("negative exception, positive answer", "neg-disabled.example.org.",
+         "A", (False, False, False), 0, (False, False, False),
+         ["neg-disabled.example.org. 3600 IN A 127.0.0.1"], [], True, 3600),
+        ("dangling CNAME chain", "alias.example.org.", "A",
+         (False, False, False), 0, (True, False, False),
+         ["alias.example.org. 3600 IN CNAME target1.example.net.",
+          "target1.example.net. 3600 IN CNAME target2.example.net."], [],
+         False, None),
+        ("CNAME chain to another type", "alias.example.org.", "A",
+         (False, False, False), 0, (True, False, False),
+         ["alias.example.org. 3600 IN CNAME target.example.net.",
+          "target.example.net. 3600 IN AAAA ::1"], [], False, None),
+        ("MX query, CNAME without MX", "alias.example.org.", "MX",
+         (False, False, False), 0, (True, False, False),
+         ["alias.example.org. 3600 IN CNAME target.example.net."], [],
+         False, None),
+        ("MX query, CNAME to MX", "alias.example.org.", "MX",
+         (False, False, False), 0, (True, False, False),
+         ["alias.example.org. 3600 IN CNAME target.example.net.",
+          "target.example.net. 3600 IN MX 10 mail.example.net."], [], True,
+         3600),
+        ("DNSSEC dangling CNAME", "alias.example.org.", "A",
+         (True, False, False), 0, (True, False, False),
+         ["alias.example.org. 3600 IN CNAME target.example.net.",
+          "alias.example.org. 3600 IN RRSIG " + RRSIG_2017.replace(
+              "MX", "CNAME", 1)], [], False, None),
+        ("CNAME with an unrelated A", "alias.example.org.", "A",
+         (False, False, False), 0, (True, False, False),
+         ["alias.example.org. 3600 IN CNAME target.example.net.",
+          "unrelated.example.net. 3600 IN A 192.0.2.1"], [], False, None),
+        ("lone CNAME to ANY", "alias.example.org.", "ANY",
+         (False, False, False), 0, (True, False, False),
+         ["alias.example.org. 3600 IN CNAME target.example.net."], [], True,
+         3600),
+        ("CNAME chain to A", "alias.example.org.", "A",
+         (False, False, False), 0, (True, False, False),
+         ["alias.example.org. 3600 IN CNAME target.example.net.",
+          "target.example.net. 3600 IN A 127.0.0.1"], [], True, 3600),
+        ("CNAME chain to A out of order", "alias.example.org.", "A",
+         (False, False, False), 0, (True, False, False),
+         ["target.example.net. 3600 IN A 127.0.0.1",
+          "alias.example.org. 3600 IN CNAME target.example.net."], [], True,
+         3600),
+        ("CNAME to a CNAME query", "alias.example.org.", "CNAME",
+         (False, False, False), 0, (True, False, False),
+         ["alias.example.org. 3600 IN CNAME target.example.net."], [], True,
+         3600),
+        ("two CNAME targets", "alias.example.org.", "A",
+         (False, False, False), 0, (True, False, False),
+         ["alias.example.org. 3600 IN CNAME target1.example.net.",
+          "alias.example.org. 3600 IN CNAME target2.example.net.",
+          "target1.example.net. 3600 IN A 192.0.2.1"], [], False, None),
+        ("CNAME loop", "alias.example.org.", "A", (False, False, False), 0,
+         (True, False, False),
+         ["alias.example.org. 3600 IN CNAME target.example.net.",
+          "target.example.net. 3600 IN CNAME alias.example.org.",
+          "alias.example.org. 3600 IN A 192.0.2.1"], [], False, None),
+        ("CNAME chain with SOA is NODATA", "alias.example.org.", "A",
+         (False, False, False), 0, (True, False, False),
+         ["alias.example.org. 300 IN CNAME target.example.net."],
+         [SOA % 60], True, 60),
+    ]
+
+    def backend(self, case):
+        (_n, _q, _t, _fl, rcode, (ra, ad, tc), answer, ns, _c, _ttl) = case
+
+        def fn(q):
+            import dns.message
+            r = dns.message.make_response(q)
+            if q.ednsflags & dns.flags.DO:
+                r.use_edns(0, dns.flags.DO, 1232)
+            r.flags &= ~(dns.flags.RA | dns.flags.AD | dns.flags.TC)
+            r.flags |= ((dns.flags.RA if ra else 0) | (dns.flags.AD if ad
+                        else 0) | (dns.flags.TC if tc else 0))
+            r.set_rcode(rcode)
+            for line in answer:
+                r.answer.append(_rrset(line))
+            for line in ns:
+                r.authority.append(_rrset(line))
+            return r
+        return fn
+
+    def test_table(self):
+        for case in self.CASES:
+            (name, qname, qtype, (do, cd, ad), rcode, (ra, sad, _tc),
+             answer, ns, cached, ttl) = case
+            h = Harness(self, " disable denial neg-disabled.example.org\n"
+                              " disable success pos-disabled.example.org",
+                        args="3600", now=APRIL_2017)
+            h.backend = self.backend(case)
+            first = h.ask(qname, qtype, do=do, cd=cd, ad=ad)
+            self.assertEqual(first.rcode(), rcode, name)
+            self.assertFalse(first.flags & dns.flags.AA, name)
+            m = h.ask(qname.lower(), qtype, do=do, cd=cd, ad=ad)
+            self.assertEqual(h.calls, 1 if cached else 2, name)
+            if not cached:
+                continue
+            self.assertTrue(m.flags & dns.flags.AA, name)
+            self.assertEqual(bool(m.flags & dns.flags.RA), ra, name)
+            self.assertEqual(bool(m.flags & dns.flags.AD),
+                             sad and (do or ad), name)
+            self.assertEqual(bool(m.flags & dns.flags.CD), cd, name)
+            self.assertEqual(m.rcode(), rcode, name)
+            self.assertEqual(len([r for s in m.answer for r in s]),
+                             len({x.lower() for x in answer}), name)
+            self.assertEqual(len(m.authority), len(ns), name)
+            if ttl is not None:
+                self.assertEqual(set(_answer_ttls(m)), {ttl}, name)
+                # the miss was answered with the same clamped TTLs
+                self.assertEqual(set(_answer_ttls(first)), {ttl}, name)
+
+
+class BehaviourTableTest(unittest.TestCase):
+    """The rest of cache_test.go: TTL bounds, SERVFAIL, serve_stale (with
+    its response TTL and verify), keepttl, negative entries not masking
+    positive ones."""
+
+    def test_zero_ttl_not_cached(self):
+        h = Harness(self, " success 10000 3600 0\n denial 10000 1800 0")
+        h.backend = h.ttl_backend(0)
+        h.ask("example.org.")
+        self.assertEqual((len(h.cache.pcache), len(h.cache.ncache)), (0, 0))
+
+    def test_configured_max_above_default(self):
+        h = Harness(self, " success 10000 7200 0")
+        h.backend = h.ttl_backend(24 * 3600)
+        m = h.ask("example.org.")
+        self.assertEqual(m.answer[0].ttl, 7200)
+
+    def test_compute_ttl(self):
+        for msg, mn, mx, want in [(1800, 300, 3600, 1800),
+                                  (299, 300, 3600, 300),
+                                  (299, 0, 3600, 299),
+                                  (3601, 300, 3600, 3600)]:
+            h = Harness(self, " success 10000 %d %d" % (mx, mn))
+            h.backend = h.ttl_backend(msg)
+            self.assertEqual(h.ask("example.org.").answer[0].ttl, want)
+
+    def test_servfail_ttl_zero(self):
+        h = Harness(self, " servfail 0")
+        h.backend = h.rcode_backend(dns.rcode.SERVFAIL, 0)
+        h.ask("example.org.")
+        self.assertEqual(len(h.cache.ncache), 0)
+
+    def test_serve_from_stale(self):
+        h = Harness(self, " serve_stale 1h")
+        h.backend = h.ttl_backend(60)
+        h.ask("cached.org.")
+        self.assertEqual(len(h.cache.pcache), 1)
+        start = h.clock.t
+
+        def refused(q):
+            import dns.message
+            r = dns.message.make_response(q)
+            r.set_rcode(dns.rcode.REFUSED)
+            return r
+        h.backend = refused
+        for name, minutes, upstream in [
+                ("cached.org.", 30, False), ("cached.org.", 60, False),
+                ("cached.org.", 70, True), ("notcached.org.", 30, True),
+                ("notcached.org.", 60, True), ("notcached.org.", 70, True)]:
+            h.clock.t = start + minutes * 60
+            calls = h.calls
+            m = h.ask(name)
+            if upstream:
+                self.assertEqual(m.rcode(), dns.rcode.REFUSED)
+            else:
+                self.assertEqual(m.rcode(), 0)
+            # a stale answer also starts one background refresh
+            self.assertEqual(h.calls - calls, 1, (name, minutes))
+
+    def test_stale_response_ttl(self):
+        for config, rcode, advance, want in [
+                ("serve_stale 1h immediate", 0, 120, 0),
+                ("serve_stale 1h immediate 30s", 0, 120, 30),
+                ("serve_stale 1h immediate 30s", 0, 60, 30),
+                ("serve_stale 1h immediate 25s", 3, 120, 25),
+                ("serve_stale 1h verify 0 45s", 0, 120, 45),
+                ("serve_stale 1h immediate 17s\n keepttl", 0, 120, 17),
+                ("serve_stale 1h immediate 30s", 0, 10, 50)]:
+            h = Harness(self, " " + config)
+            h.backend = (h.ttl_backend(60) if rcode == 0 else
+                         h.rcode_backend(dns.rcode.NXDOMAIN, 60))
+            self.assertEqual(h.ask("cached.org.").rcode(), rcode)
+            h.clock.t += advance
+            h.backend = h.rcode_backend(dns.rcode.SERVFAIL, 60)
+            m = h.ask("cached.org.")
+            self.assertEqual(m.rcode(), rcode, config)
+            self.assertEqual(_answer_ttls(m), [want], config)
+
+    def test_stale_verify(self):
+        h = Harness(self, " serve_stale 1h verify")
+        h.backend = h.ttl_backend(120)
+        h.ask("cached.org.")
+        start = h.clock.t
+        for backend, minutes, rcode, ttl in [
+                (h.ttl_backend(200), 1, 0, 60),
+                (h.ttl_backend(200), 3, 0, 200),
+                (h.rcode_backend(dns.rcode.SERVFAIL, 200), 7, 0, 0),
+                (h.rcode_backend(dns.rcode.NXDOMAIN, 150), 8, 3, 150)]:
+            h.backend = backend
+            h.clock.t = start + minutes * 60
+            m = h.ask("cached.org.")
+            self.assertEqual(m.rcode(), rcode, minutes)
+            self.assertEqual(_answer_ttls(m), [ttl], minutes)
+
+    @defer.inlineCallbacks
+    def test_stale_verify_timeout(self):
+        """A slow upstream: the stale entry (with the stale TTL) is served
+        at the timeout, the verify goes on and refreshes the entry."""
+        from twisted.internet import reactor
+        h = Harness(self, " serve_stale 1h verify 50ms 30s")
+        h.backend = h.ttl_backend(120)
+        h.ask("cached.org.")
+        h.clock.t += 180
+        pending = []
+
+        def slow(q):
+            d = defer.Deferred()
+            pending.append((d, h.ttl_backend(60)(q)))
+            return d
+        h.backend = slow
+        m = yield h.ask_async("cached.org.")
+        self.assertEqual(_answer_ttls(m), [30])
+        self.assertEqual(len(pending), 1)
+        d, r = pending[0]
+        d.callback(r)
+        self.assertEqual(h.ask("cached.org.").answer[0].ttl, 60)
+        self.assertEqual(h.calls, 2)
+        self.assertTrue(reactor)
+
+    @defer.inlineCallbacks
+    def test_stale_verify_timeout_fast_upstream(self):
+        h = Harness(self, " serve_stale 1h verify 500ms")
+        h.backend = h.ttl_backend(120)
+        h.ask("cached.org.")
+        h.clock.t += 180
+        h.backend = h.ttl_backend(200)
+        m = yield h.ask_async("cached.org.")
+        self.assertEqual(_answer_ttls(m), [200])
+        self.assertTrue(m.flags & dns.flags.AA)
+
+    def test_stale_verify_uncacheable_fresh_answer(self):
+        """A verify answer that may not be stored (TTL 0) is still sent."""
+        h = Harness(self, " serve_stale 1h verify\n success 10000 3600 0")
+        h.backend = h.ttl_backend(120)
+        h.ask("cached.org.")
+        h.clock.t += 180
+        h.backend = h.ttl_backend(0)
+        m = h.ask("cached.org.")
+        self.assertEqual(_answer_ttls(m), [0])
+        self.assertEqual(h.calls, 2)
+
+    def test_negative_stale_not_masking_positive(self):
+        h = Harness(self, " serve_stale 10m")
+        h.backend = h.rcode_backend(dns.rcode.NXDOMAIN, 60)
+        self.assertEqual(h.ask("cached.org.").rcode(), 3)
+        self.assertEqual((len(h.cache.ncache), len(h.cache.pcache)), (1, 0))
+
+        def broken(q):
+            raise AssertionError("no upstream query expected")
+        h.backend = broken
+        self.assertEqual(h.ask("cached.org.").rcode(), 3)
+        h.clock.t += 300
+        h.backend = h.ttl_backend(303)
+        # stale NXDOMAIN served, the prefetch stores the positive answer
+        self.assertEqual(h.ask("cached.org.").rcode(), 3)
+        self.assertEqual((len(h.cache.ncache), len(h.cache.pcache)), (0, 1))
+        h.backend = broken
+        m = h.ask("cached.org.")
+        self.assertEqual(m.rcode(), 0)
+        self.assertEqual(_answer_ttls(m), [303])
+
+    def test_servfail_does_not_shadow_positive(self):
+        """A valid positive entry wins over a SERVFAIL entry of the same
+        key (TestServfailDoesNotShadowPositiveCache)."""
+        import dns.message
+        h = Harness(self, " serve_stale 1h")
+        h.backend = h.ttl_backend(120)
+        h.ask("example.org.")
+        q = util.make_query("example.org.", "A")
+        fail = h.rcode_backend(dns.rcode.SERVFAIL, 5)(q).to_wire()
+        p = cachemod.parse(fail, int(h.clock.t))
+        key = ("example.org.", 1, 1, False, False)
+        h.cache.ncache.add(key, cachemod.Item(p, h.clock.t, 5))
+        h.clock.t += 1
+        m = h.ask("example.org.")
+        self.assertEqual(m.rcode(), 0)
+        self.assertEqual(h.calls, 1)
+        # without the positive entry the SERVFAIL is served
+        h.cache.pcache.remove(key)
+        self.assertEqual(h.ask("example.org.").rcode(), dns.rcode.SERVFAIL)
+        self.assertEqual(h.calls, 1)
+
+    def test_stale_refresh_does_not_store_servfail(self):
+        """serve_stale immediate: the background refresh keeps only
+        NOERROR/NXDOMAIN answers (RFC 8767), so the stale entry stays."""
+        h = Harness(self, " serve_stale 1h")
+        h.backend = h.ttl_backend(60)
+        h.ask("cached.org.")
+        h.clock.t += 120
+        h.backend = h.rcode_backend(dns.rcode.SERVFAIL, 60)
+        self.assertEqual(h.ask("cached.org.").rcode(), 0)
+        self.assertEqual(len(h.cache.ncache), 0)
+        self.assertEqual(h.ask("cached.org.").rcode(), 0)
+
+    @defer.inlineCallbacks
+    def test_stale_verify_timeout_uncacheable(self):
+        """An NXDOMAIN without SOA (not cacheable) from a timed verify goes
+        to the client as it is."""
+        import dns.message
+        h = Harness(self, " serve_stale 1h verify 1s")
+        h.backend = h.ttl_backend(60)
+        h.ask("cached.org.")
+        h.clock.t += 120
+
+        def nx(q):
+            r = dns.message.make_response(q)
+            r.set_rcode(dns.rcode.NXDOMAIN)
+            return r
+        h.backend = nx
+        m = yield h.ask_async("cached.org.")
+        self.assertEqual(m.rcode(), dns.rcode.NXDOMAIN)
+        self.assertEqual((m.answer, m.authority), ([], []))
+
+    def test_cname_with_soa_is_nodata(self):
+        h = Harness(self, "")
+
+        def fn(q):
+            r = h.ttl_backend(1)(q)
+            r.answer = [_rrset("alias.example.org. 300 IN CNAME "
+                               "missing.example.net.")]
+            r.authority.append(_rrset(SOA % 300))
+            return r
+        h.backend = fn
+        h.ask("alias.example.org.")
+        self.assertEqual((len(h.cache.ncache), len(h.cache.pcache)), (1, 0))
+
+    def test_keepttl(self):
+        h = Harness(self, " keepttl")
+        h.backend = h.ttl_backend(300)
+        h.ask("example.org.")
+        h.clock.t += 100
+        self.assertEqual(h.ask("example.org.").answer[0].ttl, 300)

@@ -395,6 +395,7 @@ class _Hit(Response):
     __slots__ = ()
 
     def __init__(self, out, rcode, flags, plugin="cache"):
+        self._error = None
         self.rcode = rcode
         self.flags = flags & 0x07F0
         self.answer = []
@@ -670,8 +671,9 @@ class Cache(Plugin):
         if not isinstance(r, defer.Deferred):
             if recheck > 0:
                 item.end_refresh(self.now(), recheck, r is not None)
-            return r if r is not None else self._serve_stale(req, item, do,
-                                                             labels)
+            if r is None:
+                return self._serve_stale(req, item, do, labels)
+            return self._verified(req, key, do, item, r)
         result = defer.Deferred()
         timer = None
 
@@ -680,15 +682,33 @@ class Cache(Plugin):
                 item.end_refresh(self.now(), recheck, fresh is not None)
             if timer is not None and timer.active():
                 timer.cancel()
-            if not result.called:
-                result.callback(fresh if fresh is not None else
-                                self._serve_stale(req, item, do, labels))
+            if result.called:
+                return
+            if fresh is None:
+                return result.callback(self._serve_stale(req, item, do,
+                                                         labels))
+            result.callback(self._verified(req, key, do, item, fresh))
         r.addCallbacks(got, lambda f: got(None))
         if self.verify_timeout > 0 and not result.called:
             timer = self.reactor.callLater(
                 self.verify_timeout, lambda: result.called or result.callback(
                     self._serve_stale(req, item, do, labels)))
         return result
+
+
+    def _verified(self, req, key, do, stale, fresh):
+        """The answer to a successful verify.  With a verify timeout
+        CoreDNS answers from the entry it just stored (cache reply
+        shaping: AA, the entry's TTL); without one, as the upstream did."""
+        if self.verify_timeout > 0:
+            new = self.ncache.get(key) or self.pcache.get(key)
+            if new is not None and new is not stale:
+                ttl = new.orig_ttl if self.keepttl else \
+                    new.orig_ttl - int(self.now() - new.stored)
+                out = self._answer(req, new, ttl, do)
+                if out is not None:
+                    return out
+        return fresh
 
 
 def _refreshable(p, mt):

@@ -10,6 +10,7 @@ into the temporary directory.  Every change is an exact text replacement
 that must match, so a changed example Corefile breaks the test loudly.
 """
 
+import functools
 import os
 import random
 import re
@@ -26,6 +27,7 @@ import dns.rdatatype
 from twisted.internet import defer, endpoints, error, protocol, reactor
 from twisted.trial import unittest
 
+from corednstw import dnswire
 from corednstw import vars
 from corednstw.plugins import loop as loopmod
 from tests import k8s_apiserver as k8s
@@ -517,6 +519,209 @@ class KubeadmTest(unittest.TestCase):
         yield self.assertFailure(
             ep.connect(protocol.Factory.forProtocol(protocol.Protocol)),
             error.ConnectionRefusedError)
+
+
+def storm_packets(seed=1053):
+    """Malformed queries: random bytes, a query cut at every length,
+    lying section counts, the longest name, compression loops,
+    bad label types, flipped bits of a good query, broken OPT records."""
+    rng = random.Random(seed)
+    q = util.make_query(KUBE_DNS, "A", use_edns=0)
+    q.id = 4242
+    good = q.to_wire()
+    hdr = struct.Struct("!HHHHHH")
+    out = [rng.randbytes(rng.randrange(0, 700)) for _ in range(300)]
+    out += [good[:n] for n in range(len(good))]
+    for counts in ((0, 0, 0, 0), (2, 0, 0, 0), (1, 5, 0, 0), (1, 0, 9, 0),
+                   (1, 0, 0, 3), (65535, 65535, 65535, 65535)):
+        out.append(hdr.pack(rng.randrange(65536), 0x0100, *counts)
+                   + good[12:])
+
+    def query(qname_wire, tail=b"\x00\x01\x00\x01", flags=0x0100):
+        return hdr.pack(rng.randrange(65536), flags, 1, 0, 0, 0) \
+            + qname_wire + tail
+    out.append(query(b"\x01a" * 127 + b"\x00"))            # 255 bytes
+    out.append(query(b"\x3fa" * 4 + b"\x00"))              # cut labels
+    out.append(query(b"\x01a\x00" * 2000))                  # long tail
+    out.append(query(b"\x3fa" + b"x" * 62 + b"\x00"))      # label 63
+    out.append(query(b"\x40" + b"x" * 64 + b"\x00"))       # bad type
+    out.append(query(b"\x80\x01a\x00"))                    # type 0x80
+    out.append(query(b"\xc0\x0c"))                          # loop
+    out.append(query(b"\x01a\xc0\x0c"))                    # loop
+    out.append(query(b"\xc0\xff"))                          # beyond
+    out.append(query(b"\x01a\x00", tail=b"\x00"))          # no class
+    out.append(query(b"\x01a\x00", flags=0x8100))           # a response
+    out.append(query(b"\x01a\x00", flags=0x2900))           # UPDATE
+    out.append(query(b"\x01a\x00", flags=0x7900))           # opcode 15
+    for _ in range(300):
+        b = bytearray(good)
+        for _ in range(rng.randrange(1, 4)):
+            b[rng.randrange(len(b))] = rng.randrange(256)
+        out.append(bytes(b))
+    # OPT records: length beyond the end, garbage options, two OPTs.
+    body = good[:len(good) - 11]
+    opt = b"\x00\x00\x29\x04\xd0\x00\x00\x00\x00"
+    out.append(body + opt + b"\x00\xff")
+    out.append(body + opt + b"\x00\x08\x00\x0a\x00\x08abc")
+    out.append(hdr.pack(7, 0x0100, 1, 0, 0, 2) + good[12:len(good) - 11]
+               + (opt + b"\x00\x00") * 2)
+    return out
+
+
+class _Collect(protocol.DatagramProtocol):
+    def __init__(self):
+        self.replies = []
+        self.waiting = {}
+
+    def datagramReceived(self, data, addr):
+        self.replies.append(data)
+        if len(data) >= 2:
+            d = self.waiting.pop(data[:2], None)
+            if d is not None:
+                d.callback(data)
+
+
+def _empty_answer(msg, proto):
+    r = dns.message.make_response(msg)
+    r.flags |= dns.flags.RA
+    return r
+
+
+def _answer_or_formerr(answer, data, proto, send):
+    try:
+        dns.message.from_wire(data)
+    except Exception:
+        try:
+            qend = dnswire.skip_name(data, 12) + 4
+        except dnswire.FormatError:
+            return
+        send(data[:2] + struct.pack("!HHHHH", 0x8181, 1, 0, 0, 0)
+             + data[12:qend])
+        return
+    answer(data, proto, send)
+
+
+class StormTest(unittest.TestCase):
+    """A storm of malformed packets against the kubeadm-style server:
+    no crash, no panic, and good queries answered all along."""
+
+    @defer.inlineCallbacks
+    def setUp(self):
+        self.patch(loopmod, "default_exit", lambda code: None)
+        self.log = util.capture_log(self)
+        self.api = k8s.APIServer().start()
+        self.addCleanup(self.api.stop)
+        kubeadm_cluster(self.api)
+        self.resolver = Resolver(self, temp_dir(self))
+        # Mangled queries reach the node's resolver too: it answers them
+        # all, like a real resolver (FORMERR when it cannot parse one).
+        up = self.resolver.up
+        up.handler = _empty_answer
+        up.answer = functools.partial(_answer_or_formerr, up.answer)
+        self.app = yield util.start(
+            self, kubeadm_corefile(self.api.url, self.resolver))
+        no_lameduck(self, self.app)
+        self.port = self.app.port()
+        yield probes_answered(self.app)
+
+    def panics(self):
+        return sum(vars.PANICS.values.values())
+
+    @defer.inlineCallbacks
+    def test_udp_storm(self):
+        panics = self.panics()
+        packets = storm_packets()
+        client = _Collect()
+        lp = reactor.listenUDP(0, client, interface="127.0.0.1")
+        self.addCleanup(lp.stopListening)
+        sent_ids = set()
+        # In batches, each closed by a good query whose answer shows the
+        # server got through the batch (and keeps receive buffers small).
+        for i in range(0, len(packets), 50):
+            for p in packets[i:i + 50]:
+                if len(p) >= 2:
+                    sent_ids.add(p[:2])
+                lp.write(p, ("127.0.0.1", self.port))
+            q = util.make_query(KUBE_DNS, "A")
+            q.id = 40000 + i
+            d = client.waiting[struct.pack("!H", q.id)] = defer.Deferred()
+            timer = reactor.callLater(5, lambda d=d: d.called or d.errback(
+                error.TimeoutError("no answer after batch %d" % i)))
+            lp.write(q.to_wire(), ("127.0.0.1", self.port))
+            data = yield d
+            timer.cancel()
+            m = dns.message.from_wire(data)
+            self.assertEqual(util.rrs(m), [KUBE_DNS + " 30 IN A 10.96.0.10"])
+        yield util.wait_for(lambda: all(m.inflight == 0
+                                        for m in self.app.muxes))
+        for data in client.replies:
+            self.assertGreaterEqual(len(data), 12)
+            ident, flags = struct.unpack("!HH", data[:4])
+            self.assertTrue(flags & 0x8000)
+            self.assertTrue(data[:2] in sent_ids or ident >= 40000)
+        rcodes = [struct.unpack("!H", d[2:4])[0] & 15
+                  for d in client.replies]
+        self.assertIn(dns.rcode.FORMERR, rcodes)
+        self.assertIn(dns.rcode.NOTIMP, rcodes)
+        self.assertEqual(self.panics(), panics)
+        self.assertNotIn("Traceback", self.log.text())
+        self.assertNotIn("panic", self.log.text())
+
+    @defer.inlineCallbacks
+    def test_tcp_storm(self):
+        panics = self.panics()
+        packets = storm_packets(seed=5300)
+        frames = [struct.pack("!H", len(p)) + p for p in packets
+                  if len(p) < 65536]
+        # One connection per frame group; some end in a cut frame or a
+        # length with nothing behind it, one sends raw garbage.
+        rng = random.Random(7)
+        groups = [frames[i:i + 40] for i in range(0, len(frames), 40)]
+        done = []
+        for n, group in enumerate(groups):
+            data = b"".join(group)
+            if n % 3 == 1:
+                data += b"\xff\xff" + b"x" * 100
+            elif n % 3 == 2:
+                data += struct.pack("!H", 0)
+            done.append(_raw_tcp(self.port, data))
+        done.append(_raw_tcp(self.port, rng.randbytes(5000)))
+        yield defer.DeferredList(done)
+        # Good queries over TCP still answer, several on one connection.
+        qs = [util.make_query(KUBE_DNS, "A") for _ in range(3)]
+        replies = yield util.send_tcp(self.port, [q.to_wire() for q in qs])
+        self.assertEqual(len(replies), 3)
+        for q, r in zip(qs, replies):
+            m = dns.message.from_wire(r)
+            self.assertEqual(m.id, q.id)
+            self.assertEqual(util.rrs(m), [KUBE_DNS + " 30 IN A 10.96.0.10"])
+        yield util.wait_for(lambda: all(m.inflight == 0
+                                        for m in self.app.muxes))
+        self.assertEqual(self.panics(), panics)
+        self.assertNotIn("Traceback", self.log.text())
+
+
+class _RawTCP(protocol.Protocol):
+    def __init__(self, data, d):
+        self.data = data
+        self.d = d
+
+    def connectionMade(self):
+        self.transport.write(self.data)
+        self.transport.loseConnection()
+
+    def connectionLost(self, reason):
+        if not self.d.called:
+            self.d.callback(None)
+
+
+def _raw_tcp(port, data):
+    """Write ``data`` on a new connection and close it; fires when the
+    connection is gone."""
+    d = defer.Deferred()
+    ep = endpoints.TCP4ClientEndpoint(reactor, "127.0.0.1", port)
+    ep.connect(protocol.Factory.forProtocol(lambda: _RawTCP(data, d)))
+    return d
 
 
 class KubeadmReadyTest(unittest.TestCase):

@@ -839,3 +839,236 @@ class BehaviourTableTest(unittest.TestCase):
         h.ask("example.org.")
         h.clock.t += 100
         self.assertEqual(h.ask("example.org.").answer[0].ttl, 300)
+
+
+class MoreTablesTest(unittest.TestCase):
+    """prefetch_test.go, ad_bit_test.go, dnssec_test.go, spoof_test.go,
+    error_test.go, qclass_test.go, serve_stale_recheck_test.go."""
+
+    def counting_backend(self, h, ttl):
+        """127.0.0.1, .2, ... one address more per backend query."""
+        def fn(q):
+            return h.ttl_backend(ttl, "127.0.0.%d" % h.calls)(q)
+        return fn
+
+    def test_prefetch_table(self):
+        for qname, ttl, prefetch, steps in [
+                ("hits.reset.example.org.", 80, 1, [
+                    (0, 80, 1, True, False, False),
+                    (73, 7, 1, True, False, False),
+                    (80, 73, 2, False, False, False)]),
+                ("short.ttl.example.org.", 5, 1, [
+                    (0, 5, 1, True, False, False),
+                    (1, 4, 1, False, False, False),
+                    (4, 1, 1, True, False, False),
+                    (5, 4, 2, False, False, False)]),
+                ("no.prefetch.example.org.", 30, 0, [
+                    (0, 30, 1, True, False, False),
+                    (15, 15, 1, False, False, False),
+                    (29, 1, 1, False, False, False),
+                    (30, 30, 2, True, False, False)]),
+                ("do.prefetch.example.org.", 80, 1, [
+                    (0, 80, 1, True, True, False),
+                    (73, 7, 1, True, True, False),
+                    (80, 73, 2, False, True, False),
+                    (80, 80, 3, True, False, False)]),
+                ("cd.prefetch.example.org.", 80, 1, [
+                    (0, 80, 1, True, False, True),
+                    (73, 7, 1, True, False, True),
+                    (80, 73, 2, False, False, True),
+                    (80, 80, 3, True, False, False)])]:
+            opt = " prefetch %d" % prefetch if prefetch else ""
+            h = Harness(self, opt)
+            h.backend = self.counting_backend(h, ttl)
+            start = h.clock.t
+            for after, want_ttl, addr, fetch, do, cd in steps:
+                h.clock.t = start + after
+                calls = h.calls
+                m = h.ask(qname, do=do, cd=cd)
+                self.assertEqual(h.calls - calls, 1 if fetch else 0,
+                                 (qname, after))
+                self.assertEqual(util.rrs(m), ["%s %d IN A 127.0.0.%d" % (
+                    qname, want_ttl, addr)], (qname, after))
+
+    def test_prefetch_asks_with_ad(self):
+        h = Harness(self, " prefetch 1 1m 90%")
+        seen = []
+
+        def fn(q):
+            seen.append(bool(q.flags & dns.flags.AD))
+            return h.ttl_backend(100)(q)
+        h.backend = fn
+        h.ask("invent.example.org.")
+        h.clock.t += 50
+        h.ask("invent.example.org.")
+        self.assertEqual(seen, [True, True])
+
+    def ad_backend(self, h, seen):
+        def fn(q):
+            seen.append(bool(q.flags & dns.flags.AD))
+            r = h.ttl_backend(300)(q)
+            r.flags |= dns.flags.AD
+            return r
+        return fn
+
+    def test_ad_bit_not_partitioned(self):
+        """The AD bit of a hit comes from the stored answer and this
+        client's AD/DO, whichever client filled the entry."""
+        for order in ((False, True), (True, False)):
+            h = Harness(self, "")
+            seen = []
+            h.backend = self.ad_backend(h, seen)
+            for ad in order:
+                m = h.ask("invent.example.org.", ad=ad)
+                self.assertEqual(bool(m.flags & dns.flags.AD), ad, order)
+            # the backend was asked once, with AD set
+            self.assertEqual(seen, [True])
+
+    def test_ad_bit_stale_verify(self):
+        h = Harness(self, " serve_stale 1h verify")
+        seen = []
+        h.backend = self.ad_backend(h, seen)
+        h.ask("invent.example.org.")
+        h.clock.t += 400
+        m = h.ask("invent.example.org.", ad=True)
+        self.assertEqual(seen, [True, True])
+        self.assertTrue(m.flags & dns.flags.AD)
+
+    def test_dnssec_and_plain_entries(self):
+        """DO and non-DO queries are separate entries; each gets its own
+        answer (RRSIGs only with DO), in either order."""
+        def fn(q):
+            import dns.message
+            r = dns.message.make_response(q)
+            r.flags |= dns.flags.AD
+            r.answer.append(_rrset("invent.example.org. 1781 IN CNAME "
+                                   "leptone.example.org."))
+            if q.ednsflags & dns.flags.DO:
+                r.use_edns(0, dns.flags.DO, 1232)
+                r.answer.append(_rrset(
+                    "invent.example.org. 1781 IN RRSIG CNAME 8 3 1800 "
+                    "20301012085750 20200912082613 57411 example.org. "
+                    "ijSv5FmsNjFviBcOFwQgqjt073lttxTTNqkno6oMa3DD3kC+"))
+            r.answer.append(_rrset("leptone.example.org. 1781 IN A "
+                                   "195.201.182.103"))
+            return r
+        for order in ((False, True), (True, False)):
+            # a clock inside the signatures' validity
+            h = Harness(self, "", now=1_800_000_000.0)
+            h.backend = fn
+            for _ in range(2):
+                for do in order:
+                    m = h.ask("invent.example.org.", do=do)
+                    types = sorted(r.rdtype for r in m.answer)
+                    self.assertEqual(len(types), 3 if do else 2)
+                    self.assertEqual(bool(m.flags & dns.flags.AD), do)
+            self.assertEqual(h.calls, 2)
+
+    def test_spoofed_answers_not_cached(self):
+        """An answer for another question name or type, or without the QR
+        bit, is passed on but not stored (and counted as a drop)."""
+        import dns.message
+        import dns.name
+        import dns.rrset
+
+        def other_question(name, rdtype, line):
+            def fn(q):
+                r = dns.message.Message(q.id)
+                r.flags = dns.flags.QR
+                r.question.append(dns.rrset.RRset(
+                    dns.name.from_text(name), 1,
+                    dns.rdatatype.from_text(rdtype)))
+                r.answer.append(_rrset(line))
+                return r
+            return fn
+
+        def no_qr(q):
+            r = dns.message.make_response(q)
+            r.flags &= ~dns.flags.QR
+            r.answer.append(_rrset("example.org. 60 IN A 127.0.0.53"))
+            return r
+        import dns.rdatatype
+        for fn, rdtype in [
+                (other_question("example.net.", "A",
+                                "example.net. 60 IN A 127.0.0.53"), "A"),
+                (other_question("example.org.", "MX",
+                                "example.org. 60 IN MX 10 mail.example.org."),
+                 "A"),
+                (no_qr, "A")]:
+            h = Harness(self, "")
+            h.backend = fn
+            before = sum(cachemod.DROPS.values.values())
+            h.s.ask(h.query("example.org.", rdtype).to_wire())
+            self.assertEqual(len(h.cache.pcache), 0)
+            self.assertEqual(sum(cachemod.DROPS.values.values()) - before, 1)
+
+    def test_formerr_not_cached(self):
+        h = Harness(self, "")
+        h.backend = h.rcode_backend(dns.rcode.FORMERR, 60)
+        h.ask("example.org.")
+        self.assertEqual((len(h.cache.pcache), len(h.cache.ncache)), (0, 0))
+
+    def test_question_classes_separate(self):
+        import dns.message
+        import dns.rdataclass
+        h = Harness(self, "")
+        h.s = util.Direct(self, ".:0 {\n chaos\n cache\n whoami\n}\n")
+        h.cache = [p for p in h.s.app.config.plugins()
+                   if p.name == "cache"][0]
+        h.cache.now = h.clock
+        h.cache.next = util.Stub(h._serve)
+        classes = []
+
+        def fn(q):
+            classes.append(q.question[0].rdclass)
+            r = dns.message.make_response(q)
+            if q.question[0].rdclass == dns.rdataclass.CH:
+                r.set_rcode(dns.rcode.NXDOMAIN)
+                r.authority.append(_rrset(
+                    "cache-class.test. 60 CH SOA ns.cache-class.test. "
+                    "hostmaster.cache-class.test. 1 60 60 60 60"))
+            else:
+                r.answer.append(_rrset("victim.cache-class.test. 60 IN A "
+                                       "192.0.2.1"))
+            return r
+        h.backend = fn
+        ch = util.make_query("victim.cache-class.test.", "A", "CH")
+        m = dns.message.from_wire(h.s.ask(ch.to_wire()))
+        self.assertEqual(m.rcode(), dns.rcode.NXDOMAIN)
+        m = h.ask("victim.cache-class.test.")
+        self.assertEqual((m.rcode(), len(m.answer)), (0, 1))
+        self.assertEqual(classes, [dns.rdataclass.CH, dns.rdataclass.IN])
+
+    def test_stale_failure_recheck_immediate(self):
+        for prime, rcode in [(lambda h: h.ttl_backend(1), 0),
+                             (lambda h: h.rcode_backend(3, 1), 3)]:
+            h = Harness(self, " success 10000 3600 0\n denial 10000 1800 0\n"
+                              " serve_stale 1h immediate 30s 30s")
+            h.backend = prime(h)
+            h.ask("cached.org.")
+            start = h.clock.t
+            h.clock.t = start + 2
+            h.backend = h.rcode_backend(dns.rcode.SERVFAIL, 30)
+            self.assertEqual(h.ask("cached.org.").rcode(), rcode)
+            self.assertEqual(h.calls, 2)
+            # the failed refresh holds further ones off for 30s
+            self.assertEqual(h.ask("cached.org.").rcode(), rcode)
+            self.assertEqual(h.calls, 2)
+            h.clock.t = start + 33
+            self.assertEqual(h.ask("cached.org.").rcode(), rcode)
+            self.assertEqual(h.calls, 3)
+
+    def test_stale_failure_recheck_verify(self):
+        h = Harness(self, " success 10000 3600 0\n"
+                          " serve_stale 1h verify 0 0s 30s")
+        h.backend = h.ttl_backend(1)
+        h.ask("cached.org.")
+        start = h.clock.t
+        h.clock.t = start + 2
+        h.backend = h.rcode_backend(dns.rcode.SERVFAIL, 30)
+        h.ask("cached.org.")
+        h.ask("cached.org.")
+        self.assertEqual(h.calls, 2)
+        h.clock.t = start + 33
+        self.assertEqual(h.ask("cached.org.").rcode(), 0)
+        self.assertEqual(h.calls, 3)

@@ -463,7 +463,12 @@ class Cache(Plugin):
         item = self._lookup(key, now, labels)
         if item is None:
             MISSES.inc(labels)
-            return self._refresh(req, key, do, labels, None)
+            # The next plugin is asked with AD set (CoreDNS's
+            # authenticatedRefreshState): the stored answer then carries
+            # the upstream's AD for every later client, whatever this
+            # client asked for.
+            ask = req if rflags & w.AD else _refresh_request(req)
+            return self._refresh(ask, key, do, labels, None, client=req)
         ttl = item.orig_ttl - int(now - item.stored)
         if ttl <= 0:
             return self._stale(req, key, do, labels, item, now, ttl)

@@ -1072,3 +1072,128 @@ class MoreTablesTest(unittest.TestCase):
         h.clock.t = start + 33
         self.assertEqual(h.ask("cached.org.").rcode(), 0)
         self.assertEqual(h.calls, 3)
+
+
+class SetupTableTest(unittest.TestCase):
+    """setup_test.go: settings from Corefile lines, and the lines that are
+    errors."""
+
+    def parse(self, text):
+        import os
+        from corednstw.app import App
+        d = util.write_files(self, {"Corefile": ". {\n%s\n}\n" % text})
+        cfg = App(os.path.join(d, "Corefile"), dns_port=0).load()
+        return [p for p in cfg.plugins() if p.name == "cache"][0]
+
+    def test_setup(self):
+        D = cachemod.DEFAULT_CAP
+        for text, ncap, pcap, nttl, minnttl, pttl, minpttl, prefetch in [
+                ("cache", D, D, 1800, 5, 3600, 5, 0),
+                ("cache {\n}", D, D, 1800, 5, 3600, 5, 0),
+                ("cache example.nl {\n success 10\n}", D, 10, 1800, 5, 3600,
+                 5, 0),
+                ("cache example.nl {\n success 10 1800 30\n}", D, 10, 1800, 5,
+                 1800, 30, 0),
+                ("cache example.nl {\n success 10\n denial 10 15\n}", 10, 10,
+                 15, 5, 3600, 5, 0),
+                ("cache example.nl {\n success 10\n denial 10 15 2\n}", 10,
+                 10, 15, 2, 3600, 5, 0),
+                ("cache 25 example.nl {\n success 10\n denial 10 15\n}", 10,
+                 10, 15, 5, 25, 5, 0),
+                ("cache 25 example.nl {\n success 10\n denial 10 15 5\n}", 10,
+                 10, 15, 5, 25, 5, 0),
+                ("cache aaa example.nl", D, D, 1800, 5, 3600, 5, 0),
+                ("cache {\n prefetch 10\n}", D, D, 1800, 5, 3600, 5, 10)]:
+            c = self.parse(text)
+            self.assertEqual((c.ncap, c.pcap, c.nttl, c.minnttl, c.pttl,
+                              c.minpttl, c.prefetch),
+                             (ncap, pcap, nttl, minnttl, pttl, minpttl,
+                              prefetch), text)
+        self.assertEqual(self.parse("cache aaa example.nl").zones,
+                         ["aaa.", "example.nl."])
+
+    def test_errors(self):
+        for text in [
+                "cache example.nl {\n success\n denial 10 15\n}",
+                "cache example.nl {\n success 15\n denial aaa\n}",
+                "cache example.nl {\n positive 15\n negative aaa\n}",
+                "cache 0 example.nl", "cache -1 example.nl",
+                "cache 1 example.nl {\n positive 0\n}",
+                "cache 1 example.nl {\n positive 0\n prefetch -1\n}",
+                "cache 1 example.nl {\n prefetch 0 blurp\n}",
+                "cache\n cache"]:
+            with self.assertRaises(corefile.CorefileError, msg=text):
+                self.parse(text)
+
+    def test_serve_stale(self):
+        for line, up_to, verify, timeout, ttl in [
+                ("serve_stale", 3600, False, 0, 0),
+                ("serve_stale 20m", 1200, False, 0, 0),
+                ("serve_stale 1h20m", 4800, False, 0, 0),
+                ("serve_stale 0m", 0, False, 0, 0),
+                ("serve_stale 0", 0, False, 0, 0),
+                ("serve_stale 0 verify", 0, True, 0, 0),
+                ("serve_stale 0 immediate", 0, False, 0, 0),
+                ("serve_stale 0 VERIFY", 0, True, 0, 0),
+                ("serve_stale 1h immediate 30s", 3600, False, 0, 30),
+                ("serve_stale 1h immediate 30s 30s", 3600, False, 0, 30),
+                ("serve_stale 1h immediate 4294967295s", 3600, False, 0,
+                 4294967295),
+                ("serve_stale 1h immediate 0", 3600, False, 0, 0),
+                ("serve_stale 1h immediate 0 0", 3600, False, 0, 0),
+                ("serve_stale 1h verify 100ms", 3600, True, 0.1, 0),
+                ("serve_stale 1h verify 100ms 30s", 3600, True, 0.1, 30),
+                ("serve_stale 1h verify 100ms 30s 30s", 3600, True, 0.1, 30),
+                ("serve_stale 1h verify 0", 3600, True, 0, 0),
+                ("serve_stale 1h verify 0 1m", 3600, True, 0, 60),
+                ("serve_stale 1h VERIFY 250ms", 3600, True, 0.25, 0)]:
+            c = self.parse("cache {\n %s\n}" % line)
+            self.assertEqual((c.stale_up_to, c.verify_stale, c.verify_timeout,
+                              c.stale_ttl), (up_to, verify, timeout, ttl),
+                             line)
+        for line in [
+                "serve_stale 20", "serve_stale -20m", "serve_stale aa",
+                "serve_stale 1m nono", "serve_stale 0 after nono",
+                "serve_stale 1h immediate 100ms",
+                "serve_stale 1h immediate 4294967296s",
+                "serve_stale 1h immediate -1s",
+                "serve_stale 1h immediate garbage",
+                "serve_stale 1h immediate 30s extra",
+                "serve_stale 1h verify -1ms", "serve_stale 1h verify garbage",
+                "serve_stale 1h verify 100ms 500ms",
+                "serve_stale 1h verify 100ms -1s",
+                "serve_stale 1h verify 100ms garbage",
+                "serve_stale 1h verify 100ms 30s extra",
+                "serve_stale 1h verify 100ms 30s 6m"]:
+            with self.assertRaises(corefile.CorefileError, msg=line):
+                self.parse("cache {\n %s\n}" % line)
+
+    def test_servfail(self):
+        for line, want in [("servfail 1s", 1), ("servfail 5m", 300),
+                           ("servfail 0s", 0), ("servfail 0", 0)]:
+            self.assertEqual(self.parse("cache {\n %s\n}" % line).failttl,
+                             want, line)
+        for line in ["servfail", "servfail 6m", "servfail 20",
+                     "servfail -1s", "servfail aa", "servfail 1m invalid"]:
+            with self.assertRaises(corefile.CorefileError, msg=line):
+                self.parse("cache {\n %s\n}" % line)
+
+    def test_disable_and_keepttl(self):
+        for lines, nexcept, pexcept in [
+                ("disable denial example.com example.org",
+                 ["example.com.", "example.org."], []),
+                ("disable success example.com example.org", [],
+                 ["example.com.", "example.org."]),
+                ("disable denial", ["."], []),
+                ("disable success", [], ["."]),
+                ("disable denial example.com example.org\n disable success "
+                 "example.com example.org", ["example.com.", "example.org."],
+                 ["example.com.", "example.org."])]:
+            c = self.parse("cache {\n %s\n}" % lines)
+            self.assertEqual((list(c.nexcept), list(c.pexcept)),
+                             (nexcept, pexcept), lines)
+        self.assertTrue(self.parse("cache {\n keepttl\n}").keepttl)
+        for line in ["disable invalid example.com example.org",
+                     "keepttl arg1"]:
+            with self.assertRaises(corefile.CorefileError, msg=line):
+                self.parse("cache {\n %s\n}" % line)

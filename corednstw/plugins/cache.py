@@ -743,9 +743,9 @@ def _int(c, text):
 
 def _dur(c, text):
     try:
-        return parse_duration(text)
-    except ValueError:
-        raise c.error('time: invalid duration "%s"' % text)
+        return parse_duration(text, strict=True)
+    except ValueError as e:
+        raise c.error(str(e))
 
 
 def setup(d, block):
@@ -872,7 +872,7 @@ def _parse_stale(c, a, ca):
     rest = a[2:]
     if ca.verify_stale and rest:
         try:
-            t = parse_duration(rest[0])
+            t = parse_duration(rest[0], strict=True)
         except ValueError:
             raise c.error("invalid serve_stale verify timeout: %s" % rest[0])
         if t < 0:
@@ -883,7 +883,7 @@ def _parse_stale(c, a, ca):
         raise c.arg_error()
     if rest:
         try:
-            t = parse_duration(rest[0])
+            t = parse_duration(rest[0], strict=True)
         except ValueError:
             raise c.error("invalid serve_stale response TTL: %s" % rest[0])
         if t < 0:
@@ -897,7 +897,7 @@ def _parse_stale(c, a, ca):
         ca.stale_ttl = int(t)
     if len(rest) > 1:
         try:
-            t = parse_duration(rest[1])
+            t = parse_duration(rest[1], strict=True)
         except ValueError:
             raise c.error("invalid serve_stale failure recheck: %s" % rest[1])
         if t < 0:

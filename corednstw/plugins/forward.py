@@ -1030,9 +1030,9 @@ def _godur(seconds):
 
 def _duration(d, c, text, what):
     try:
-        return parse_duration(text)
-    except ValueError:
-        raise c.error('time: invalid duration "%s"' % text)
+        return parse_duration(text, strict=True)
+    except ValueError as e:
+        raise c.error(str(e))
 
 
 def _uint(c, text):

@@ -50,7 +50,6 @@ class LoopTest(unittest.TestCase):
 
     @defer.inlineCallbacks
     def test_no_false_positive(self):
-        self.patch(loopmod, "DISABLE_AFTER", 0.05)
         up = Upstream().start()
         self.addCleanup(up.stop)
         app = yield util.start(self, ".:0 {\n loop\n forward . %s\n}\n"
@@ -71,3 +70,52 @@ class LoopTest(unittest.TestCase):
         d = util.write_files(self, {"Corefile": ". {\n loop foo\n}\n"})
         with self.assertRaises(corefile.CorefileError):
             App(os.path.join(d, "Corefile"), dns_port=0).load()
+
+
+class ServeTest(unittest.TestCase):
+    """loop_test.go: which queries the plugin counts and passes on."""
+
+    def plugin(self, zone="."):
+        from corednstw.request import Request, make_query
+        lp = loopmod.Loop(zone)
+        lp.next = util.Stub(lambda req: "next")
+
+        def ask(name, qtype):
+            req = Request(make_query(name, qtype))
+            qd, an, ns, ar = req.parse_header()
+            req.parse_question(an, ns, ar)
+            return lp.serve(req)
+        return lp, ask
+
+    def test_non_hinfo_passes(self):
+        lp, ask = self.plugin()
+        self.assertEqual(ask("example.org.", 1), "next")
+        self.assertEqual(lp.seen, 0)
+
+    def test_disabled_passes(self):
+        lp, ask = self.plugin()
+        lp.off = True
+        lp.qname = "1.2.example.org."
+        self.assertEqual(ask("1.2.example.org.", 13), "next")
+        self.assertEqual(lp.seen, 0)
+
+    def test_zone_mismatch_passes(self):
+        lp, ask = self.plugin("example.org.")
+        lp.qname = "a.example.com."
+        self.assertEqual(ask("a.example.com.", 13), "next")
+        self.assertEqual(lp.seen, 0)
+
+    def test_match_and_count(self):
+        lp, ask = self.plugin()
+        lp.qname = "1.2.example.org."
+        self.assertEqual(ask("1.2.example.org.", 13), "next")
+        self.assertEqual(lp.seen, 1)
+        # other HINFO names in the zone are not counted
+        self.assertEqual(ask("3.4.example.org.", 13), "next")
+        self.assertEqual(lp.seen, 1)
+
+    def test_probe_names(self):
+        a, b = loopmod.probe_name("."), loopmod.probe_name("example.org.")
+        self.assertRegex(a, r"^\d+\.\d+\.$")
+        self.assertRegex(b, r"^\d+\.\d+\.example\.org\.$")
+        self.assertNotEqual(a, loopmod.probe_name("."))

@@ -4,8 +4,8 @@ At start the plugin sends ``<random>.<random>.<zone> HINFO`` to the
 server's own listener, once a second (after failures) for at most 30
 seconds.  If the probe comes back through the server three times, queries
 are going round in a circle: the plugin logs CoreDNS's FATAL line and ends
-the process with exit code 1.  Two seconds after a probe is answered (or
-after 30 seconds) the plugin switches itself off.
+the process with exit code 1.  Once a probe is answered (or after 30
+seconds) the plugin switches itself off.
 """
 
 import os
@@ -18,7 +18,6 @@ from corednstw.request import Response, make_query
 
 PROBE_FOR = 30.0
 RETRY = 1.0
-DISABLE_AFTER = 2.0
 PROBE_TIMEOUT = 2.0
 
 
@@ -128,7 +127,9 @@ class Loop(Plugin):
         d.addCallbacks(self._answered, self._failed)
 
     def _answered(self, data):
-        self._later(DISABLE_AFTER, self._disable)
+        # Answered: no loop.  CoreDNS switches the plugin off right after
+        # the first answered probe (its delayed switch-off is redundant).
+        self._disable()
 
     def _failed(self, failure):
         self.seen = 0

@@ -117,6 +117,7 @@ class App(service.Service):
         for lst in self.listeners.values():
             ds.append(defer.maybeDeferred(lst.udp.stopListening))
             ds.append(defer.maybeDeferred(lst.tcp.stopListening))
+            ds.append(lst.tcp.factory.close_all())
         for site in self.http.values():
             ds.append(defer.maybeDeferred(site.stopListening))
         if self.config is not None:
@@ -225,6 +226,7 @@ class App(service.Service):
         for lst in old_listeners.values():
             lst.udp.stopListening()
             lst.tcp.stopListening()
+            lst.tcp.factory.close_all()
             self._retired.append(lst.mux)
         old_http, self.http = self.http, new_http
         for address, site in old_http.items():
@@ -382,11 +384,15 @@ def _default_ports(blocks, dns_port):
 
 
 def _timeouts(entries):
-    """TCP read/idle timeouts: the timeouts plugin's, or CoreDNS's 3s/10s."""
-    read, idle = 3.0, 10.0
+    """TCP limits of a listener: the timeouts plugin's values (from any
+    block on it), else CoreDNS's defaults (read 3s, write 5s, idle 10s,
+    unlimited queries per connection)."""
+    limits = server.Timeouts()
     for _, block in entries:
         t = block.settings.get("timeouts")
         if t:
-            read = t.get("read", read)
-            idle = t.get("idle", idle)
-    return read, idle
+            limits.read = t.get("read", limits.read)
+            limits.write = t.get("write", limits.write)
+            limits.idle = t.get("idle", limits.idle)
+            limits.max_queries = t.get("maxtcpqueries", limits.max_queries)
+    return limits

@@ -241,36 +241,98 @@ class DNSDatagramProtocol(protocol.DatagramProtocol):
                 log.error("", "UDP write to %s failed: %s" % (addr[0], e))
 
 
+class Timeouts:
+    """TCP connection limits (the timeouts plugin; CoreDNS's defaults)."""
+
+    __slots__ = ("read", "write", "idle", "max_queries")
+
+    def __init__(self, read=3.0, write=5.0, idle=10.0, max_queries=-1):
+        self.read = read
+        self.write = write
+        self.idle = idle
+        self.max_queries = max_queries
+
+
 class DNSStreamProtocol(Int16StringReceiver, TimeoutMixin):
-    """TCP: length-framed queries, pipelined; idle timeout between them."""
+    """TCP: length-framed queries, pipelined.
+
+    The read timeout bounds the wait for the first query, the idle timeout
+    the wait between queries; an answer the client does not take within the
+    write timeout ends the connection; after ``max_queries`` queries the
+    connection is closed once their answers are written (miekg's rules).
+    """
 
     MAX_LENGTH = 65535
 
     def __init__(self, mux, local, timeouts):
         self.mux = mux
         self.local = local
-        self.read_timeout, self.idle_timeout = timeouts
+        self.limits = timeouts
         self.host = None
         self.port = 0
+        self.queries = 0
+        self.unanswered = 0
+        self._write_check = None
 
     def connectionMade(self):
         peer = self.transport.getPeer()
         self.host, self.port = _client((peer.host, peer.port))
-        self.setTimeout(self.read_timeout)
+        self.setTimeout(self.limits.read)
 
     def stringReceived(self, data):
-        self.setTimeout(self.idle_timeout)
+        self.setTimeout(self.limits.idle)
+        limit = self.limits.max_queries
+        send = self._send
+        if limit > 0:
+            self.queries += 1
+            self.unanswered += 1
+            send = self._counted_sender()
+            if self.queries >= limit:
+                # Read no further queries; close once the answers are out.
+                self.transport.pauseProducing()
+                self.setTimeout(None)
         # The factory's mux, not one kept per connection: after a reload
         # an open connection's next query goes to the new configuration.
         self.factory.mux.handle(data, self.host, self.port, "tcp",
-                                self.local, self._send)
+                                self.local, send)
+
+    def _counted_sender(self):
+        answered = []
+
+        def send(wire):
+            self._send(wire)
+            if not answered:
+                answered.append(True)
+                self.unanswered -= 1
+                if (self.queries >= self.limits.max_queries
+                        and not self.unanswered and self.transport):
+                    self.transport.loseConnection()
+        return send
 
     def _send(self, wire):
-        if self.transport is None or self.transport.disconnecting:
-            return
+        t = self.transport
+        if t is None or t.disconnecting or t.disconnected:
+            return      # an answer that arrives after the client left
         if len(wire) > 65535:
             wire = wire[:65535]
         self.sendString(wire)
+        if self._write_check is None and _buffered(t):
+            self._write_check = self.callLater(
+                self.limits.write, self._check_write, _buffered(t))
+
+    def _check_write(self, before):
+        """The client took nothing of what we wrote in the write timeout:
+        give up on it (Go's write deadline)."""
+        self._write_check = None
+        t = self.transport
+        if t is None or t.disconnected:
+            return
+        now = _buffered(t)
+        if now and now >= before:
+            t.abortConnection()
+        elif now:
+            self._write_check = self.callLater(self.limits.write,
+                                               self._check_write, now)
 
     def lengthLimitExceeded(self, length):
         self.transport.loseConnection()
@@ -280,18 +342,55 @@ class DNSStreamProtocol(Int16StringReceiver, TimeoutMixin):
 
     def connectionLost(self, reason):
         self.setTimeout(None)
+        if self._write_check is not None and self._write_check.active():
+            self._write_check.cancel()
+        self._write_check = None
+        self.factory.lost(self)
+
+
+def _buffered(transport):
+    """Bytes written to a TCP transport but not yet taken by the kernel."""
+    return (len(getattr(transport, "dataBuffer", b""))
+            + getattr(transport, "_tempDataLen", 0)
+            - getattr(transport, "offset", 0))
 
 
 class DNSStreamFactory(protocol.ServerFactory):
-    def __init__(self, mux, local, timeouts=(3.0, 10.0)):
+    def __init__(self, mux, local, timeouts=None):
         self.mux = mux
         self.local = local
-        self.timeouts = timeouts
+        self.timeouts = timeouts or Timeouts()
+        self.connections = set()
+        self._closed = None
 
     def buildProtocol(self, addr):
         p = DNSStreamProtocol(self.mux, self.local, self.timeouts)
         p.factory = self
+        p.callLater = self.reactor_call
+        self.connections.add(p)
         return p
+
+    def lost(self, p):
+        self.connections.discard(p)
+        if not self.connections and self._closed is not None:
+            d, self._closed = self._closed, None
+            d.callback(None)
+
+    def close_all(self):
+        """Close every open connection (answers already written are sent
+        first); fires when all are gone."""
+        if not self.connections:
+            return defer.succeed(None)
+        self._closed = defer.Deferred()
+        for p in list(self.connections):
+            if p.transport is not None:
+                p.transport.loseConnection()
+        return self._closed
+
+    @staticmethod
+    def reactor_call(delay, fn, *args):
+        from twisted.internet import reactor
+        return reactor.callLater(delay, fn, *args)
 
 
 # -- sockets -----------------------------------------------------------------
@@ -340,7 +439,7 @@ def default_host():
         return "0.0.0.0"
 
 
-def listen(reactor, host, port, mux, timeouts=(3.0, 10.0)):
+def listen(reactor, host, port, mux, timeouts=None):
     """Open UDP and TCP on host:port (port 0: one free port for both).
 
     Returns (udp_port, tcp_port, actual_port).  The reactor adopts sockets

@@ -10,7 +10,7 @@ import dns.flags
 import dns.message
 import dns.rcode
 import dns.rrset
-from twisted.internet import defer, protocol, reactor
+from twisted.internet import defer, protocol, reactor, task
 from twisted.trial import unittest
 
 from corednstw import dnswire as w
@@ -420,3 +420,50 @@ class TCPTimeoutTest(unittest.TestCase):
             "127.0.0.1", app.port())
         # The server, not the client, ends the silent connection.
         yield client.closed
+
+
+class TCPLimitsTest(unittest.TestCase):
+
+    @defer.inlineCallbacks
+    def test_maxtcpqueries_closes_after_answers(self):
+        app = yield util.start(self, ".:0 {\n    timeouts {\n"
+                                     "        maxtcpqueries 2\n    }\n"
+                                     "    whoami\n}\n")
+        qs = [make_query("q%d.example.org." % i, w.A, msgid=i)
+              for i in range(4)]
+        # Four pipelined queries: two answers, then the server closes.
+        replies = yield util.send_tcp(app.port(), qs, count=4)
+        self.assertEqual(sorted(header(r)[0] for r in replies), [0, 1])
+
+    def test_defaults(self):
+        from corednstw.app import _timeouts
+        s = util.Direct(self, WHOAMI)
+        limits = _timeouts(s.app.config.listeners[("dns", None, "0")])
+        self.assertEqual((limits.read, limits.write, limits.idle,
+                          limits.max_queries), (3.0, 5.0, 10.0, -1))
+
+    def test_write_timeout_aborts_stuck_client(self):
+        from corednstw import server
+
+        class Transport:
+            disconnecting = disconnected = False
+            aborted = False
+            dataBuffer = b"x" * 100
+            _tempDataLen = 0
+            offset = 0
+
+            def write(self, data):
+                pass
+
+            def abortConnection(self):
+                self.aborted = True
+
+        clock = task.Clock()
+        p = server.DNSStreamProtocol(None, None, server.Timeouts(write=5.0))
+        p.callLater = clock.callLater
+        p.transport = Transport()
+        p._send(b"answer")
+        clock.advance(4.9)
+        self.assertFalse(p.transport.aborted)
+        clock.advance(0.2)
+        self.assertTrue(p.transport.aborted)

@@ -667,7 +667,9 @@ class TimeoutsTest(unittest.TestCase):
             ("read", "Wrong argument count"),
             ("read 1s 2s", "Wrong argument count"),
             ("foo 5s", "unknown option: 'foo'"),
-            ("maxtcpqueries 10", "maxtcpqueries: not supported yet"),
+            ("maxtcpqueries 0", "maxtcpqueries provided '0' needs to be -1 "
+                                "(unlimited) or a positive integer"),
+            ("maxtcpqueries x", "invalid value for maxtcpqueries 'x'"),
         ]
         for body, msg in cases:
             err = setup_error(self, ".:0 {\n    timeouts {\n        %s\n"
@@ -684,7 +686,8 @@ class TimeoutsTest(unittest.TestCase):
         app = yield util.start(self, ".:0 {\n    timeouts {\n        read 1s\n"
                                      "        idle 30s\n    }\n    whoami\n}\n")
         lst = next(iter(app.listeners.values()))
-        self.assertEqual(lst.tcp.factory.timeouts[:2], (1.0, 30.0))
+        limits = lst.tcp.factory.timeouts
+        self.assertEqual((limits.read, limits.idle), (1.0, 30.0))
         client = _Silent()
         yield protocol.ClientCreator(reactor, lambda: client).connectTCP(
             "127.0.0.1", app.port())

@@ -1,8 +1,8 @@
 """timeouts: read, write and idle timeouts of the TCP listeners.
 
-``timeouts { read D; write D; idle D }``, each between 1s and 24h.  Stored
-in ``block.settings["timeouts"]`` as seconds; the listener takes them from
-the blocks it serves.
+``timeouts { read D; write D; idle D; maxtcpqueries N }``, durations
+between 1s and 24h.  Stored in ``block.settings["timeouts"]`` (seconds, and
+the query count); the listener takes them from the blocks it serves.
 """
 
 from corednstw.durations import format_duration, parse_duration
@@ -21,6 +21,18 @@ class Timeouts(Plugin):
         self.values = values
 
 
+def _max_queries(c):
+    """maxtcpqueries: -1 (unlimited, the default) or a positive count."""
+    try:
+        n = int(c.args[0])
+    except ValueError:
+        raise c.error("invalid value for maxtcpqueries '%s'" % c.args[0])
+    if n == 0 or n < -1:
+        raise c.error("maxtcpqueries provided '%d' needs to be -1 "
+                      "(unlimited) or a positive integer" % n)
+    return n
+
+
 def setup(d, block):
     if d.args:
         raise d.arg_error()
@@ -29,7 +41,8 @@ def setup(d, block):
         if len(c.args) != 1:
             raise c.arg_error()
         if c.name == "maxtcpqueries":
-            raise c.error("maxtcpqueries: not supported yet")
+            values["maxtcpqueries"] = _max_queries(c)
+            continue
         arg = c.args[0]
         if arg.lstrip("+-").isdigit():
             arg += "s"   # a bare number is seconds

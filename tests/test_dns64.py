@@ -84,8 +84,11 @@ class DNS64Test(unittest.TestCase):
         self.up.soa_ttl = 100
         m = yield util.query(self.port, "A.Example", "AAAA")
         self.assertEqual(m.rcode(), 0)
+        # the question keeps the client's case; the synthesized records
+        # have the owner of the (lower-cased) A lookup, as in CoreDNS
+        self.assertEqual(str(m.question[0].name), "A.Example.")
         self.assertEqual(util.rrs(m), [
-            "A.Example. 100 IN AAAA 64:ff9b::c000:201"])
+            "a.example. 100 IN AAAA 64:ff9b::c000:201"])
         self.assertEqual(mod.TRANSLATED.get((self.app.muxes[0].label,))
                          - before, 1)
         self.assertEqual(self.up.count(qtype="A"), 1)
@@ -119,3 +122,156 @@ class UnboundDNS64Test(unittest.TestCase):
         m = yield util.query(app.port(), "www.example.test", "AAAA")
         self.assertEqual(util.rrs(m), [
             "www.example.test. 120 IN AAAA 2001:db8::80"])
+
+
+def _msg(rcode=0, answer=(), ns=(), tc=False, qtype="AAAA"):
+    import dns.flags
+    import dns.message
+    from tests.test_cache import _rrset
+    q = util.make_query("example.com.", qtype)
+    r = dns.message.make_response(q)
+    r.set_rcode(rcode)
+    if tc:
+        r.flags |= dns.flags.TC
+    for line in answer:
+        r.answer.append(_rrset(line))
+    for line in ns:
+        r.authority.append(_rrset(line))
+    return r.to_wire()
+
+
+class TableTest(unittest.TestCase):
+    """dns64_test.go: the request and response rules and the synthesis
+    table, with the next plugin and the A lookup scripted."""
+
+    def setup(self, options=" allow_ipv4"):
+        self.s = util.Direct(self, ".:0 {\n dns64 {\n%s\n }\n whoami\n}\n"
+                             % options)
+        return [p for p in self.s.app.config.plugins()
+                if p.name == "dns64"][0]
+
+    def run_case(self, init, a_resp, client="::1", qtype="AAAA",
+                 options=""):
+        import dns.message
+        from corednstw.request import RawResponse, parse_response
+        p = self.setup(options)
+        p.next = util.Stub(lambda req: RawResponse(init, plugin="stub"))
+        lookups = []
+
+        def lookup(name, qtype, qclass=1, parent=None, do=False):
+            lookups.append((name, qtype))
+            return defer.succeed(parse_response(a_resp) if a_resp else None)
+        self.s.app.lookup = lookup
+        out = []
+        q = util.make_query("example.com.", qtype)
+        q.flags |= 0x100
+        self.s.mux.handle(q.to_wire(), client, 4000, "udp", None, out.append)
+        self.wire = out[0]
+        return dns.message.from_wire(out[0]), lookups
+
+    def test_request_should_intercept(self):
+        for allow, client, qtype, want in [
+                (True, "::1", "AAAA", True), (True, "127.0.0.1", "AAAA", True),
+                (False, "127.0.0.1", "AAAA", False),
+                (False, "::1", "A", False)]:
+            init = _msg(ns=["example.com. 70 IN SOA foo. bar. 1 1 1 1 1"],
+                        qtype=qtype)
+            a = _msg(answer=["example.com. 60 IN A 192.0.2.42"], qtype="A")
+            m, lookups = self.run_case(init, a, client, qtype,
+                                       " allow_ipv4" if allow else "")
+            self.assertEqual(bool(lookups), want, (allow, client, qtype))
+
+    def test_response_should(self):
+        soa = ["example.com. 70 IN SOA foo. bar. 1 1 1 1 1"]
+        for init, translate_all, want in [
+                (_msg(answer=["example.com. 60 IN AAAA ::1"]), False, False),
+                (_msg(ns=soa), False, True),
+                (_msg(rcode=4, ns=soa), False, True),
+                (_msg(rcode=3, ns=soa), False, False),
+                (_msg(answer=["example.com. 60 IN AAAA ::1"]), True, True)]:
+            a = _msg(answer=["example.com. 60 IN A 192.0.2.42"], qtype="A")
+            m, lookups = self.run_case(
+                init, a, options=" translate_all" if translate_all else "")
+            self.assertEqual(bool(lookups), want)
+
+    def test_synthesis_table(self):
+        import dns.flags
+        two_a = ["example.com. 60 IN A 192.0.2.42",
+                 "example.com. 5000 IN A 192.0.2.43"]
+        soa = "example.com. 3600 IN SOA foo. bar. 1 7200 900 1209600 86400"
+        for name, init, a_resp, rcode, answer, ns, tc in [
+                ("standard flow",
+                 _msg(ns=["example.com. 70 IN SOA foo. bar. 1 1 1 1 1"]),
+                 _msg(answer=two_a, qtype="A"), 0,
+                 ["example.com. 60 IN AAAA 64:ff9b::c000:22a",
+                  "example.com. 70 IN AAAA 64:ff9b::c000:22b"], [], False),
+                ("a empty", _msg(ns=[soa]), _msg(ns=[soa], qtype="A"), 0, [],
+                 [soa], False),
+                ("non-nxdomain error", _msg(rcode=5),
+                 _msg(answer=two_a, qtype="A"), 0,
+                 ["example.com. 60 IN AAAA 64:ff9b::c000:22a",
+                  "example.com. 600 IN AAAA 64:ff9b::c000:22b"], [], False),
+                ("nxdomain", _msg(rcode=3, ns=[soa]), None, 3, [], [soa],
+                 False),
+                ("AAAA record",
+                 _msg(answer=["example.com. 60 IN AAAA ::1",
+                              "example.com. 5000 IN AAAA ::2"]), None, 0,
+                 ["example.com. 60 IN AAAA ::1",
+                  "example.com. 5000 IN AAAA ::2"], [], False),
+                ("truncated A response",
+                 _msg(ns=["example.com. 70 IN SOA foo. bar. 1 1 1 1 1"]),
+                 _msg(answer=two_a, qtype="A", tc=True), 0,
+                 ["example.com. 60 IN AAAA 64:ff9b::c000:22a",
+                  "example.com. 70 IN AAAA 64:ff9b::c000:22b"], [], True)]:
+            m, lookups = self.run_case(init, a_resp)
+            self.assertEqual(m.rcode(), rcode, name)
+            # record by record (dnspython would merge the TTLs of a set)
+            from corednstw.request import parse_response
+            got = [(rr.name, rr.ttl, rr.rtype, ipaddress.ip_address(rr.rdata))
+                   for rr in parse_response(self.wire).answer]
+            want = []
+            for line in answer:
+                owner, ttl, _c, _t, addr = line.split()
+                want.append((owner, int(ttl), 28, ipaddress.ip_address(addr)))
+            self.assertEqual(got, want, name)
+            self.assertEqual([x.lower() for x in util.rrs(m, "authority")],
+                             [x.lower() for x in ns], name)
+            self.assertEqual(bool(m.flags & dns.flags.TC), tc, name)
+            self.assertTrue(m.flags & dns.flags.RD, name)
+            if a_resp is not None:
+                self.assertEqual(lookups, [("example.com.", 1)], name)
+                self.assertFalse(m.flags & dns.flags.AA, name)
+            else:
+                self.assertEqual(lookups, [], name)
+
+    def test_to6(self):
+        for pfx, want in [("64:ff9b::/96", "64:ff9b::4040:4040"),
+                          ("64:ff9b::/64", "64:ff9b::40:4040:4000:0"),
+                          ("64:ff9b::/56", "64:ff9b:0:40:40:4040::"),
+                          ("64::/32", "64:0:4040:4040::")]:
+            got = mod.to6(ipaddress.ip_network(pfx), bytes([64, 64, 64, 64]))
+            self.assertEqual(ipaddress.ip_address(got),
+                             ipaddress.ip_address(want), pfx)
+
+    def test_setup_table(self):
+        for body, err, prefix, allow in [
+                ("dns64", False, "64:ff9b::/96", False),
+                ("dns64 64:dead::/96", False, "64:dead::/96", False),
+                ("dns64 {\n translate_all\n }", False, "64:ff9b::/96", False),
+                ("dns64 {\n prefix 64:ff9b::/96\n }", False, "64:ff9b::/96",
+                 False),
+                ("dns64 {\n prefix 64:ff9b::/32\n }", False, "64:ff9b::/32",
+                 False),
+                ("dns64 {\n prefix 64:ff9b::/52\n }", True, None, None),
+                ("dns64 {\n prefix 64:ff9b::/104\n }", True, None, None),
+                ("dns64 {\n prefix 8.8.8.8/24\n }", True, None, None),
+                ("dns64 {\n prefix 2002:ac12:b083::/96\n }", False,
+                 "2002:ac12:b083::/96", False),
+                ("dns64 {\n allow_ipv4\n }", False, "64:ff9b::/96", True)]:
+            if err:
+                with self.assertRaises(corefile.CorefileError, msg=body):
+                    parse(self, " " + body)
+                continue
+            p = parse(self, " " + body)
+            self.assertEqual((str(p.prefix), p.allow_ipv4), (prefix, allow),
+                             body)

@@ -70,7 +70,10 @@ class DNS64(Plugin):
         app = req.block.config.app if req.block is not None else None
         if app is None:
             return Response(w.SERVFAIL)
-        d = app.lookup(req.name, w.A, parent=req)
+        # CoreDNS looks the A records up under the lower-cased name (its
+        # request.Name()) with the query's DO bit, and the answers keep the
+        # owner names that lookup returns.
+        d = app.lookup(req.qname, w.A, parent=req, do=req.do)
         d.addCallback(self._synthesize, req, orig)
         d.addErrback(lambda f: Response(w.SERVFAIL))
         return d

@@ -593,6 +593,21 @@ class ConformanceTest(unittest.TestCase):
             self.assertEqual(util.rrs(m), want, opt)
 
     @defer.inlineCallbacks
+    def test_error_rcodes_passed_through(self):
+        """FORMERR, NOTIMP, REFUSED and SERVFAIL from the upstream go to the
+        client as they are (no retry without failover), RA kept."""
+        up = self.upstream()
+        port = yield self.serve(" forward . %s" % up.addr())
+        for rcode in (dns.rcode.FORMERR, dns.rcode.NOTIMP, dns.rcode.REFUSED,
+                      dns.rcode.SERVFAIL):
+            up.rcode = rcode
+            before = up.count()
+            m = yield util.query(port, "example.org", "A")
+            self.assertEqual(m.rcode(), rcode)
+            self.assertTrue(m.flags & dns.flags.RA)
+            self.assertEqual(up.count() - before, 1)
+
+    @defer.inlineCallbacks
     def test_failover_stops_after_all_upstreams(self):
         one = self.upstream()
         two = self.upstream()

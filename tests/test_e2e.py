@@ -15,7 +15,6 @@ import os
 import random
 import re
 import shutil
-import socket
 import struct
 import subprocess
 import sys
@@ -23,7 +22,6 @@ import sys
 import dns.flags
 import dns.message
 import dns.rcode
-import dns.rdatatype
 from twisted.internet import defer, endpoints, error, protocol, reactor
 from twisted.trial import unittest
 
@@ -43,7 +41,7 @@ LOG_LINE = (r'^\[INFO\] 127\.0\.0\.1:%d - %d "%s IN %s %s %d %s %d" '
             r'%s %s %d \d+(\.\d+)?s$')
 
 
-# -- the Corefiles and their adaptation -----------------------------------------
+# -- the Corefiles and their adaptation ---------------------------------------
 
 def shared(name):
     with open(os.path.join(SHARED, name)) as fh:
@@ -146,7 +144,7 @@ def no_lameduck(testcase, app):
     testcase.addCleanup(zero)
 
 
-# -- small clients ----------------------------------------------------------------
+# -- small clients ------------------------------------------------------------
 
 class _Once(protocol.DatagramProtocol):
     def __init__(self):
@@ -214,7 +212,7 @@ def wait_ttl_below(port, name, rdtype, ttl, timeout=10):
         yield d
 
 
-# -- the cluster of the kubeadm examples -------------------------------------------
+# -- the cluster of the kubeadm examples --------------------------------------
 
 KUBE_DNS = "kube-dns.kube-system.svc.cluster.local."
 WEB = "web.default.svc.cluster.local."
@@ -801,7 +799,7 @@ class CustomEntriesTest(unittest.TestCase):
         self.assertTrue(m.flags & dns.flags.AA)
         self.assertEqual(util.rrs(m), [
             "something.cluster.local. 30 IN A 10.0.0.1"])
-        self.assertEqual(self.up.count(), self.up.count(qtype="HINFO"))
+        self.assertEqual(self.up.count(), 0)
 
     @defer.inlineCallbacks
     def test_cname_out_of_the_zone(self):

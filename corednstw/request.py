@@ -88,6 +88,8 @@ class Request:
             if n & 0xC0:
                 raise w.FormatError("compressed question name")
             end += n + 1
+        if end - 12 > 255:
+            raise w.FormatError("name too long")    # miekg's ErrLongDomain
         if end + 4 > ln:
             raise w.FormatError("truncated question")
         self.qwire = qwire = data[12:end]
@@ -97,6 +99,8 @@ class Request:
         self.qname = name.lower()
         if an or ns or ar:
             self._parse_rest(an + ns, ar)
+        elif self.qend != ln:
+            self.data = data[:self.qend]
 
     def _parse_rest(self, skip, ar):
         """Walk the answer/authority/additional records for OPT and TSIG."""
@@ -114,8 +118,9 @@ class Request:
             elif rtype == 250:  # TSIG: must be last; kept for the tsig plugin
                 self.tsig = start
         if off != len(data):
-            # Trailing garbage: CoreDNS (miekg) tolerates it; so do we.
-            pass
+            # Bytes after the last record: miekg ignores them, and what is
+            # passed on (to an upstream, to dnstap) is the message alone.
+            self.data = data[:off]
 
     # -- derived values --------------------------------------------------------
 

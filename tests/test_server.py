@@ -467,3 +467,24 @@ class TCPLimitsTest(unittest.TestCase):
         self.assertFalse(p.transport.aborted)
         clock.advance(0.2)
         self.assertTrue(p.transport.aborted)
+
+
+class OverlongAndTrailingTest(unittest.TestCase):
+
+    def setUp(self):
+        self.s = util.Direct(self, WHOAMI)
+
+    def test_name_over_255_octets_formerr(self):
+        for labels in (128, 5000):
+            wire = (HDR.pack(77, w.RD, 1, 0, 0, 0) + b"\x01a" * labels
+                    + b"\x00\x00\x01\x00\x01")
+            self.assertEqual(self.s.ask(wire), HDR.pack(77, 0x8101, 0, 0, 0,
+                                                        0))
+
+    def test_trailing_bytes_dropped(self):
+        q = query()
+        req = _request(q + b"\x00" * 10)
+        self.assertEqual(req.data, q)
+        req = _request(query(edns=1232) + b"junk")
+        self.assertEqual(req.data, query(edns=1232))
+        self.assertEqual(self.s.query("example.org.").rcode(), 0)

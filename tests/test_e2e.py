@@ -1285,3 +1285,40 @@ class SnippetsTest(unittest.TestCase):
                 self.assertEqual(sample(
                     body, "coredns_plugin_enabled",
                     server="dns://:%s" % port, zone=zone, name=name), 1.0)
+
+
+class MalformedForwardTest(unittest.TestCase):
+    """Odd queries in front of forward: never passed on as they came."""
+
+    @defer.inlineCallbacks
+    def test_overlong_name_formerr_not_forwarded(self):
+        up = upstreammod.Upstream().start()
+        self.addCleanup(up.stop)
+        app = yield util.start(self, ".:0 {\n    forward . %s\n}\n"
+                               % up.addr())
+        hdr = struct.Struct("!HHHHHH")
+        for labels in (128, 5000):
+            wire = (hdr.pack(77, 0x0100, 1, 0, 0, 0) + b"\x01a" * labels
+                    + b"\x00\x00\x01\x00\x01")
+            data = yield util.send_udp(app.port(), wire)
+            self.assertEqual(data, hdr.pack(77, 0x8101, 0, 0, 0, 0), labels)
+        self.assertEqual(up.count(), 0)
+
+    @defer.inlineCallbacks
+    def test_trailing_bytes_not_forwarded(self):
+        up = upstreammod.Upstream().start()
+        self.addCleanup(up.stop)
+        raw = []
+        orig = up.answer
+
+        def answer(data, proto, send):
+            raw.append(data)
+            return orig(data, proto, send)
+        up.answer = answer
+        app = yield util.start(self, ".:0 {\n    forward . %s\n}\n"
+                               % up.addr())
+        q = util.make_query("www.example.org.", "A")
+        data = yield util.send_udp(app.port(), q.to_wire() + b"\x00" * 10)
+        m = dns.message.from_wire(data)
+        self.assertEqual(m.rcode(), dns.rcode.NOERROR)
+        self.assertEqual(len(raw[0]), len(q.to_wire()))

@@ -1006,3 +1006,19 @@ class UnboundTest(unittest.TestCase):
                   " }\n}\n" % (self.ub.tls_port, self.ub.ca))
         m = yield util.query(app.port(), "www.example.test", "A")
         self.assertEqual(m.rcode(), dns.rcode.SERVFAIL)
+
+
+class ReplyTest(unittest.TestCase):
+
+    def test_reply_is_a_raw_response(self):
+        """forward's lean answer object reads like the core RawResponse."""
+        from corednstw.request import RawResponse
+        for flags in (0x8180, 0x8583, 0x87B5, 0x8002):
+            raw = bytes.fromhex("1234%04x000100000000000000000100"
+                                "01" % flags)
+            a, b = fwd._Reply(raw), RawResponse(raw, plugin="forward")
+            for attr in ("rcode", "flags", "answer", "authority",
+                         "additional", "plugin", "opt", "wire", "raw",
+                         "error", "more", "aa", "tc"):
+                self.assertEqual(getattr(a, attr), getattr(b, attr),
+                                 (hex(flags), attr))

@@ -160,15 +160,14 @@ class _UDPConn(protocol.DatagramProtocol):
         self.dead = True
         self._fail_all(UpstreamError("socket closed"))
 
-    def query(self, wire, timeout, waiter):
+    def query(self, wire, timeout, waiter, now):
         pending = self.pending
         msgid = _new_id()
         while msgid in pending:
             msgid = _new_id()
-        reactor = self.proxy.reactor
-        pending[msgid] = (waiter, reactor.seconds() + timeout)
+        pending[msgid] = (waiter, now + timeout)
         if self.timer is None:
-            self.timer = reactor.callLater(timeout, self._expire)
+            self.timer = self.proxy.reactor.callLater(timeout, self._expire)
         try:
             self.transport.write(_ID.pack(msgid) + wire[2:])
         except OSError as e:
@@ -468,19 +467,18 @@ class Proxy:
 
     # -- exchanging --------------------------------------------------------------
 
-    def query(self, wire, proto, waiter):
-        """Send query ``wire``; ``waiter.reply(data, conn)`` or
-        ``waiter.fail(exc, conn)`` is called with the outcome."""
+    def query(self, wire, proto, waiter, now):
+        """Send query ``wire`` (``now``: the clock's time); the outcome is
+        ``waiter.reply(data, conn)`` or ``waiter.fail(exc, conn)``."""
         if self.stopped or self.reactor is None:
             return waiter.fail(UpstreamError("transport stopped"), None)
         if self.tls is not None:
             proto = "tcp-tls"
         if proto == "udp":
-            return self._query_udp(wire, waiter)
+            return self._query_udp(wire, waiter, now)
         return self._query_stream(wire, proto, waiter)
 
-    def _query_udp(self, wire, waiter):
-        now = self.clock()
+    def _query_udp(self, wire, waiter, now):
         u = self.udp
         if u is not None and (u.dead or self._expired(u, u.created, now)):
             u.retired = True
@@ -503,7 +501,7 @@ class Proxy:
             CONN_MISSES.inc(self.labels_udp)
         else:
             CONN_HITS.inc(self.labels_udp)
-        u.query(wire, self.read_timeout, waiter)
+        u.query(wire, self.read_timeout, waiter, now)
 
     def _expired(self, conn, used, now):
         if now - used > self.expire:
@@ -803,8 +801,8 @@ class _Exchange:
             # Only reachable when every attempt fails at once (no socket):
             # keep the stack bounded.
             return self._give_up()
-        self.start = self.f.clock()
-        self.proxy.query(self.req.data, self.proto, self)
+        self.start = now = self.f.clock()
+        self.proxy.query(self.req.data, self.proto, self, now)
 
     # -- the waiter interface ------------------------------------------------------
 
@@ -857,7 +855,7 @@ class _Exchange:
                     f.next_on_nodata and rcode == w.NOERROR
                     and data[6:8] == b"\x00\x00"):
                 return self._finish_next(nxt)
-        self._finish(RawResponse(data, plugin="forward"))
+        self._finish(_Reply(data))
 
     def _tap(self, conn, data):
         """FORWARDER_QUERY (and FORWARDER_RESPONSE when a reply came) to
@@ -891,6 +889,26 @@ class _Exchange:
                 Response(w.SERVFAIL)))
         else:
             self._finish(r)
+
+
+class _Reply(RawResponse):
+    """An upstream's answer as it goes back (a RawResponse written by
+    forward), built without the generic constructor's work: rcode and
+    flags straight from the header bytes."""
+
+    __slots__ = ()
+
+    def __init__(self, raw):
+        self.rcode = raw[3] & 0xF
+        self.flags = ((raw[2] << 8) | raw[3]) & 0x07F0
+        self.answer = []
+        self.authority = []
+        self.additional = []
+        self.plugin = "forward"
+        self.opt = None
+        self.wire = None
+        self.raw = raw
+        self._error = None
 
 
 def _truncated(data):

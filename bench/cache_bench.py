@@ -26,6 +26,9 @@ import time
 import dns.message
 import dns.query
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import forward_bench  # noqa: E402
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 
@@ -47,8 +50,7 @@ def free_port():
     raise OSError("no free port")
 
 
-def address(i):
-    return "10.%d.%d.%d" % (i >> 16 & 255, i >> 8 & 255, i & 255)
+address = forward_bench.address
 
 
 def wait_answer(port, name, timeout=20.0):
@@ -78,29 +80,8 @@ def main():
     procs = []
     try:
         up = free_port()
-        zone = "".join('    local-data: "n%d.bench.test. 3600 IN A %s"\n'
-                       % (i, address(i)) for i in range(args.names))
-        with open(os.path.join(tmp, "unbound.conf"), "w") as fh:
-            fh.write("""server:
-    interface: 127.0.0.1@{port}
-    port: {port}
-    do-ip6: no
-    do-daemonize: no
-    username: ""
-    chroot: ""
-    directory: "{dir}"
-    pidfile: ""
-    use-syslog: no
-    logfile: ""
-    access-control: 127.0.0.0/8 allow
-    module-config: "iterator"
-    local-zone: "bench.test." static
-{zone}""".format(port=up, dir=tmp, zone=zone))
-        unbound = shutil.which("unbound") or "/usr/sbin/unbound"
-        procs.append(subprocess.Popen(
-            ["taskset", "-c", args.client_cpu, unbound, "-d", "-p", "-c",
-             os.path.join(tmp, "unbound.conf")],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        procs.append(forward_bench.start_unbound(tmp, up, args.names,
+                                                 args.client_cpu))
         wait_answer(up, "n0.bench.test.")
 
         port = free_port()

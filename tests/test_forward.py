@@ -447,6 +447,9 @@ class ForwardTest(unittest.TestCase):
             % dead.addr())
         m = yield util.query(port, "a.example", "A")
         self.assertEqual(m.rcode(), dns.rcode.SERVFAIL)
+        # max_fails 0: no health check (TestHealthNoMaxFails)
+        self.assertFalse(self.forwarders()[0].proxies[0].probing)
+        self.assertEqual(dead.count(qtype="NS"), 0)
         # max_connect_attempts defaults to twice the number of upstreams
         self.assertEqual(dead.count(), 2)
 
@@ -735,19 +738,6 @@ class ConformanceTest(unittest.TestCase):
         p = self.forwarders()[0].proxies[0]
         yield util.wait_for(lambda: p.down(2))
         self.assertGreater(p.fails, 2)
-
-    @defer.inlineCallbacks
-    def test_no_health_check_without_max_fails(self):
-        up = self.upstream()
-        up.silent = True
-        port = yield self.serve(
-            " forward . %s {\n read_timeout 20ms\n max_fails 0\n }"
-            % up.addr())
-        m = yield util.query(port, "example.org", "A")
-        self.assertEqual(m.rcode(), dns.rcode.SERVFAIL)
-        p = self.forwarders()[0].proxies[0]
-        self.assertFalse(p.probing)
-        self.assertEqual(up.count(qtype="NS"), 0)
 
     @defer.inlineCallbacks
     def test_protocol_selection(self):

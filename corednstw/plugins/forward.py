@@ -112,11 +112,14 @@ def _grow_rcvbuf(port):
         pass
 
 
-def _addr(a):
-    """(host, port) of a Twisted address, or None."""
+def _local_end(transport):
+    """(host, port) of our end of a Twisted port or transport, or None."""
+    if transport is None:
+        return None
     try:
+        a = transport.getHost()
         return (a.host, a.port)
-    except AttributeError:
+    except (AttributeError, OSError):
         return None
 
 
@@ -148,11 +151,8 @@ class _UDPConn(protocol.DatagramProtocol):
 
     def local(self):
         """Our (host, port) on this socket (CoreDNS's LocalAddr)."""
-        if self._local is None and self.port is not None:
-            try:
-                self._local = _addr(self.port.getHost())
-            except OSError:
-                return None
+        if self._local is None:
+            self._local = _local_end(self.port)
         return self._local
 
     def stopProtocol(self):
@@ -243,11 +243,8 @@ class _StreamConn(Int16StringReceiver):
         self._local = None
 
     def local(self):
-        if self._local is None and self.transport is not None:
-            try:
-                self._local = _addr(self.transport.getHost())
-            except OSError:
-                return None
+        if self._local is None:
+            self._local = _local_end(self.transport)
         return self._local
 
     def connectionMade(self):

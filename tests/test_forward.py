@@ -482,18 +482,6 @@ class ForwardTest(unittest.TestCase):
         self.assertEqual(two.count(name="d.example."), 0)
 
     @defer.inlineCallbacks
-    def test_health_check_no_rec_and_domain(self):
-        up = self.upstream()
-        up.silent = True
-        port = yield self.serve(
-            " forward . %s {\n health_check 10ms no_rec domain hc.example\n"
-            " read_timeout 50ms\n max_connect_attempts 1\n }" % up.addr())
-        yield util.query(port, "a.example", "A")
-        yield util.wait_for(lambda: up.count(name="hc.example.", qtype="NS"))
-        q = [m for p, n, t, m in up.queries if t == "NS"][0]
-        self.assertFalse(q.flags & dns.flags.RD)
-
-    @defer.inlineCallbacks
     def test_max_concurrent(self):
         up = self.upstream()
         up.held = True

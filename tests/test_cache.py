@@ -690,16 +690,21 @@ class BehaviourTableTest(unittest.TestCase):
         h.backend = h.ttl_backend(120)
         h.ask("cached.org.")
         start = h.clock.t
-        for backend, minutes, rcode, ttl in [
-                (h.ttl_backend(200), 1, 0, 60),
-                (h.ttl_backend(200), 3, 0, 200),
-                (h.rcode_backend(dns.rcode.SERVFAIL, 200), 7, 0, 0),
-                (h.rcode_backend(dns.rcode.NXDOMAIN, 150), 8, 3, 150)]:
+        labels = (h.s.mux.label, ".", "")
+        # (backend, minutes later, rcode, TTL, served stale)
+        for backend, minutes, rcode, ttl, stale in [
+                (h.ttl_backend(200), 1, 0, 60, False),
+                (h.ttl_backend(200), 3, 0, 200, False),
+                (h.rcode_backend(dns.rcode.SERVFAIL, 200), 7, 0, 0, True),
+                (h.rcode_backend(dns.rcode.NXDOMAIN, 150), 8, 3, 150, False)]:
             h.backend = backend
             h.clock.t = start + minutes * 60
+            before = cachemod.SERVED_STALE.get(labels)
             m = h.ask("cached.org.")
             self.assertEqual(m.rcode(), rcode, minutes)
             self.assertEqual(_answer_ttls(m), [ttl], minutes)
+            self.assertEqual(cachemod.SERVED_STALE.get(labels) - before,
+                             1 if stale else 0, minutes)
 
     @defer.inlineCallbacks
     def test_stale_verify_timeout(self):

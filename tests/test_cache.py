@@ -79,7 +79,7 @@ class ParseTest(unittest.TestCase):
                 ("cache {\n serve_stale 1h immediate 1500ms\n }",
                  "whole number of seconds"),
                 ("cache {\n serve_stale_policy prefer_positive\n }",
-                 "not supported yet"),
+                 "serve_stale_policy requires serve_stale"),
                 ("cache {\n disable both\n }", "cache type for disable"),
                 ("cache {\n bogus\n }", "Wrong argument count")]:
             with self.assertRaises(corefile.CorefileError) as cm:
@@ -1202,3 +1202,177 @@ class SetupTableTest(unittest.TestCase):
                      "keepttl arg1"]:
             with self.assertRaises(corefile.CorefileError, msg=line):
                 self.parse("cache {\n %s\n}" % line)
+
+
+class PreferPositiveTest(unittest.TestCase):
+    """serve_stale_policy prefer_positive (CoreDNS's TestPreferPositive*
+    and the policy's setup table)."""
+
+    def test_setup(self):
+        parse = SetupTableTest.parse
+        for lines, want in [
+                ("serve_stale\n serve_stale_policy prefer_positive", True),
+                ("serve_stale_policy PREFER_POSITIVE\n serve_stale", True),
+                ("serve_stale", False)]:
+            self.assertEqual(parse(self, "cache {\n %s\n}" % lines)
+                             .prefer_positive, want, lines)
+        for lines, msg in [
+                ("serve_stale_policy prefer_positive",
+                 "serve_stale_policy requires serve_stale"),
+                ("serve_stale\n serve_stale_policy", "Wrong argument count"),
+                ("serve_stale\n serve_stale_policy prefer_positive extra",
+                 "Wrong argument count"),
+                ("serve_stale\n serve_stale_policy invalid",
+                 "invalid serve_stale_policy: invalid"),
+                ("serve_stale\n serve_stale_policy prefer_positive\n "
+                 "serve_stale_policy prefer_positive",
+                 "serve_stale_policy can only be specified once")]:
+            with self.assertRaises(corefile.CorefileError) as cm:
+                parse(self, "cache {\n %s\n}" % lines)
+            self.assertIn(msg, str(cm.exception), lines)
+
+    def harness(self, extra=""):
+        return Harness(self, " serve_stale 1h\n serve_stale_policy "
+                             "prefer_positive" + extra)
+
+    def test_positive_over_negative(self):
+        """A stale positive entry is preferred to a fresh NXDOMAIN entry;
+        without the policy the NXDOMAIN is served."""
+        for policy, rcode in ((True, 0), (False, 3)):
+            h = self.harness() if policy else Harness(self, " serve_stale 1h")
+            h.backend = h.ttl_backend(60)
+            h.ask("example.org.")
+            h.clock.t += 120
+            q = util.make_query("example.org.", "A")
+            nx = h.rcode_backend(dns.rcode.NXDOMAIN, 300)(q).to_wire()
+            key = ("example.org.", 1, 1, False, False)
+            h.cache.ncache.add(key, cachemod.Item(
+                cachemod.parse(nx, int(h.clock.t)), h.clock.t, 300))
+            self.assertEqual(h.ask("example.org.").rcode(), rcode, policy)
+
+    def test_non_answer_not_preferred(self):
+        """A positive entry that does not answer (a dangling CNAME) does
+        not win over the NXDOMAIN (TestPreferPositiveRejectsNonAnswer)."""
+        h = self.harness()
+        q = util.make_query("alias.example.org.", "A")
+        dangling = h.ttl_backend(60)(q)
+        dangling.answer = [_rrset("alias.example.org. 60 IN CNAME "
+                                  "missing.example.org.")]
+        nx = h.rcode_backend(dns.rcode.NXDOMAIN, 300)(q)
+        key = ("alias.example.org.", 1, 1, False, False)
+        now = h.clock.t
+        for cache, msg, ttl in ((h.cache.pcache, dangling, 60),
+                                (h.cache.ncache, nx, 300)):
+            p = cachemod.parse(msg.to_wire(), int(now))
+            item = cachemod.Item(p, now, ttl)
+            item.answering = cachemod.answers_question(p)
+            cache.add(key, item)
+        self.assertEqual(h.ask("alias.example.org.").rcode(), 3)
+        self.assertEqual(h.calls, 0)
+
+    def test_last_known_good_kept(self):
+        """NOERROR refreshes that do not answer (empty, referral, data in
+        the additional section) keep the last good answer in use."""
+        def refresh(kind):
+            def fn(q):
+                import dns.message
+                r = dns.message.make_response(q)
+                if kind in ("referral", "glue"):
+                    r.authority.append(_rrset("example.org. 60 IN NS "
+                                              "ns.example.org."))
+                if kind == "glue":
+                    r.additional.append(_rrset("ns.example.org. 60 IN A "
+                                               "192.0.2.53"))
+                if kind == "extra":
+                    r.additional.append(_rrset("cached.org. 60 IN A "
+                                               "192.0.2.54"))
+                return r
+            return fn
+        h = self.harness()
+        h.backend = h.ttl_backend(60, "192.0.2.10")
+        h.ask("cached.org.")
+        for kind in ("empty", "referral", "glue", "extra"):
+            h.clock.t += 120
+            h.backend = refresh(kind)
+            m = h.ask("cached.org.")
+            self.assertEqual(util.rrs(m), ["cached.org. 0 IN A 192.0.2.10"],
+                             kind)
+            # the refresh replaced the entry, the good answer stays
+            item = h.cache.pcache.get(("cached.org.", 1, 1, False, False))
+            self.assertFalse(item.answering, kind)
+            self.assertTrue(item.lkg.answering, kind)
+
+    def test_last_known_good_only_within_stale_window(self):
+        h = self.harness()
+        h.backend = h.ttl_backend(60, "192.0.2.10")
+        h.ask("cached.org.")
+        h.clock.t += 120
+
+        def empty(q):
+            import dns.message
+            return dns.message.make_response(q)
+        h.backend = empty
+        h.ask("cached.org.")             # stale answer, empty refresh kept
+        h.clock.t += 2 * 3600
+        h.backend = h.rcode_backend(dns.rcode.NXDOMAIN, 300)
+        self.assertEqual(h.ask("cached.org.").rcode(), 3)
+
+    def test_verify_keeps_stale_on_non_answers(self):
+        def nodata(q):
+            import dns.message
+            r = dns.message.make_response(q)
+            r.authority.append(_rrset(SOA % 300))
+            return r
+
+        def notimp(q):
+            import dns.message
+            r = dns.message.make_response(q)
+            r.set_rcode(dns.rcode.NOTIMP)
+            return r
+        for name in ("NXDOMAIN", "NODATA", "SERVFAIL", "NOTIMP"):
+            h = self.harness()
+            h.cache.verify_stale = True
+            h.backend = h.ttl_backend(60)
+            h.ask("cached.org.")
+            h.clock.t += 120
+            h.backend = {
+                "NXDOMAIN": h.rcode_backend(dns.rcode.NXDOMAIN, 300),
+                "NODATA": nodata,
+                "SERVFAIL": h.rcode_backend(dns.rcode.SERVFAIL, 300),
+                "NOTIMP": notimp}[name]
+            m = h.ask("cached.org.")
+            self.assertEqual(m.rcode(), 0, name)
+            self.assertEqual(_answer_ttls(m), [0], name)
+            self.assertEqual(len(h.cache.ncache), 1, name)
+
+    def test_verify_rejects_invalid_fresh_answers(self):
+        def expired(q):
+            import dns.message
+            r = dns.message.make_response(q)
+            r.use_edns(0, dns.flags.DO, 4096)
+            r.answer.append(_rrset("cached.org. 60 IN A 192.0.2.20"))
+            r.answer.append(_rrset(
+                "cached.org. 60 IN RRSIG " + RRSIG_OLD.replace("MX", "A", 1)
+                .replace("miek.nl.", "cached.org.")))
+            return r
+
+        def truncated(q):
+            import dns.message
+            r = dns.message.make_response(q)
+            r.flags |= dns.flags.TC
+            r.answer.append(_rrset("cached.org. 60 IN A 192.0.2.20"))
+            return r
+        for timeout in ("", " 1s"):
+            for bad in (expired, truncated):
+                h = Harness(self, " serve_stale 1h verify%s\n "
+                                  "serve_stale_policy prefer_positive"
+                            % timeout, now=APRIL_2017)
+                h.backend = h.ttl_backend(60, "192.0.2.10")
+                h.ask("cached.org.", do=True)
+                h.clock.t += 120
+                h.backend = bad
+                m = h.ask("cached.org.", do=True)
+                self.assertEqual(m.rcode(), 0)
+                self.assertEqual(util.rrs(m),
+                                 ["cached.org. 0 IN A 192.0.2.10"],
+                                 (timeout, bad.__name__))

@@ -311,7 +311,7 @@ def minimal_ttl(p, mt, maximum):
 class Item:
     __slots__ = ("segs", "hflags", "ad", "rcode", "an", "ns", "ar",
                  "orig_ttl", "stored", "hits", "last", "refreshing",
-                 "retry_after", "qlen")
+                 "retry_after", "qlen", "answering", "lkg")
 
     def __init__(self, p, now, duration):
         self.segs = p.segs
@@ -326,6 +326,20 @@ class Item:
         self.last = now
         self.refreshing = False
         self.retry_after = None
+        #: prefer_positive: whether this entry answers its question, and
+        #: the last answering entry it replaced (last known good).
+        self.answering = False
+        self.lkg = None
+
+    def answering_item(self):
+        """This entry if it answers its question, else its last known
+        good one (CoreDNS's answeringItem), or None."""
+        if self.answering:
+            return self
+        lkg = self.lkg
+        if lkg is not None and lkg.answering:
+            return lkg
+        return None
 
     def ttl(self, now):
         return self.orig_ttl - int(now - self.stored)
@@ -432,6 +446,7 @@ class Cache(Plugin):
         self.pexcept = []
         self.nexcept = []
         self.keepttl = False
+        self.prefer_positive = False
         #: The clock (Unix seconds); tests swap it for a fake one.
         self.now = time.time
         self.reactor = None
@@ -480,6 +495,15 @@ class Cache(Plugin):
 
     def _lookup(self, key, now, labels):
         stale = self.stale_up_to
+        if self.prefer_positive and stale > 0:
+            i = self.pcache.get(key)
+            if i is not None:
+                i = i.answering_item()
+                if i is not None:
+                    ttl = i.orig_ttl - int(now - i.stored)
+                    if ttl > 0 or -ttl < int(stale):
+                        HITS.inc((labels[0], SUCCESS) + labels[1:])
+                        return i
         i = self.ncache.get(key)
         if i is not None:
             ttl = i.orig_ttl - int(now - i.stored)
@@ -578,8 +602,16 @@ class Cache(Plugin):
         mt = response_type(p)
         matches = (p.qname == req.qname and p.qtype == req.qtype
                    and p.flags & w.QR)
-        if verify and not (matches and _refreshable(p, mt)):
-            return None
+        silent = False
+        if verify:
+            if p.flags & w.TC or not matches:
+                return None
+            if self.prefer_positive:
+                # Only an answer to the question replaces the stale entry;
+                # anything else is stored (when cacheable) but not used.
+                silent = not (mt == NOERROR and answers_question(p))
+            elif not _refreshable(p, mt):
+                return None
         if mt in (NAMEERROR, NODATA):
             dur = min(max(minimal_ttl(p, mt, self.nttl), self.minnttl),
                       self.nttl)
@@ -590,11 +622,15 @@ class Cache(Plugin):
                       self.pttl)
         dur = int(dur)
         item = Item(p, now, dur)
+        if self.prefer_positive:
+            item.answering = answers_question(p)
         if dur > 0 and cacheable(p, mt):
             if matches:
                 self._set(key, item, mt, p.qname, labels, prefetch)
             else:
                 DROPS.inc(labels)
+        if silent:
+            return None
         if prefetch is not None:
             return resp
         out = self._answer(req, item, dur, do, flags=p.flags)
@@ -607,9 +643,16 @@ class Cache(Plugin):
         if mt in (NOERROR, DELEGATION):
             if self.pexcept and match(self.pexcept, qname) is not None:
                 return False
+            prefer = self.prefer_positive
+            if prefer and not item.answering:
+                prev = self.pcache.get(key)
+                if prev is not None:
+                    item.lkg = prev.answering_item()
             if self.pcache.add(key, item):
                 EVICTIONS.inc((labels[0], SUCCESS) + labels[1:])
-            if prefetch is not None:
+            # The newest positive state replaces a denial; with
+            # prefer_positive only when it answers the question.
+            if item.answering if prefer else prefetch is not None:
                 self.ncache.remove(key)
         elif mt in (NAMEERROR, NODATA, SERVERERROR):
             if self.nexcept and match(self.nexcept, qname) is not None:
@@ -763,6 +806,7 @@ def setup(d, block):
             ca.pttl = ca.nttl = ttl
             args = args[1:]
     ca.zones = zones_from_args(args, block)
+    policy_line = stale_line = None
     for c in d.children:
         a = list(c.args)
         if c.name in (SUCCESS, DENIAL):
@@ -809,9 +853,18 @@ def setup(d, block):
                                   "[10, 90]: %d" % num)
                 ca.percentage = num
         elif c.name == "serve_stale":
+            stale_line = c
             _parse_stale(c, a, ca)
         elif c.name == "serve_stale_policy":
-            raise c.error("serve_stale_policy: not supported yet")
+            if policy_line is not None:
+                raise c.error("serve_stale_policy can only be specified "
+                              "once")
+            policy_line = c
+            if len(a) != 1:
+                raise c.arg_error()
+            if a[0].lower() != "prefer_positive":
+                raise c.error("invalid serve_stale_policy: %s" % a[0])
+            ca.prefer_positive = True
         elif c.name == "servfail":
             if len(a) != 1:
                 raise c.arg_error()
@@ -845,6 +898,8 @@ def setup(d, block):
             ca.keepttl = True
         else:
             raise c.arg_error()
+    if policy_line is not None and stale_line is None:
+        raise policy_line.error("serve_stale_policy requires serve_stale")
     ca.zlabel = ",".join(ca.zones)
     ca.build()
     return ca

@@ -337,7 +337,8 @@ def _flags(m):
     return m.flags
 
 
-class ForwardTest(unittest.TestCase):
+class Served:
+    """Scripted upstreams and a server with a block body, for test cases."""
 
     def upstream(self, **kw):
         up = Upstream(**kw).start()
@@ -346,12 +347,14 @@ class ForwardTest(unittest.TestCase):
 
     @defer.inlineCallbacks
     def serve(self, body):
-        app = yield util.start(self, ".:0 {\n%s\n}\n" % body)
-        self.app = app
-        return app.port()
+        self.app = yield util.start(self, ".:0 {\n%s\n}\n" % body)
+        return self.app.port()
 
     def forwarders(self):
         return [p for p in self.app.config.plugins() if p.name == "forward"]
+
+
+class ForwardTest(Served, unittest.TestCase):
 
     @defer.inlineCallbacks
     def test_udp_tcp_and_client_id(self):
@@ -548,22 +551,9 @@ class ForwardTest(unittest.TestCase):
             ("forward", up.addr(), "NXDOMAIN")), 1)
 
 
-class ConformanceTest(unittest.TestCase):
+class ConformanceTest(Served, unittest.TestCase):
     """Behaviour cases of CoreDNS's forward_test.go, health_test.go and
     proxy_test.go, against scripted upstreams."""
-
-    def upstream(self, **kw):
-        up = Upstream(**kw).start()
-        self.addCleanup(up.stop)
-        return up
-
-    @defer.inlineCallbacks
-    def serve(self, body):
-        self.app = yield util.start(self, ".:0 {\n%s\n}\n" % body)
-        return self.app.port()
-
-    def forwarders(self):
-        return [p for p in self.app.config.plugins() if p.name == "forward"]
 
     @staticmethod
     def empty(q, proto):

@@ -43,6 +43,8 @@ def format_duration(seconds):
     """Go's time.Duration.String() for a number of seconds."""
     if seconds == 0:
         return "0s"
+    if seconds < 0:
+        return "-" + format_duration(-seconds)
     if seconds < 1e-6:
         return "%dns" % round(seconds * 1e9)
     if seconds < 1e-3:

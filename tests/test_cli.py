@@ -2,7 +2,6 @@
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -12,6 +11,7 @@ import dns.query
 from twisted.trial import unittest
 
 from tests import util
+from tests.util import free_port
 
 TWISTD = os.path.join(os.path.dirname(sys.executable), "twistd")
 SHARED = os.path.join(util.REPO, "tests", "corefiles", "shared")
@@ -21,24 +21,6 @@ def run(*args, cwd=None, stdin=None):
     return subprocess.run([TWISTD, "-n", "--pidfile=", "coredns"] + list(args),
                           capture_output=True, text=True, cwd=cwd or util.REPO,
                           input=stdin, timeout=60)
-
-
-def free_port():
-    """A port free for both UDP and TCP right now."""
-    for _ in range(50):
-        t = socket.socket()
-        t.bind(("127.0.0.1", 0))
-        port = t.getsockname()[1]
-        u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-        try:
-            u.bind(("127.0.0.1", port))
-        except OSError:
-            continue
-        finally:
-            u.close()
-            t.close()
-        return port
-    raise RuntimeError("no free port")
 
 
 class CheckTest(unittest.TestCase):

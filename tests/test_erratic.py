@@ -10,7 +10,6 @@ from twisted.trial import unittest
 from corednstw import corefile
 from corednstw.plugin import Plugin
 from corednstw.plugins import cancel as cancelmod
-from corednstw.plugins import erratic as erraticmod
 from tests import util
 
 

@@ -13,7 +13,6 @@ from twisted.internet import defer
 from twisted.trial import unittest
 
 from corednstw import dnswire as w
-from corednstw import metrics
 from corednstw.request import Response
 from tests import k8s_apiserver as k8s
 from tests import util

@@ -1,8 +1,7 @@
 """reload: the Corefile changes under a running server."""
 
-import os
 
-from twisted.internet import defer, reactor
+from twisted.internet import defer
 from twisted.trial import unittest
 
 from corednstw.plugins import reload as reloadmod

@@ -2,7 +2,6 @@
 timeouts: Corefile parsing, and queries over the wire (query in, expected
 sections out, in the style of CoreDNS's own tests)."""
 
-import os
 import socket
 import struct
 

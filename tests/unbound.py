@@ -13,7 +13,6 @@ import datetime
 import ipaddress
 import os
 import shutil
-import socket
 import subprocess
 import tempfile
 
@@ -21,6 +20,7 @@ from twisted.internet import defer, reactor
 from twisted.trial import unittest
 
 from corednstw.plugins.forward import exchange
+from tests.util import free_port  # noqa: F401 (knot, e2e and others import it here)
 from corednstw.request import make_query
 
 UNBOUND = shutil.which("unbound") or "/usr/sbin/unbound"
@@ -42,24 +42,6 @@ def require(testcase):
     if os.environ.get("CI") == "true":
         testcase.fail("unbound is not installed")
     raise unittest.SkipTest("unbound is not installed")
-
-
-def free_port():
-    """A port free for both UDP and TCP on 127.0.0.1."""
-    for _ in range(50):
-        u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-        u.bind(("127.0.0.1", 0))
-        port = u.getsockname()[1]
-        t = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        try:
-            t.bind(("127.0.0.1", port))
-        except OSError:
-            continue
-        finally:
-            t.close()
-            u.close()
-        return port
-    raise OSError("no free port")
 
 
 def make_certs(directory, names=("dns.example.test",), ips=("127.0.0.1",)):

@@ -19,6 +19,24 @@ from corednstw.app import App
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
+def free_port():
+    """A port free for both UDP and TCP on 127.0.0.1."""
+    for _ in range(50):
+        u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        u.bind(("127.0.0.1", 0))
+        port = u.getsockname()[1]
+        t = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        try:
+            t.bind(("127.0.0.1", port))
+        except OSError:
+            continue
+        finally:
+            t.close()
+            u.close()
+        return port
+    raise OSError("no free port")
+
+
 class LogCapture:
     """Collects corednstw log lines while a test runs."""
 

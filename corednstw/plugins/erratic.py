@@ -10,7 +10,7 @@ AND, not modulo, and so do we).  It answers every query itself and reports
 ready only while its query count is 3 or 4.
 """
 
-from twisted.internet import defer, task
+from twisted.internet import task
 
 from corednstw import dnswire as w
 from corednstw.durations import parse_duration

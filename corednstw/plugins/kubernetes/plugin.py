@@ -11,7 +11,6 @@ from corednstw import log
 from corednstw.plugin import Plugin, Readiness, match
 from corednstw.plugins.metadata import set_value
 from corednstw.plugins.kubernetes import records as rec
-from corednstw.plugins.kubernetes import store as st
 from corednstw.request import Response
 from corednstw.zones import is_subdomain
 

@@ -139,7 +139,8 @@ class Upstream:
             r.flags |= dns.flags.TC
             return r
         name = qn.name
-        first = name.labels[0].decode().lower() if name.labels else ""
+        first = (name.labels[0].decode("ascii", "replace").lower()
+                 if name.labels else "")
         soa = dns.rrset.from_text(
             "example.", self.soa_ttl, "IN", "SOA",
             "ns.example. host.example. 1 7200 1800 86400 %d" % self.soa_min)

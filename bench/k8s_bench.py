@@ -89,6 +89,33 @@ def metric(text, name, **labels):
     return total
 
 
+# kubeadm's default Corefile; forward points at a closed local port (only
+# cluster names are asked), so loop's probe fails quietly.
+KUBEADM = """.:%(port)d {
+    bind 127.0.0.1
+    errors
+    health 127.0.0.1:%(health)d {
+        lameduck 5s
+    }
+    ready 127.0.0.1:%(ready)d
+    kubernetes cluster.local in-addr.arpa ip6.arpa {
+        endpoint %(url)s
+        pods insecure
+        fallthrough in-addr.arpa ip6.arpa
+        ttl 30
+    }
+    prometheus 127.0.0.1:%(metrics)d
+    forward . 127.0.0.1:%(upstream)d {
+        max_concurrent 1000
+    }
+    cache 30
+    loop
+    reload
+    loadbalance
+}
+"""
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--services", type=int, default=10000)
@@ -96,6 +123,10 @@ def main():
     ap.add_argument("--seconds", type=int, default=10)
     ap.add_argument("--server-cpu", default="0")
     ap.add_argument("--client-cpu", default="1")
+    ap.add_argument("--kubeadm", action="store_true",
+                    help="serve with kubeadm's whole default Corefile "
+                         "(errors, health, ready, kubernetes, prometheus, "
+                         "forward, cache, loop, reload, loadbalance)")
     a = ap.parse_args()
     n, nns = a.services, a.namespaces
     # This process (probes, the sweep) stays off the server's core.
@@ -110,9 +141,15 @@ def main():
     tmp = tempfile.mkdtemp(prefix="k8s-bench-")
     corefile = os.path.join(tmp, "Corefile")
     with open(corefile, "w") as f:
-        f.write(".:%d {\n    bind 127.0.0.1\n    kubernetes cluster.local {\n"
-                "        endpoint %s\n    }\n    ready 127.0.0.1:%d\n"
-                "    prometheus 127.0.0.1:%d\n}\n" % (dport, url, rport, mport))
+        if a.kubeadm:
+            f.write(KUBEADM % dict(port=dport, url=url, ready=rport,
+                                   metrics=mport, health=free_port(),
+                                   upstream=free_port()))
+        else:
+            f.write(".:%d {\n    bind 127.0.0.1\n    kubernetes cluster.local "
+                    "{\n        endpoint %s\n    }\n    ready 127.0.0.1:%d\n"
+                    "    prometheus 127.0.0.1:%d\n}\n"
+                    % (dport, url, rport, mport))
     t0 = time.monotonic()
     srv = subprocess.Popen(["taskset", "-c", a.server_cpu, TWISTD, "-n",
                             "--pidfile=", "coredns", "-c", corefile],

@@ -412,8 +412,31 @@ def skip_name(data, off):
 
 
 def skip_rr(data, off):
-    """Offset past the RR at ``off`` plus its (type, class, ttl, rdata)."""
-    _, off = read_name(data, off)
+    """Offset past the RR at ``off`` plus its (type, class, ttl, rdata).
+
+    The owner name is skipped, not decoded (this walks every record of
+    cached and forwarded answers); a compression pointer must point back
+    into what came before, which rules out loops.
+    """
+    start = off
+    length = len(data)
+    while True:
+        if off >= length:
+            raise FormatError("name overruns message")
+        n = data[off]
+        if n == 0:
+            off += 1
+            break
+        if n & 0xC0 == 0xC0:
+            if off + 1 >= length:
+                raise FormatError("truncated pointer")
+            if ((n & 0x3F) << 8) | data[off + 1] >= start:
+                raise FormatError("bad compression pointer")
+            off += 2
+            break
+        if n & 0xC0:
+            raise FormatError("bad label type")
+        off += n + 1
     if off + 10 > len(data):
         raise FormatError("truncated RR")
     rtype, rclass, ttl, rdlen = _RRHEAD.unpack_from(data, off)

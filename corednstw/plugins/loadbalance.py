@@ -243,13 +243,34 @@ def _needs(types, weighted, prefer):
     return prefer and any(_changes(t, _prefer_group, (1,)) for t in (an, ar))
 
 
+def _skip_question_name(raw, off):
+    """Offset past the question name at ``off``.  An uncompressed name of
+    legal length (every question we see) is walked without decoding it;
+    anything else takes read_name, whose checks and errors then apply."""
+    start = off
+    length = len(raw)
+    while True:
+        if off >= length:
+            return w.read_name(raw, start)[1]
+        n = raw[off]
+        if n == 0:
+            off += 1
+            break
+        if n & 0xC0:
+            return w.read_name(raw, start)[1]
+        off += n + 1
+    if off - start > 255:
+        return w.read_name(raw, start)[1]
+    return off
+
+
 def _section_types(raw):
     """Record types of the three sections of a wire message (OPT left
     out)."""
     _, _, qd, an, ns, ar = w.unpack_header(raw)
     off = 12
     for _ in range(qd):
-        off = w.read_name(raw, off)[1] + 4
+        off = _skip_question_name(raw, off) + 4
     out = []
     for count in (an, ns, ar):
         types = []
@@ -282,6 +303,12 @@ class LoadBalance(Plugin):
         if weights is not None and qtype not in (w.A, w.AAAA, w.SRV):
             return resp
         if resp.raw is not None:
+            raw = resp.raw
+            # No section with two records (counting OPT), the common
+            # answer: nothing can move, so the body is not walked at all.
+            if len(raw) >= 12 and raw[7] <= 1 and raw[9] <= 1 and \
+                    raw[11] <= 1 and not (raw[6] | raw[8] | raw[10]):
+                return resp
             try:
                 types = _section_types(resp.raw)
             except (w.FormatError, ValueError):

@@ -13,6 +13,7 @@ from corednstw import dnswire as w
 
 _HEADER = struct.Struct("!HHHHHH")
 _QTAIL = struct.Struct("!HH")
+_H = struct.Struct("!H")
 _RRHEAD = struct.Struct("!HHIH")
 _QPTR = b"\xc0\x0c"
 
@@ -181,6 +182,23 @@ class Request:
         r.family = self.family
         qd, an, ns, ar = r.parse_header()
         r.parse_question(an, ns, ar)
+        r.zone, r.view, r.block = self.zone, self.view, self.block
+        r.metadata, r.depth, r.start = self.metadata, self.depth, self.start
+        return r
+
+    def with_flags(self, flags):
+        """A copy whose header carries ``flags`` (same question, OPT and
+        context), made without parsing the message again."""
+        data = self.data
+        r = Request(data[:2] + _H.pack(flags) + data[4:], self.client,
+                    self.port, self.proto, self.local, self.server)
+        r.family = self.family
+        r.id, r.flags, r.opcode = self.id, flags, (flags >> 11) & 0xF
+        r.arcount = self.arcount
+        r.qname, r.name, r.qwire, r.qend = (self.qname, self.name,
+                                            self.qwire, self.qend)
+        r.qtype, r.qclass = self.qtype, self.qclass
+        r.edns, r.tsig = self.edns, self.tsig
         r.zone, r.view, r.block = self.zone, self.view, self.block
         r.metadata, r.depth, r.start = self.metadata, self.depth, self.start
         return r

@@ -342,6 +342,40 @@ class WireTest(unittest.TestCase):
         self.assertEqual(m.answer[0].ttl, 77)
         self.assertEqual(cachemod.typify(p), cachemod.NOERROR)
 
+    def test_parse_owner_names(self):
+        # Owners that point at the question and owners written out (other
+        # case, another name) are read alike: lower-cased text.
+        import dns.message
+        import dns.rrset
+        q = dns.message.make_query("X.Example", "A")
+        r = dns.message.make_response(q)
+        r.answer.append(dns.rrset.from_text("X.Example.", 5, "IN", "CNAME",
+                                            "Y.example."))
+        r.answer.append(dns.rrset.from_text("Y.EXAMPLE.", 5, "IN", "A",
+                                            "192.0.2.1"))
+        p = cachemod.parse(r.to_wire())
+        self.assertEqual(p.qname, "x.example.")
+        self.assertEqual([a[0] for a in p.answers],
+                         ["x.example.", "y.example."])
+        self.assertTrue(cachemod.answers_question(p))
+
+    def test_refresh_request(self):
+        # The AD-flagged copy equals what parsing its bytes gives.
+        from corednstw.request import Request, make_query
+        req = Request(make_query("Svc.Example.", 1, msgid=7, edns=1400,
+                                 do=True), "::1", 53, "tcp")
+        req.parse_question(*req.parse_header()[1:])
+        req.zone, req.start = "example.", 3.5
+        got = cachemod._refresh_request(req)
+        want = req.copy(data=got.data)
+        self.assertEqual(got.data[2:4], b"\x01\x20")
+        for attr in ("id", "flags", "opcode", "qname", "name", "qtype",
+                     "qclass", "qwire", "qend", "arcount", "tsig", "client",
+                     "port", "proto", "family", "zone", "start"):
+            self.assertEqual(getattr(got, attr), getattr(want, attr), attr)
+        self.assertEqual((got.edns.size, got.edns.ttl),
+                         (want.edns.size, want.edns.ttl))
+
 
 # -- CoreDNS's cache tables (cache_test.go and friends) ------------------------
 

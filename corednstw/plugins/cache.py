@@ -119,7 +119,7 @@ def _parse(wire, now_unix):
         off += ln + 1
     if off + 4 > n:
         return None
-    p.qname = rq._wire_text(wire[12:off]).lower()
+    p.qname = qname = rq._wire_text(wire[12:off]).lower()
     p.qtype, p.qclass = struct.unpack_from("!HH", wire, off)
     off += 4
     p.qlen = off - 12
@@ -136,7 +136,14 @@ def _parse(wire, now_unix):
         start = off
         name = None
         if i < an:
-            name, off = w.read_name(wire, off)
+            if wire[off] == 0xC0 and wire[off + 1] == 12:
+                # A pointer to the question (the usual owner): its name is
+                # known, no decoding.
+                name = qname
+                off += 2
+            else:
+                name, off = w.read_name(wire, off)
+                name = name.lower()
         else:
             off = _skip_name(wire, off)
         if off + 10 > n:
@@ -164,7 +171,7 @@ def _parse(wire, now_unix):
             target = None
             if rtype == w.CNAME:
                 target = w.read_name(wire, rd)[0]
-            answers.append((name.lower(), rtype, rclass, target))
+            answers.append((name, rtype, rclass, target))
         elif i < an + ns:
             ns_types.append(rtype)
         off = rd + rdlen
@@ -768,11 +775,7 @@ def _refreshable(p, mt):
 
 def _refresh_request(req):
     """A copy of ``req`` with AD set, for prefetches and verifies."""
-    data = req.data
-    data = data[:2] + bytes([data[2], data[3] | 0x20]) + data[4:]
-    r = req.copy(data=data)
-    r.proto = req.proto
-    return r
+    return req.with_flags(req.flags | w.AD)
 
 
 # -- setup --------------------------------------------------------------------------

@@ -22,6 +22,7 @@ from twisted.protocols.policies import TimeoutMixin
 from corednstw import dnswire as w
 from corednstw import log
 from corednstw import vars
+from corednstw.plugin import is_deferred
 from corednstw.request import Request, Response
 
 _HDR = struct.Struct("!HHHHHH")
@@ -149,7 +150,7 @@ class Mux:
             self.inflight -= 1
             self._panic(req, send)
             return
-        if isinstance(result, defer.Deferred):
+        if is_deferred(result):
             result.addCallbacks(self._deliver, self._failed,
                                 callbackArgs=(req, send),
                                 errbackArgs=(req, send))

@@ -11,12 +11,10 @@ counted over the pattern's period and one summary line is written.
 
 import re
 
-from twisted.internet import defer
-
 from corednstw import dnswire as w
 from corednstw import log
 from corednstw.durations import format_duration, parse_duration
-from corednstw.plugin import END, Plugin
+from corednstw.plugin import END, Plugin, is_deferred
 from corednstw.request import Response
 
 NAME = "errors"
@@ -56,7 +54,7 @@ class Errors(Plugin):
 
     def serve(self, req):
         result = self.next.serve(req)
-        if isinstance(result, defer.Deferred):
+        if is_deferred(result):
             return result.addCallbacks(self._check, self._failed,
                                        callbackArgs=(req,),
                                        errbackArgs=(req,))

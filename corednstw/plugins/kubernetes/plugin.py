@@ -8,7 +8,7 @@ from twisted.internet import defer
 
 from corednstw import dnswire as w
 from corednstw import log
-from corednstw.plugin import Plugin, Readiness, match
+from corednstw.plugin import Plugin, Readiness, is_deferred, match
 from corednstw.plugins.metadata import set_value
 from corednstw.plugins.kubernetes import records as rec
 from corednstw.request import Response
@@ -200,7 +200,7 @@ class Kubernetes(Plugin, Readiness):
         except Exception as e:
             log.error(self.name, "%s: %s" % (req.name, e))
             return Response(w.SERVFAIL, plugin=self.name)
-        if isinstance(out, defer.Deferred):
+        if is_deferred(out):
             return out.addCallback(self._finish, req, zone, zcase)
         return self._finish(out, req, zone, zcase)
 

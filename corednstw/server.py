@@ -80,6 +80,8 @@ class Mux:
         """
         q = req.qname
         zones = self.zones
+        if len(zones) == 1 and "." in zones:
+            q = "."     # only the root zone here: no suffix walk to do
         ds = req.qtype == w.DS
         found = None
         while q != ".":

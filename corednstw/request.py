@@ -28,6 +28,11 @@ def support_option(code):
     SUPPORTED_OPTIONS.add(code)
 
 
+class RecordError(w.FormatError):
+    """A record after the question cannot be read: miekg's FORMERR reply
+    then keeps the question."""
+
+
 class Request:
     """One query: the raw bytes plus what was parsed from them.
 
@@ -92,7 +97,16 @@ class Request:
         if end - 12 > 255:
             raise w.FormatError("name too long")    # miekg's ErrLongDomain
         if end + 4 > ln:
-            raise w.FormatError("truncated question")
+            # miekg reads what is there: no type or no class is 0, half a
+            # class is 0 too, only half a type is an error.
+            tail = data[end:]
+            if len(tail) == 1:
+                raise w.FormatError("truncated question")
+            data = self.data = (data[:4] + b"\x00\x01\x00\x00\x00\x00\x00\x00"
+                                + data[12:end] + tail[:2]
+                                + b"\x00" * (4 - len(tail[:2])))
+            an = ns = ar = self.arcount = 0
+            ln = len(data)
         self.qwire = qwire = data[12:end]
         self.qtype, self.qclass = _QTAIL.unpack_from(data, end)
         self.qend = end + 4
@@ -104,20 +118,42 @@ class Request:
             self.data = data[:self.qend]
 
     def _parse_rest(self, skip, ar):
-        """Walk the answer/authority/additional records for OPT and TSIG."""
+        """Walk the answer/authority/additional records for OPT and TSIG.
+
+        A record that cannot be read raises RecordError (FORMERR with the
+        question).  Counts that run past the end of the message are lies
+        miekg stops at: the records that are there are kept and the header
+        counts in ``data`` are set to them."""
         data = self.data
+        ln = len(data)
         off = self.qend
-        for _ in range(skip):
-            off = w.skip_rr(data, off)[0]
-        for _ in range(ar):
-            start = off
-            off, rtype, rclass, ttl, rdata = w.skip_rr(data, off)
-            if rtype == w.OPT:
-                if self.edns is not None:
-                    raise w.FormatError("two OPT records")
-                self.edns = w.EDNS(rclass, ttl, w.parse_options(rdata))
-            elif rtype == 250:  # TSIG: must be last; kept for the tsig plugin
-                self.tsig = start
+        counts = [0, 0]
+        try:
+            for _ in range(skip):
+                if off == ln:
+                    break
+                off = w.skip_rr(data, off)[0]
+                counts[0] += 1
+            for _ in range(ar):
+                if off == ln:
+                    break
+                start = off
+                off, rtype, rclass, ttl, rdata = w.skip_rr(data, off)
+                counts[1] += 1
+                if rtype == w.OPT:
+                    if self.edns is not None:
+                        raise w.FormatError("two OPT records")
+                    self.edns = w.EDNS(rclass, ttl, w.parse_options(rdata))
+                elif rtype == 250:  # TSIG: last; kept for the tsig plugin
+                    self.tsig = start
+        except w.FormatError as e:
+            raise RecordError(str(e))
+        if counts[0] != skip or counts[1] != ar:
+            an, ns = _HEADER.unpack_from(data, 0)[3:5]
+            an = min(an, counts[0])
+            data = self.data = (data[:6] + struct.pack(
+                "!HHH", an, counts[0] - an, counts[1]) + data[12:])
+            self.arcount = counts[1]
         if off != len(data):
             # Bytes after the last record: miekg ignores them, and what is
             # passed on (to an upstream, to dnstap) is the message alone.

@@ -23,7 +23,7 @@ from corednstw import dnswire as w
 from corednstw import log
 from corednstw import vars
 from corednstw.plugin import is_deferred
-from corednstw.request import Request, Response
+from corednstw.request import RecordError, Request, Response
 
 _HDR = struct.Struct("!HHHHHH")
 
@@ -34,10 +34,24 @@ _SEND_DROP = frozenset((errno.EAGAIN, errno.EWOULDBLOCK, errno.ENOBUFS,
                         errno.ENETUNREACH, errno.EPERM, errno.EINTR))
 
 
-def header_only(req, rcode, opcode):
-    """miekg's reject reply: the query's header with QR and rcode, no
-    sections (not even the question)."""
-    flags = (w.QR | (opcode << 11) | (req.flags & (w.RD | w.CD)) | rcode)
+#: Header bits miekg's reject reply keeps from the query (AA and Z cleared).
+_KEPT = w.TC | w.RD | w.RA | w.AD | w.CD
+
+
+def header_only(req, rcode, opcode, question=b""):
+    """miekg's reject reply: the query's own header with QR, the rcode and
+    no records; ``question`` when it was read before a later record
+    failed."""
+    flags = (w.QR | (opcode << 11) | (req.flags & _KEPT) | rcode)
+    return _HDR.pack(req.id, flags, 1 if question else 0, 0, 0,
+                     0) + question
+
+
+def no_question(req):
+    """CoreDNS's answer to a message that is only a header (miekg reads
+    it as one without a question): SERVFAIL, as SetRcode builds it."""
+    keep = (w.RD | w.CD) if req.opcode == w.OPCODE_QUERY else 0
+    flags = w.QR | (req.opcode << 11) | (req.flags & keep) | w.SERVFAIL
     return _HDR.pack(req.id, flags, 0, 0, 0, 0)
 
 
@@ -126,8 +140,14 @@ class Mux:
         if qd != 1 or an > 1 or ns > 1 or ar > 2:
             send(header_only(req, w.FORMERR, 0))
             return
+        if len(data) == 12:
+            self._no_question(req, send)
+            return
         try:
             req.parse_question(an, ns, ar)
+        except RecordError:
+            send(header_only(req, w.FORMERR, 0, data[12:req.qend]))
+            return
         except w.FormatError:
             send(header_only(req, w.FORMERR, 0))
             return
@@ -199,6 +219,14 @@ class Mux:
             send(Response(w.SERVFAIL).finish(req))
         except Exception:
             pass
+
+    def _no_question(self, req, send):
+        """No question: SERVFAIL, counted under zone "dropped"."""
+        req.qtype = 0
+        wire = no_question(req)
+        vars.report(self.label, req, vars.DROPPED, "", w.SERVFAIL, "",
+                    len(wire), 0.0)
+        send(wire)
 
     def _drop(self, req, rcode, send):
         """Refuse a query no block takes; counted under zone "dropped"."""

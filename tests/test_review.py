@@ -1,0 +1,107 @@
+"""Edge cases of the request path checked against miekg/dns's unpacking and
+CoreDNS's ServeDNS (what a malformed or unusual query gets back)."""
+
+import struct
+
+import dns.message
+import dns.rcode
+from twisted.trial import unittest
+
+from corednstw import dnswire as w
+from corednstw import vars
+from corednstw.request import make_query
+from tests import util
+
+HDR = struct.Struct("!HHHHHH")
+WHOAMI = ".:0 {\n    whoami\n}\n"
+
+
+def query(name="example.org.", qtype=w.A, msgid=0x1234, **kw):
+    return make_query(name, qtype, msgid=msgid, **kw)
+
+
+class ShortQueryTest(unittest.TestCase):
+    """miekg unpacks what is there: a header alone is a message without a
+    question (CoreDNS: SERVFAIL), a question cut after its name or type
+    has type/class 0 (CoreDNS: REFUSED, class not IN), record counts that
+    run past the end are lies it stops at."""
+
+    def setUp(self):
+        self.s = util.Direct(self, WHOAMI)
+
+    def test_header_only_servfail_dropped(self):
+        key = (self.s.mux.label, "dropped", "", "SERVFAIL", "")
+        before = vars.RESPONSES.get(key)
+        r = self.s.ask(HDR.pack(9, w.RD | w.CD, 1, 0, 0, 0))
+        msgid, flags, qd, an, ns, ar = HDR.unpack(r)
+        self.assertEqual(len(r), 12)
+        self.assertEqual(msgid, 9)
+        self.assertEqual(flags, w.QR | w.RD | w.CD | w.SERVFAIL)
+        self.assertEqual((qd, an, ns, ar), (0, 0, 0, 0))
+        self.assertEqual(vars.RESPONSES.get(key), before + 1)
+
+    def test_question_without_type_and_class_refused(self):
+        q = query()
+        for cut in (4, 2):
+            r = dns.message.from_wire(self.s.ask(q[:-cut]))
+            self.assertEqual(r.rcode(), dns.rcode.REFUSED)
+            self.assertEqual(str(r.question[0].name), "example.org.")
+            self.assertEqual(r.question[0].rdclass, 0)
+        self.assertEqual(dns.message.from_wire(
+            self.s.ask(q[:-4])).question[0].rdtype, 0)
+        self.assertEqual(dns.message.from_wire(
+            self.s.ask(q[:-2])).question[0].rdtype, w.A)
+
+    def test_half_a_class_is_class_zero(self):
+        r = dns.message.from_wire(self.s.ask(query()[:-1]))
+        self.assertEqual(r.rcode(), dns.rcode.REFUSED)
+
+    def test_half_a_type_formerr(self):
+        r = self.s.ask(query()[:-3])
+        self.assertEqual(HDR.unpack(r[:12])[1] & 0xF, w.FORMERR)
+        self.assertEqual(len(r), 12)
+
+    def test_counts_past_the_end_are_ignored(self):
+        for off in (6, 8, 10):
+            q = bytearray(query())
+            struct.pack_into("!H", q, off, 1)
+            r = dns.message.from_wire(self.s.ask(bytes(q)))
+            self.assertEqual(r.rcode(), 0)
+            self.assertEqual(len(r.additional), 2)  # whoami answered
+
+    def test_count_lie_after_opt(self):
+        q = bytearray(query(edns=1232))
+        struct.pack_into("!H", q, 10, 2)
+        r = dns.message.from_wire(self.s.ask(bytes(q)))
+        self.assertEqual(r.rcode(), 0)
+        self.assertEqual(r.payload, 1232)
+
+
+class FormerrTest(unittest.TestCase):
+    """miekg's reject reply is the query's own header (QR set, AA and Z
+    cleared, opcode QUERY for FORMERR) and, when the question could be read
+    before a later record failed, the question too."""
+
+    def setUp(self):
+        self.s = util.Direct(self, WHOAMI)
+
+    def test_reject_keeps_query_header_bits(self):
+        bits = w.TC | w.RD | w.RA | w.AD | w.CD | w.AA | 0x40
+        r = self.s.ask(HDR.pack(7, bits, 2, 0, 0, 0))
+        self.assertEqual(HDR.unpack(r)[1],
+                         w.QR | w.TC | w.RD | w.RA | w.AD | w.CD | w.FORMERR)
+
+    def test_notimp_keeps_query_header_bits(self):
+        r = self.s.ask(HDR.pack(7, (2 << 11) | w.AD | w.RD, 1, 0, 0, 0))
+        self.assertEqual(HDR.unpack(r)[1],
+                         w.QR | (2 << 11) | w.AD | w.RD | w.NOTIMP)
+
+    def test_bad_record_keeps_question(self):
+        q = query(edns=1232)
+        bad = q[:-2] + b"\x00\x10"      # OPT rdlength past the end
+        r = self.s.ask(bad)
+        msgid, flags, qd, an, ns, ar = HDR.unpack(r[:12])
+        self.assertEqual(flags & 0xF, w.FORMERR)
+        self.assertEqual((qd, an, ns, ar), (1, 0, 0, 0))
+        qlen = len(query()) - 12
+        self.assertEqual(r[12:], q[12:12 + qlen])

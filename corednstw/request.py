@@ -383,7 +383,7 @@ def encode(req, resp):
     The question is copied byte for byte from the query (0x20 case kept).
     Owner names are compressed against the question and each other.  For
     UDP the answer is cut to whole RRs that fit the client's size; TC is set
-    when answer or authority records had to go (miekg's Truncate rule).
+    when any record had to go, additional ones too (miekg's Truncate).
     """
     if resp.raw is not None:
         return _encode_raw(req, resp)
@@ -430,8 +430,7 @@ def encode(req, resp):
                 # Names registered by the cut RR point past the end, but
                 # nothing is written after this, so comp is not reused.
                 del buf[mark:]
-                if si < 2:
-                    truncated = True
+                truncated = True
                 break
             counts[si] += 1
         else:

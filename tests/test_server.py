@@ -270,15 +270,18 @@ class EncodeTest(unittest.TestCase):
         self.assertLessEqual(len(out), 65535)
         self.assertTrue(dns.message.from_wire(out).flags & dns.flags.TC)
 
-    def test_additional_cut_without_tc(self):
+    def test_additional_cut_sets_tc(self):
+        # miekg's Truncate sets TC when any record had to go, additional
+        # records included.
         req = _request(query("x.example.org."))
         resp = Response(0, answer=[w.RR("x.example.org.", w.A, 5,
                                         b"\x01\x02\x03\x04")],
                         additional=_big_response("y.example.org.",
                                                  100).answer)
         m = dns.message.from_wire(encode(req, resp))
-        self.assertFalse(m.flags & dns.flags.TC)
+        self.assertTrue(m.flags & dns.flags.TC)
         self.assertEqual(len(m.answer), 1)
+        self.assertLess(len(m.additional), 100)
 
     def test_question_case_and_bytes_echoed(self):
         wire = query("MiXeD.ExAmPlE.oRg.")

@@ -395,13 +395,16 @@ def encode(req, resp):
     rcode = resp.rcode
     edns = req.edns
     if edns is not None:
+        # SizeAndDo: version 0, the flags' upper byte (DO and Z) kept from
+        # the answer's OPT (client's DO added) or from the client's.
         opts = ()
+        ttl = edns.ttl & 0xFF00
         if resp.opt is not None:
             opts = resp.opt.options
+            ttl = (resp.opt.ttl & 0xFF00) | (ttl & 0x8000)
         elif edns.options and SUPPORTED_OPTIONS:
             opts = [o for o in edns.options if o[0] in SUPPORTED_OPTIONS]
-        ttl = (edns.ttl & 0x8000) | ((rcode >> 4) << 24)
-        opt = w.opt_wire(edns.size, ttl, opts)
+        opt = w.opt_wire(edns.size, ttl | ((rcode >> 4) << 24), opts)
     buf = bytearray(12)
     buf += data[12:qend]
     comp = None
@@ -507,7 +510,7 @@ def _size_and_do(raw, qend, skip, ar, edns):
                        + rdata + raw[off:])
             return patched, ar
     opts = [o for o in edns.options if o[0] in SUPPORTED_OPTIONS]
-    return (raw[qend:] + w.opt_wire(edns.size, edns.ttl & 0x8000, opts),
+    return (raw[qend:] + w.opt_wire(edns.size, edns.ttl & 0xFF00, opts),
             ar + 1)
 
 

@@ -105,3 +105,30 @@ class FormerrTest(unittest.TestCase):
         self.assertEqual((qd, an, ns, ar), (1, 0, 0, 0))
         qlen = len(query()) - 12
         self.assertEqual(r[12:], q[12:12 + qlen])
+
+
+def _with_opt_flags(wire, flags):
+    """``wire`` (a query ending in an OPT without options) with the OPT's
+    16 flag bits set to ``flags``."""
+    b = bytearray(wire)
+    struct.pack_into("!H", b, len(b) - 4, flags)
+    return bytes(b)
+
+
+class EchoTest(unittest.TestCase):
+    """SizeAndDo keeps the OPT's DO and upper flag byte (TTL & 0xff00);
+    SetReply copies RD and CD only for opcode QUERY."""
+
+    def setUp(self):
+        self.s = util.Direct(self, WHOAMI)
+
+    def test_opt_upper_flag_byte_echoed(self):
+        q = _with_opt_flags(query(edns=1232), 0x8000 | 0x4100 | 0x0001)
+        r = dns.message.from_wire(self.s.ask(q))
+        self.assertEqual(r.ednsflags & 0xFFFF, 0x8000 | 0x4100)
+
+    def test_query_reply_keeps_rd_cd(self):
+        q = bytearray(query())
+        q[3] |= 0x10
+        flags = HDR.unpack(self.s.ask(bytes(q))[:12])[1]
+        self.assertEqual(flags & (w.RD | w.CD), w.RD | w.CD)

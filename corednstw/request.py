@@ -17,6 +17,10 @@ _H = struct.Struct("!H")
 _RRHEAD = struct.Struct("!HHIH")
 _QPTR = b"\xc0\x0c"
 
+#: Query header bits an answer copies, by opcode: miekg's SetReply copies
+#: RD and CD for QUERY only.
+_REPLY_BITS = (w.RD | w.CD,) + (0,) * 15
+
 #: EDNS0 option codes echoed from the query into the answer's OPT, as
 #: CoreDNS does: NSID, EXPIRE, COOKIE, TCP-KEEPALIVE and PADDING, plus
 #: what plugins register with ``support_option``.
@@ -439,7 +443,8 @@ def encode(req, resp):
         else:
             continue
         break
-    flags = (w.QR | (req.flags & (w.RD | w.CD)) | (req.opcode << 11)
+    flags = (w.QR | (req.flags & _REPLY_BITS[req.opcode])
+             | (req.opcode << 11)
              | (resp.flags & 0x07F0) | (rcode & 0xF))
     if truncated:
         flags |= w.TC
@@ -475,7 +480,8 @@ def _encode_raw(req, resp):
             body, ar = _size_and_do(raw, qend, an + ns, ar, edns)
         except (w.FormatError, struct.error):
             return encode(req, _restructure(raw, resp))
-    flags = (w.QR | (req.flags & (w.RD | w.CD)) | (req.opcode << 11)
+    flags = (w.QR | (req.flags & _REPLY_BITS[req.opcode])
+             | (req.opcode << 11)
              | (resp.flags & 0x07F0) | (resp.rcode & 0xF))
     out = (_HEADER.pack(req.id, flags, 1, an, ns, ar)
            + req.data[12:req.qend] + body)

@@ -58,7 +58,8 @@ def no_question(req):
 def badvers(req):
     """EDNS version other than 0: BADVERS with an OPT of version 0."""
     data = req.data
-    flags = w.QR | (req.opcode << 11) | (req.flags & (w.RD | w.CD))
+    keep = (w.RD | w.CD) if req.opcode == w.OPCODE_QUERY else 0
+    flags = w.QR | (req.opcode << 11) | (req.flags & keep)
     out = (_HDR.pack(req.id, flags, 1, 0, 0, 1) + data[12:req.qend]
            + w.opt_wire(0, (w.BADVERS >> 4) << 24))
     return out

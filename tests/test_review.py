@@ -127,8 +127,23 @@ class EchoTest(unittest.TestCase):
         r = dns.message.from_wire(self.s.ask(q))
         self.assertEqual(r.ednsflags & 0xFFFF, 0x8000 | 0x4100)
 
+    def test_notify_reply_without_rd_cd(self):
+        q = bytearray(query())
+        q[2] = (q[2] & 0x87) | (4 << 3)
+        q[3] |= 0x10        # CD
+        r = self.s.ask(bytes(q))
+        flags = HDR.unpack(r[:12])[1]
+        self.assertEqual((flags >> 11) & 0xF, 4)
+        self.assertFalse(flags & (w.RD | w.CD))
+
     def test_query_reply_keeps_rd_cd(self):
         q = bytearray(query())
         q[3] |= 0x10
         flags = HDR.unpack(self.s.ask(bytes(q))[:12])[1]
         self.assertEqual(flags & (w.RD | w.CD), w.RD | w.CD)
+
+    def test_badvers_notify_without_rd(self):
+        q = dns.message.make_query("example.org.", "SOA", use_edns=1)
+        q.set_opcode(4)
+        flags = HDR.unpack(self.s.ask(q.to_wire())[:12])[1]
+        self.assertFalse(flags & w.RD)

@@ -189,24 +189,16 @@ class App(service.Service):
         """
         from corednstw.plugins import reload as reloadmod
         log.info("", "Reloading")
+        opened = {}
         try:
             new = self.load()
-            new_http = self._bind_http(new)
-        except Exception as e:
-            log.error("", "Corefile changed but reload failed: %s" % e)
-            reloadmod.FAILED.inc()
-            return False
-        old = self.config
-        kept = self._inherit(old, new)
-        self.config = new
-        muxes = self.build_muxes(new)
-        old_listeners = self.listeners
-        self.listeners = {}
-        self.muxes = []
-        default = None
-        for lk, mux in muxes.items():
-            lst = old_listeners.pop(lk, None)
-            if lst is None:
+            muxes = self.build_muxes(new)
+            # New addresses are bound before anything changes: a port that
+            # cannot be had fails the reload, the old configuration stays.
+            default = None
+            for lk, mux in muxes.items():
+                if lk in self.listeners:
+                    continue
                 host = lk[1]
                 if host is None:
                     default = default or server.default_host()
@@ -214,7 +206,25 @@ class App(service.Service):
                 udp, tcp, actual = server.listen(
                     self.reactor, host, int(lk[2]), mux,
                     _timeouts(new.listeners[lk]))
-                lst = Listener(mux, udp, tcp, host, actual)
+                opened[lk] = Listener(mux, udp, tcp, host, actual)
+            new_http = self._bind_http(new)
+        except Exception as e:
+            for lst in opened.values():
+                lst.udp.stopListening()
+                lst.tcp.stopListening()
+            log.error("", "Corefile changed but reload failed: %s" % e)
+            reloadmod.FAILED.inc()
+            return False
+        old = self.config
+        kept = self._inherit(old, new)
+        self.config = new
+        old_listeners = self.listeners
+        self.listeners = {}
+        self.muxes = []
+        for lk, mux in muxes.items():
+            lst = old_listeners.pop(lk, None)
+            if lst is None:
+                lst = opened[lk]
             else:
                 old_mux = lst.mux
                 lst.mux = mux

@@ -1,14 +1,17 @@
 """Edge cases of the request path checked against miekg/dns's unpacking and
 CoreDNS's ServeDNS (what a malformed or unusual query gets back)."""
 
+import socket
 import struct
 
 import dns.message
 import dns.rcode
+from twisted.internet import defer
 from twisted.trial import unittest
 
 from corednstw import dnswire as w
 from corednstw import vars
+from corednstw.plugins import reload as reloadmod
 from corednstw.request import make_query
 from tests import util
 
@@ -147,3 +150,38 @@ class EchoTest(unittest.TestCase):
         q.set_opcode(4)
         flags = HDR.unpack(self.s.ask(q.to_wire())[:12])[1]
         self.assertFalse(flags & w.RD)
+
+
+class ReloadEdgeTest(unittest.TestCase):
+    """A reload whose new listener cannot be opened fails as a whole (the
+    old configuration keeps serving, as CoreDNS rolls a failed restart
+    back)."""
+
+    @defer.inlineCallbacks
+    def setUp(self):
+        self.log = util.capture_log(self)
+        self.app = yield util.start(self, ".:0 {\n    whoami\n}\n")
+        self.port = self.app.port()
+
+    def _rewrite(self, text):
+        with open(self.app.path, "w") as f:
+            f.write(text)
+
+    @defer.inlineCallbacks
+    def test_port_in_use_keeps_old_config(self):
+        busy = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.addCleanup(busy.close)
+        busy.bind(("127.0.0.1", 0))
+        taken = busy.getsockname()[1]
+        before = self.app.config
+        failed = reloadmod.FAILED.get(())
+        self._rewrite(".:0 {\n    whoami\n}\nexample.org:%d {\n"
+                      "    bind 127.0.0.1\n    whoami\n}\n" % taken)
+        self.assertFalse(self.app.reload())
+        self.assertIs(self.app.config, before)
+        self.assertEqual(reloadmod.FAILED.get(()), failed + 1)
+        self.assertIn("reload failed", self.log.text())
+        m = yield util.query(self.port, "a.example.com.")
+        self.assertEqual(m.rcode(), 0)
+        m = yield util.query(self.port, "b.example.com.", proto="tcp")
+        self.assertEqual(m.rcode(), 0)

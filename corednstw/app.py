@@ -230,6 +230,8 @@ class App(service.Service):
                 lst.mux = mux
                 lst.udp.protocol.mux = mux
                 lst.tcp.factory.mux = mux
+                # New connections get the new configuration's limits.
+                lst.tcp.factory.timeouts = _timeouts(new.listeners[lk])
                 self._retired.append(old_mux)
             self.listeners[lk] = lst
             self.muxes.append(mux)

@@ -155,7 +155,7 @@ class EchoTest(unittest.TestCase):
 class ReloadEdgeTest(unittest.TestCase):
     """A reload whose new listener cannot be opened fails as a whole (the
     old configuration keeps serving, as CoreDNS rolls a failed restart
-    back)."""
+    back); a kept listener takes the new TCP limits."""
 
     @defer.inlineCallbacks
     def setUp(self):
@@ -185,3 +185,11 @@ class ReloadEdgeTest(unittest.TestCase):
         self.assertEqual(m.rcode(), 0)
         m = yield util.query(self.port, "b.example.com.", proto="tcp")
         self.assertEqual(m.rcode(), 0)
+
+    def test_kept_listener_takes_new_timeouts(self):
+        self._rewrite(".:0 {\n    whoami\n    timeouts {\n        idle 7s\n"
+                      "    }\n}\n")
+        self.assertTrue(self.app.reload())
+        lst = next(iter(self.app.listeners.values()))
+        self.assertEqual(lst.port, self.port)
+        self.assertEqual(lst.tcp.factory.timeouts.idle, 7.0)

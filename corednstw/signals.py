@@ -2,7 +2,7 @@
 
 SIGTERM and SIGINT: graceful shutdown (lameduck honoured by App.stopService),
 exit status 0.  SIGQUIT: stop at once.  SIGUSR1: reload the Corefile (when
-the App supports it).  Installed once the reactor runs, replacing twistd's
+the App supports it).  SIGHUP is ignored, as CoreDNS (caddy) ignores it.  Installed once the reactor runs, replacing twistd's
 handlers, which would re-raise the signal and exit with -15.
 """
 
@@ -21,7 +21,7 @@ def install(app):
         reactor.callFromThread(reactor.stop)
 
     def immediate(signum, _frame):
-        log.info("", "SIGQUIT: Shutting down servers immediately")
+        log.info("", "SIGQUIT: Quitting process immediately")
         os._exit(0)
 
     def reload(signum, _frame):
@@ -34,3 +34,4 @@ def install(app):
     signal.signal(signal.SIGINT, graceful)
     signal.signal(signal.SIGQUIT, immediate)
     signal.signal(signal.SIGUSR1, reload)
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)

@@ -1,6 +1,7 @@
 """Edge cases of the request path checked against miekg/dns's unpacking and
 CoreDNS's ServeDNS (what a malformed or unusual query gets back)."""
 
+import signal
 import socket
 import struct
 
@@ -14,6 +15,7 @@ from corednstw import vars
 from corednstw.plugins import reload as reloadmod
 from corednstw.request import make_query
 from tests import util
+from tests import test_signals
 
 HDR = struct.Struct("!HHHHHH")
 WHOAMI = ".:0 {\n    whoami\n}\n"
@@ -193,3 +195,24 @@ class ReloadEdgeTest(unittest.TestCase):
         lst = next(iter(self.app.listeners.values()))
         self.assertEqual(lst.port, self.port)
         self.assertEqual(lst.tcp.factory.timeouts.idle, 7.0)
+
+
+class SignalEdgeTest(unittest.TestCase):
+    """CoreDNS ignores SIGHUP (caddy's signal trap) and says "Quitting
+    process immediately" on SIGQUIT."""
+
+    start = test_signals.SignalTest.start
+    write = test_signals.SignalTest.write
+    ask = test_signals.SignalTest.ask
+    wait = test_signals.SignalTest.wait
+
+    def test_sighup_ignored_sigquit_message(self):
+        self.start(test_signals.SERVING)
+        self.proc.send_signal(signal.SIGHUP)
+        m = self.wait(lambda m: m is not None)
+        self.assertEqual(m.rcode(), dns.rcode.NOERROR)
+        self.assertIsNone(self.proc.poll())
+        self.proc.send_signal(signal.SIGQUIT)
+        out, _ = self.proc.communicate(timeout=30)
+        self.assertEqual(self.proc.returncode, 0)
+        self.assertIn("[INFO] SIGQUIT: Quitting process immediately", out)

@@ -1,7 +1,7 @@
 """Signals as CoreDNS handles them.
 
 SIGTERM and SIGINT: graceful shutdown (lameduck honoured by App.stopService),
-exit status 0.  SIGQUIT: stop at once.  SIGUSR1: reload the Corefile (when
+exit status 0; a second SIGINT quits at once with status 2.  SIGQUIT: stop at once.  SIGUSR1: reload the Corefile (when
 the App supports it).  SIGHUP is ignored, as CoreDNS (caddy) ignores it.  Installed once the reactor runs, replacing twistd's
 handlers, which would re-raise the signal and exit with -15.
 """
@@ -15,9 +15,17 @@ from corednstw import log
 def install(app):
     reactor = app.reactor
 
+    interrupted = []
+
     def graceful(signum, _frame):
-        name = signal.Signals(signum).name
-        log.info("", "%s: Shutting down servers then terminating" % name)
+        if signum == signal.SIGINT:
+            if interrupted:     # a second ^C: no waiting for lameduck
+                log.info("", "SIGINT: Force quit")
+                os._exit(2)
+            interrupted.append(True)
+            log.info("", "SIGINT: Shutting down")
+        else:
+            log.info("", "SIGTERM: Shutting down servers then terminating")
         reactor.callFromThread(reactor.stop)
 
     def immediate(signum, _frame):

@@ -1,9 +1,12 @@
 """Edge cases of the request path checked against miekg/dns's unpacking and
 CoreDNS's ServeDNS (what a malformed or unusual query gets back)."""
 
+import os
 import signal
 import socket
 import struct
+import subprocess
+import time
 
 import dns.message
 import dns.rcode
@@ -216,3 +219,35 @@ class SignalEdgeTest(unittest.TestCase):
         out, _ = self.proc.communicate(timeout=30)
         self.assertEqual(self.proc.returncode, 0)
         self.assertIn("[INFO] SIGQUIT: Quitting process immediately", out)
+
+    def test_second_sigint_forces_quit(self):
+        port = util.free_port()
+        d = util.write_files(self, {"Corefile": ".:%d {\n    whoami\n"
+                                    "    health 127.0.0.1:%d {\n"
+                                    "        lameduck 20s\n    }\n}\n"
+                                    % (port, util.free_port())})
+        out = os.path.join(d, "out")
+        with open(out, "w") as f:
+            proc = subprocess.Popen(
+                [test_signals.TWISTD, "-n", "--pidfile=", "coredns", "-c",
+                 os.path.join(d, "Corefile")], stdout=f,
+                stderr=subprocess.STDOUT)
+        self.addCleanup(lambda: proc.poll() is None and proc.kill())
+
+        def logged(text):
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline:
+                with open(out) as f:
+                    if text in f.read():
+                        return
+                self.assertIsNone(proc.poll(), "server exited")
+                time.sleep(0.05)
+            self.fail("%r never logged" % text)
+        self.port, self.proc = port, proc
+        self.wait(lambda m: m is not None)     # handlers are in place
+        proc.send_signal(signal.SIGINT)
+        logged("[INFO] SIGINT: Shutting down")
+        proc.send_signal(signal.SIGINT)
+        self.assertEqual(proc.wait(timeout=30), 2)
+        with open(out) as f:
+            self.assertIn("[INFO] SIGINT: Force quit", f.read())

@@ -206,10 +206,11 @@ class Mux:
         if _stacktrace(req):
             failure.printTraceback(file=sys.__stdout__)
         vars.PANICS.inc()
-        send(Response(w.SERVFAIL).finish(req))
+        self._drop(req, w.SERVFAIL, send)
 
     def _panic(self, req, send):
-        """A plugin raised: log as CoreDNS does, count, answer SERVFAIL."""
+        """A plugin raised: log as CoreDNS does, count, answer SERVFAIL
+        (counted under zone "dropped", as errorAndMetricsFunc does)."""
         exc = sys.exc_info()[1]
         log.error("", "Recovered from panic in server: %r %s" % (
             self.label, exc))
@@ -217,7 +218,7 @@ class Mux:
             traceback.print_exc(file=sys.__stdout__)
         vars.PANICS.inc()
         try:
-            send(Response(w.SERVFAIL).finish(req))
+            self._drop(req, w.SERVFAIL, send)
         except Exception:
             pass
 
@@ -230,7 +231,8 @@ class Mux:
         send(wire)
 
     def _drop(self, req, rcode, send):
-        """Refuse a query no block takes; counted under zone "dropped"."""
+        """Answer ``rcode`` outside any chain (no block takes the query, or
+        a plugin panicked); counted under zone "dropped"."""
         wire = Response(rcode).finish(req)
         vars.report(self.label, req, vars.DROPPED, "", rcode, "", len(wire),
                     0.0)

@@ -251,3 +251,30 @@ class SignalEdgeTest(unittest.TestCase):
         self.assertEqual(proc.wait(timeout=30), 2)
         with open(out) as f:
             self.assertIn("[INFO] SIGINT: Force quit", f.read())
+
+
+class PanicMetricsTest(unittest.TestCase):
+    """A recovered panic is answered by errorAndMetricsFunc: SERVFAIL,
+    counted under zone "dropped" (and in coredns_panics_total)."""
+
+    def _check(self, fn):
+        util.keep_panics(self)
+        log = util.capture_log(self)
+        s = util.Direct(self, WHOAMI)
+        s.app.config.blocks[0].chain = util.Stub(fn)
+        key = (s.mux.label, "dropped", "", "SERVFAIL", "")
+        before = vars.RESPONSES.get(key)
+        panics = vars.PANICS.get(())
+        r = dns.message.from_wire(s.ask(query()))
+        self.assertEqual(r.rcode(), dns.rcode.SERVFAIL)
+        self.assertEqual(vars.RESPONSES.get(key), before + 1)
+        self.assertEqual(vars.PANICS.get(()), panics + 1)
+        self.assertIn("Recovered from panic", log.text())
+
+    def test_raised(self):
+        def boom(req):
+            raise KeyError("kaput")
+        self._check(boom)
+
+    def test_failed_deferred(self):
+        self._check(lambda req: defer.fail(KeyError("kaput")))

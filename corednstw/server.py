@@ -22,7 +22,7 @@ from twisted.protocols.policies import TimeoutMixin
 from corednstw import dnswire as w
 from corednstw import log
 from corednstw import vars
-from corednstw.plugin import is_deferred
+from corednstw.plugin import END, is_deferred
 from corednstw.request import RecordError, Request, Response
 
 _HDR = struct.Struct("!HHHHHH")
@@ -91,7 +91,8 @@ class Mux:
         """The (zone, block) for ``req``: CoreDNS's longest-suffix walk.
 
         DS queries keep walking so the parent's block answers; the root zone
-        is tried last; None means REFUSED.
+        is tried last; None means REFUSED (also for a matching zone whose
+        block has no plugin on the request path, as CoreDNS's nil chain).
         """
         q = req.qname
         zones = self.zones
@@ -104,6 +105,8 @@ class Mux:
             if entries is not None:
                 for entry in entries:
                     block = entry[1]
+                    if block.chain is END:
+                        return None     # a zone without plugins: REFUSED
                     if block.filters and not block.accepts(req):
                         continue
                     if not ds:
@@ -117,7 +120,10 @@ class Mux:
         entries = zones.get(".")
         if entries is not None:
             for entry in entries:
-                if not entry[1].filters or entry[1].accepts(req):
+                block = entry[1]
+                if block.chain is END:
+                    continue
+                if not block.filters or block.accepts(req):
                     return entry
         return None
 

@@ -278,3 +278,25 @@ class PanicMetricsTest(unittest.TestCase):
 
     def test_failed_deferred(self):
         self._check(lambda req: defer.fail(KeyError("kaput")))
+
+
+class EmptyBlockTest(unittest.TestCase):
+    """A block without a plugin on the request path (nothing, or only
+    configuration plugins) has no chain in CoreDNS: REFUSED, counted
+    under zone "dropped"; the root block is then skipped for one that
+    has a chain."""
+
+    def test_empty_block_refused(self):
+        for text in (".:0 {\n}\n", ".:0 {\n    debug\n}\n"):
+            s = util.Direct(self, text)
+            key = (s.mux.label, "dropped", "", "REFUSED", "")
+            before = vars.RESPONSES.get(key)
+            r = s.query("example.org.")
+            self.assertEqual(r.rcode(), dns.rcode.REFUSED)
+            self.assertEqual(vars.RESPONSES.get(key), before + 1)
+
+    def test_empty_zone_block_refused_before_root(self):
+        s = util.Direct(self, "example.org:0 {\n}\n.:0 {\n    whoami\n}\n")
+        self.assertEqual(s.query("a.example.org.").rcode(),
+                         dns.rcode.REFUSED)
+        self.assertEqual(s.query("a.example.net.").rcode(), 0)

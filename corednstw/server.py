@@ -131,15 +131,16 @@ class Mux:
 
     def handle(self, data, client, port, proto, local, send, depth=0):
         """Answer one query; ``send(bytes)`` writes to the client.
-        ``depth`` counts nested internal lookups (App.lookup's loop guard)."""
+        ``depth`` counts nested internal lookups (App.lookup's loop guard).
+        Returns False when the message is ignored (no answer will come)."""
         if len(data) < 12:
-            return
+            return False
         req = Request(data, client, port, proto, local, self.label)
         if depth:
             req.depth = depth
         qd, an, ns, ar = req.parse_header()
         if req.flags & w.QR:
-            return
+            return False
         op = req.opcode
         if op != w.OPCODE_QUERY and op != w.OPCODE_NOTIFY:
             send(header_only(req, w.NOTIMP, op))
@@ -328,19 +329,21 @@ class DNSStreamProtocol(Int16StringReceiver, TimeoutMixin):
             self.unanswered += 1
             send = self._counted_sender()
             if self.queries >= limit:
-                # Read no further queries; close once the answers are out.
+                # Read no further queries; close once the answers are out
+                # (the idle timeout ends it should one never come).
                 self.transport.pauseProducing()
-                self.setTimeout(None)
         # The factory's mux, not one kept per connection: after a reload
         # an open connection's next query goes to the new configuration.
-        self.factory.mux.handle(data, self.host, self.port, "tcp",
-                                self.local, send)
+        if self.factory.mux.handle(data, self.host, self.port, "tcp",
+                                   self.local, send) is False and limit > 0:
+            send(None)      # ignored: counts as done (miekg reads on)
 
     def _counted_sender(self):
         answered = []
 
         def send(wire):
-            self._send(wire)
+            if wire is not None:
+                self._send(wire)
             if not answered:
                 answered.append(True)
                 self.unanswered -= 1

@@ -300,3 +300,23 @@ class EmptyBlockTest(unittest.TestCase):
         self.assertEqual(s.query("a.example.org.").rcode(),
                          dns.rcode.REFUSED)
         self.assertEqual(s.query("a.example.net.").rcode(), 0)
+
+
+class MaxTCPQueriesTest(unittest.TestCase):
+    """miekg counts every message it reads on a connection, answered or
+    not, and closes after the limit: an ignored last query (a response,
+    a short header) still ends the connection."""
+
+    @defer.inlineCallbacks
+    def test_ignored_last_query_closes(self):
+        app = yield util.start(self, ".:0 {\n    timeouts {\n"
+                                     "        maxtcpqueries 2\n    }\n"
+                                     "    whoami\n}\n")
+        response = bytearray(query(msgid=2))
+        response[2] |= 0x80
+        for last in (bytes(response), b"\x00\x01\x02"):
+            # count=3 waits for a third reply or the close: the close
+            # comes, with the one answer.
+            replies = yield util.send_tcp(
+                app.port(), [query(msgid=1), last], count=3, timeout=10)
+            self.assertEqual([HDR.unpack(r[:12])[0] for r in replies], [1])

@@ -24,6 +24,10 @@ from corednstw.request import make_query, parse_response
 
 DEFAULT_COREFILE = ".:%d {\n    whoami\n    log\n}\n"
 
+#: Plugins whose presence opens a listener to classes other than IN
+#: (CoreDNS's EnableChaos).
+ENABLE_CHAOS = frozenset(("chaos", "forward", "proxy"))
+
 #: Upstream lookups nest at most this deep (CNAME chains across plugins).
 MAX_DEPTH = 8
 #: Seconds an internal lookup may take before it counts as unanswered.
@@ -150,7 +154,7 @@ class App(service.Service):
             chaos = False
             for zone, block in entries:
                 zones.setdefault(zone, []).append((zone, block))
-                if block.plugin("chaos") is not None:
+                if any(p.name in ENABLE_CHAOS for p in block.plugins):
                     chaos = True
             label = configlib.server_label(transport, host, port)
             muxes[(transport, host, port)] = server.Mux(self, label, zones,

@@ -320,3 +320,15 @@ class MaxTCPQueriesTest(unittest.TestCase):
             replies = yield util.send_tcp(
                 app.port(), [query(msgid=1), last], count=3, timeout=10)
             self.assertEqual([HDR.unpack(r[:12])[0] for r in replies], [1])
+
+
+class ChaosClassTest(unittest.TestCase):
+    """CoreDNS opens non-IN classes on a server that has chaos, forward
+    or proxy in any block (EnableChaos)."""
+
+    def test_forward_opens_other_classes(self):
+        s = util.Direct(self, ".:0 {\n    forward . 127.0.0.1:9\n}\n")
+        self.assertTrue(s.mux.chaos)
+
+    def test_whoami_alone_refuses(self):
+        self.assertFalse(util.Direct(self, WHOAMI).mux.chaos)

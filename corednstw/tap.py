@@ -1,7 +1,7 @@
 """The twistd command line: ``twistd -n coredns -c Corefile [options]``.
 
-Mirrors CoreDNS's flags: -conf, -dns.port, -plugins, -version, -quiet, plus
---check/--dump to validate a Corefile without serving.
+Mirrors CoreDNS's flags: -conf, -dns.port (-p), -plugins, -version,
+-quiet, plus --check/--dump to validate a Corefile without serving.
 """
 
 import os
@@ -22,7 +22,7 @@ class Options(usage.Options):
         ["conf", "c", None,
          "Corefile to load (default ./Corefile; 'stdin' reads standard "
          "input)"],
-        ["dns-port", None, "53", "Port for server blocks that name none"],
+        ["dns-port", "p", "53", "Port for server blocks that name none"],
     ]
     optFlags = [
         ["plugins", None, "List the installed plugins and exit"],

@@ -4,8 +4,11 @@ One ``Mux`` per listening address routes each query to the server block with
 the longest matching zone and runs that block's chain.  The malformed-input
 rules are those of CoreDNS on miekg/dns: an unreadable header or a response
 is ignored; opcodes other than QUERY and NOTIFY get NOTIMP; a wrong section
-count or an unparsable question gets FORMERR (header only, as miekg writes
-it).  Sockets are created here with SO_REUSEPORT and adopted by the reactor.
+count or an unparsable question gets FORMERR (the query's header only, as
+miekg writes it), an unreadable later record FORMERR with the question; a
+bare header (no question) gets SERVFAIL; a question cut after its name or
+type has type/class 0; record counts past the end of the message are
+ignored.  Sockets are created here with SO_REUSEPORT and adopted by the reactor.
 """
 
 import errno

@@ -391,10 +391,11 @@ def opt_wire(size, ttl, options=()):
     return b"\x00" + _RRHEAD.pack(OPT, size, ttl, len(rd)) + rd
 
 
-def skip_name(data, off):
+def skip_name(data, off, before=None):
     """Offset just past the (possibly compressed) name at ``off``, without
-    decoding it (pointers are not followed).  For walking trusted or
-    already checked messages quickly; FormatError on overruns."""
+    decoding it (pointers are not followed).  For walking messages quickly;
+    FormatError on overruns.  With ``before``, a compression pointer must
+    point below that offset (back into what came before: no loops)."""
     length = len(data)
     while True:
         if off >= length:
@@ -405,6 +406,9 @@ def skip_name(data, off):
         if n & 0xC0 == 0xC0:
             if off + 1 >= length:
                 raise FormatError("truncated pointer")
+            if before is not None and (
+                    ((n & 0x3F) << 8) | data[off + 1]) >= before:
+                raise FormatError("bad compression pointer")
             return off + 2
         if n & 0xC0:
             raise FormatError("bad label type")
@@ -418,25 +422,7 @@ def skip_rr(data, off):
     cached and forwarded answers); a compression pointer must point back
     into what came before, which rules out loops.
     """
-    start = off
-    length = len(data)
-    while True:
-        if off >= length:
-            raise FormatError("name overruns message")
-        n = data[off]
-        if n == 0:
-            off += 1
-            break
-        if n & 0xC0 == 0xC0:
-            if off + 1 >= length:
-                raise FormatError("truncated pointer")
-            if ((n & 0x3F) << 8) | data[off + 1] >= start:
-                raise FormatError("bad compression pointer")
-            off += 2
-            break
-        if n & 0xC0:
-            raise FormatError("bad label type")
-        off += n + 1
+    off = skip_name(data, off, off)
     if off + 10 > len(data):
         raise FormatError("truncated RR")
     rtype, rclass, ttl, rdlen = _RRHEAD.unpack_from(data, off)

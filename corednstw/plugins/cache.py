@@ -145,7 +145,7 @@ def _parse(wire, now_unix):
                 name, off = w.read_name(wire, off)
                 name = name.lower()
         else:
-            off = _skip_name(wire, off)
+            off = w.skip_name(wire, off)
         if off + 10 > n:
             return None
         rtype, rclass, ttl, rdlen = _RRHEAD.unpack_from(wire, off)
@@ -183,16 +183,6 @@ def _parse(wire, now_unix):
     p.ns_types = ns_types
     p.counts = tuple(counts)
     return p
-
-
-def _skip_name(wire, off):
-    while True:
-        ln = wire[off]
-        if ln == 0:
-            return off + 1
-        if ln & 0xC0 == 0xC0:
-            return off + 2
-        off += ln + 1
 
 
 def _valid_period(inception, expiration, now):

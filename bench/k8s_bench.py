@@ -32,13 +32,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PY = os.path.join(ROOT, ".venv", "bin", "python")
 TWISTD = os.path.join(ROOT, ".venv", "bin", "twistd")
 
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from dnsperf_run import free_port  # noqa: E402
 
 
 def expected(i, headless_every=10):

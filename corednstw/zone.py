@@ -26,6 +26,7 @@ from twisted.internet import defer
 
 from corednstw import dnswire as w
 from corednstw import log
+from corednstw.durations import parse_duration
 from corednstw.plugin import END, Plugin, then
 
 # Lookup results (CoreDNS's file.Result).
@@ -843,3 +844,13 @@ def drop():
     r = Response(w.NOERROR, plugin="")
     r.wire = b""
     return r
+
+
+def reload_option(c):
+    """The ``reload DURATION`` option of file and auto, in seconds."""
+    if not c.args:
+        raise c.error("reload duration value is expected")
+    try:
+        return parse_duration(c.args[0])
+    except ValueError as e:
+        raise c.error(str(e))

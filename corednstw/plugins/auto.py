@@ -17,7 +17,6 @@ from twisted.internet import task, threads
 
 from corednstw import log
 from corednstw import zone as zonelib
-from corednstw.durations import parse_duration
 from corednstw.plugin import END, match, zones_from_args
 from corednstw.plugins.file import resolve
 
@@ -202,12 +201,7 @@ def setup(d, block):
                     raise c.error("Need at least one sub expression")
                 template = c.args[2]
         elif c.name == "reload":
-            if not c.args:
-                raise c.error("reload duration value is expected")
-            try:
-                reload = parse_duration(c.args[0])
-            except ValueError as e:
-                raise c.error(str(e))
+            reload = zonelib.reload_option(c)
             if reload < 0:
                 raise c.error("invalid duration")
         elif c.name == "upstream":

@@ -16,7 +16,7 @@ from twisted.internet import task, threads
 
 from corednstw import log
 from corednstw import zone as zonelib
-from corednstw.durations import format_duration, parse_duration
+from corednstw.durations import format_duration
 from corednstw.plugin import Fallthrough, zones_from_args
 
 DEFAULT_RELOAD = 60.0
@@ -159,12 +159,7 @@ def setup(d, block):
         if c.name == "fallthrough":
             fall = Fallthrough.parse(c.args)
         elif c.name == "reload":
-            if not c.args:
-                raise c.error("reload duration value is expected")
-            try:
-                reload = parse_duration(c.args[0])
-            except ValueError as e:
-                raise c.error(str(e))
+            reload = zonelib.reload_option(c)
         elif c.name == "reload_by_mtime":
             by_mtime = True
         elif c.name == "upstream":

@@ -10,11 +10,9 @@ import sys
 from twisted.python import usage
 
 from corednstw import COREDNS_VERSION, __version__
-from corednstw import corefile
-from corednstw import directives
-from corednstw import log
-
-
+from corednstw.core import corefile
+from corednstw.core import directives
+from corednstw.core import logger
 class Options(usage.Options):
     synopsis = "[options]"
     longdesc = "Serve DNS as CoreDNS does, configured by a Corefile."
@@ -52,12 +50,12 @@ class Options(usage.Options):
         if self["conf"] is None and os.path.exists("Corefile"):
             self["conf"] = "Corefile"
         if self["quiet"]:
-            log.quiet = True
+            logger.quiet = True
         if self["check"]:
             sys.exit(check(self["conf"], self["dns-port"], self["dump"]))
         if self.parent is not None and not self.parent.get("logger"):
-            self.parent["logger"] = "corednstw.log.observer_factory"
-        from corednstw.app import App
+            self.parent["logger"] = "corednstw.core.logger.observer_factory"
+        from corednstw.service.app import App
         self.app = App(self["conf"], dns_port=self["dns-port"])
         try:
             self.app.config = self.app.load()
@@ -70,7 +68,7 @@ class Options(usage.Options):
 
 def check(path, dns_port, dump):
     """--check: build everything (no sockets); print errors; 0 or 1."""
-    from corednstw.app import App
+    from corednstw.service.app import App
     app = App(path, dns_port=dns_port)
     try:
         blocks = app.parse()
@@ -91,6 +89,6 @@ def check(path, dns_port, dump):
 
 def makeService(options):
     from twisted.internet import reactor
-    from corednstw import signals
+    from corednstw.service import signals
     reactor.callWhenRunning(signals.install, options.app)
     return options.app

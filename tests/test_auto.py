@@ -8,8 +8,8 @@ import dns.rcode
 from twisted.internet import defer, reactor, task
 from twisted.trial import unittest
 
-from corednstw import corefile
-from corednstw.app import App
+from corednstw.core import corefile
+from corednstw.service.app import App
 from corednstw.plugins import auto
 from tests import util
 
@@ -192,7 +192,7 @@ class Metrics(unittest.TestCase):
     def test_loaded_zone_labels_requests(self):
         """As CoreDNS's AddZone: prometheus counts under the zone auto
         loaded, not the block's key."""
-        from corednstw import vars
+        from corednstw.core import metrics
         d = util.write_files(self, {
             "db.example.org": ZONE % ("example.org.", 1, "192.0.2.10")})
         app = yield util.start(self, "org:0 {\n    bind 127.0.0.78\n"
@@ -203,7 +203,7 @@ class Metrics(unittest.TestCase):
         yield util.query(app.port(), "www.other.org", "A",
                          host="127.0.0.78")
         server = "dns://127.0.0.78:0"
-        self.assertEqual(vars.REQUESTS.get(
+        self.assertEqual(metrics.REQUESTS.get(
             (server, "example.org.", "", "udp", "1", "A")), 1)
-        self.assertEqual(vars.REQUESTS.get(
+        self.assertEqual(metrics.REQUESTS.get(
             (server, "org.", "", "udp", "1", "A")), 1)

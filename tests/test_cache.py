@@ -7,7 +7,7 @@ import dns.rcode
 from twisted.internet import defer
 from twisted.trial import unittest
 
-from corednstw import corefile
+from corednstw.core import corefile
 from corednstw.plugins import cache as cachemod
 from tests import util
 from tests.test_forward import build as _build
@@ -21,7 +21,7 @@ def build(testcase, text):
 
 def parse_cache(testcase, body):
     import os
-    from corednstw.app import App
+    from corednstw.service.app import App
     d = util.write_files(testcase, {"Corefile": ". {\n%s\n}\n" % body})
     cfg = App(os.path.join(d, "Corefile"), dns_port=0).load()
     return [p for p in cfg.plugins() if p.name == "cache"][0]
@@ -361,7 +361,7 @@ class WireTest(unittest.TestCase):
 
     def test_refresh_request(self):
         # The AD-flagged copy equals what parsing its bytes gives.
-        from corednstw.request import Request, make_query
+        from corednstw.core.request import Request, make_query
         req = Request(make_query("Svc.Example.", 1, msgid=7, edns=1400,
                                  do=True), "::1", 53, "tcp")
         req.parse_question(*req.parse_header()[1:])
@@ -417,7 +417,7 @@ class Harness:
         self.cache.next = util.Stub(self._serve)
 
     def _serve(self, req):
-        from corednstw.request import RawResponse
+        from corednstw.core.request import RawResponse
         self.calls += 1
         r = self.backend(req.message())
         if isinstance(r, defer.Deferred):
@@ -1119,7 +1119,7 @@ class SetupTableTest(unittest.TestCase):
 
     def parse(self, text):
         import os
-        from corednstw.app import App
+        from corednstw.service.app import App
         d = util.write_files(self, {"Corefile": ". {\n%s\n}\n" % text})
         cfg = App(os.path.join(d, "Corefile"), dns_port=0).load()
         return [p for p in cfg.plugins() if p.name == "cache"][0]

@@ -18,8 +18,10 @@ import tempfile
 
 from twisted.trial import unittest
 
-from corednstw import corefile, zones
-from corednstw.corefile import (CorefileError, ZoneAddr, check_duplicates,
+from corednstw.core import corefile
+
+from corednstw.core import names
+from corednstw.core.corefile import (CorefileError, ZoneAddr, check_duplicates,
                                 dump, parse)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -445,31 +447,31 @@ class ZoneTests(unittest.TestCase):
             "::/0": [], "a..b": [], "": [],
         }
         for name, want in cases.items():
-            self.assertEqual(zones.normalize(name), want, name)
+            self.assertEqual(names.normalize(name), want, name)
 
     def test_split_host_port(self):
-        self.assertEqual(zones.split_host_port("a.org:1053"), (["a.org"], "1053"))
-        self.assertEqual(zones.split_host_port("a.org"), (["a.org"], ""))
-        self.assertEqual(zones.split_host_port("fd00::/8"), (["d.f.ip6.arpa."], ""))
-        self.assertEqual(zones.split_host_port("fd00::/8:54"),
+        self.assertEqual(names.split_host_port("a.org:1053"), (["a.org"], "1053"))
+        self.assertEqual(names.split_host_port("a.org"), (["a.org"], ""))
+        self.assertEqual(names.split_host_port("fd00::/8"), (["d.f.ip6.arpa."], ""))
+        self.assertEqual(names.split_host_port("fd00::/8:54"),
                          (["d.f.ip6.arpa."], "54"))
-        self.assertEqual(zones.split_transport("https3://x"), ("https3", "x"))
-        self.assertEqual(zones.split_transport("x"), ("dns", "x"))
+        self.assertEqual(names.split_transport("https3://x"), ("https3", "x"))
+        self.assertEqual(names.split_transport("x"), ("dns", "x"))
 
     def test_is_subdomain(self):
-        self.assertTrue(zones.is_subdomain("A.example.org", "example.ORG."))
-        self.assertTrue(zones.is_subdomain("example.org.", "example.org"))
-        self.assertTrue(zones.is_subdomain("x.", "."))
-        self.assertFalse(zones.is_subdomain("badexample.org.", "example.org."))
-        self.assertFalse(zones.is_subdomain("org.", "example.org."))
-        self.assertEqual(zones.longest_match(["org.", "example.org.", "."],
+        self.assertTrue(names.is_subdomain("A.example.org", "example.ORG."))
+        self.assertTrue(names.is_subdomain("example.org.", "example.org"))
+        self.assertTrue(names.is_subdomain("x.", "."))
+        self.assertFalse(names.is_subdomain("badexample.org.", "example.org."))
+        self.assertFalse(names.is_subdomain("org.", "example.org."))
+        self.assertEqual(names.longest_match(["org.", "example.org.", "."],
                                              "www.example.org."), "example.org.")
 
     def test_is_domain_name(self):
-        self.assertTrue(zones.is_domain_name("a" * 63 + ".org"))
-        self.assertFalse(zones.is_domain_name("a" * 64 + ".org"))
-        self.assertFalse(zones.is_domain_name(".org"))
-        self.assertTrue(zones.is_domain_name("a\\.b.org"))
+        self.assertTrue(names.is_domain_name("a" * 63 + ".org"))
+        self.assertFalse(names.is_domain_name("a" * 64 + ".org"))
+        self.assertFalse(names.is_domain_name(".org"))
+        self.assertTrue(names.is_domain_name("a\\.b.org"))
 
 
 class DuplicateTests(unittest.TestCase):

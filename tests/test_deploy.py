@@ -12,8 +12,8 @@ from twisted.trial import unittest
 import kubernetes_validate
 from kubernetes_validate.utils import ValidationError
 
-from corednstw import corefile
-from corednstw import directives
+from corednstw.core import corefile
+from corednstw.core import directives
 from tests.util import REPO
 
 DEPLOY = os.path.join(REPO, "deploy", "kubernetes")

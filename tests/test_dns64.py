@@ -7,8 +7,8 @@ import dns.rcode
 from twisted.internet import defer
 from twisted.trial import unittest
 
-from corednstw import corefile
-from corednstw.app import App
+from corednstw.core import corefile
+from corednstw.service.app import App
 from corednstw.plugins import dns64 as mod
 from tests import util
 from tests.unbound import Unbound
@@ -153,7 +153,7 @@ class TableTest(unittest.TestCase):
     def run_case(self, init, a_resp, client="::1", qtype="AAAA",
                  options=""):
         import dns.message
-        from corednstw.request import RawResponse, parse_response
+        from corednstw.core.request import RawResponse, parse_response
         p = self.setup(options)
         p.next = util.Stub(lambda req: RawResponse(init, plugin="stub"))
         lookups = []
@@ -226,7 +226,7 @@ class TableTest(unittest.TestCase):
             m, lookups = self.run_case(init, a_resp)
             self.assertEqual(m.rcode(), rcode, name)
             # record by record (dnspython would merge the TTLs of a set)
-            from corednstw.request import parse_response
+            from corednstw.core.request import parse_response
             got = [(rr.name, rr.ttl, rr.rtype, ipaddress.ip_address(rr.rdata))
                    for rr in parse_response(self.wire).answer]
             want = []

@@ -9,8 +9,8 @@ import tempfile
 from twisted.internet import defer, reactor
 from twisted.trial import unittest
 
-from corednstw.corefile import CorefileError
-from corednstw.plugin import Plugin
+from corednstw.core.corefile import CorefileError
+from corednstw.core.plugin import Plugin
 from corednstw.plugins import dnstap
 from tests import framestream as fs
 from tests import util
@@ -182,7 +182,7 @@ class TapTest(unittest.TestCase):
         block = self.app.config.blocks[0]
         taps = block.find("tap_forwarder_query")
         self.assertEqual(taps, [self.tap])
-        from corednstw.request import Request, make_query
+        from corednstw.core.request import Request, make_query
         req = Request(make_query("example.org.", 1), "127.0.0.1", 5000)
         start = taps[0].tap_forwarder_query(
             req, ("192.0.2.53", 53), b"QUERY", "tcp", ("10.0.0.1", 40000))

@@ -6,7 +6,7 @@ import dns.message
 import dns.rrset
 from twisted.trial import unittest
 
-from corednstw import dnswire as w
+from corednstw.core import dnswire as w
 
 
 def answer_wire():

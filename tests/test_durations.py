@@ -2,7 +2,7 @@
 
 from twisted.trial import unittest
 
-from corednstw.durations import format_duration, parse_duration
+from corednstw.core.durations import format_duration, parse_duration
 
 
 class DurationTest(unittest.TestCase):

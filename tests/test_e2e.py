@@ -25,8 +25,8 @@ import dns.rcode
 from twisted.internet import defer, endpoints, error, protocol, reactor
 from twisted.trial import unittest
 
-from corednstw import dnswire
-from corednstw import vars
+from corednstw.core import dnswire
+from corednstw.core import metrics
 from corednstw.plugins import loop as loopmod
 from tests import k8s_apiserver as k8s
 from tests import upstream as upstreammod
@@ -623,7 +623,7 @@ class StormTest(unittest.TestCase):
         yield probes_answered(self.app)
 
     def panics(self):
-        return sum(vars.PANICS.values.values())
+        return sum(metrics.PANICS.values.values())
 
     @defer.inlineCallbacks
     def test_udp_storm(self):

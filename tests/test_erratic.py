@@ -7,8 +7,8 @@ import dns.message
 from twisted.internet import defer
 from twisted.trial import unittest
 
-from corednstw import corefile
-from corednstw.plugin import Plugin
+from corednstw.core import corefile
+from corednstw.core.plugin import Plugin
 from corednstw.plugins import cancel as cancelmod
 from tests import util
 

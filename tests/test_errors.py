@@ -8,9 +8,9 @@ import dns.message
 from twisted.internet import defer, task
 from twisted.trial import unittest
 
-from corednstw import corefile
-from corednstw import dnswire as w
-from corednstw.request import Response
+from corednstw.core import corefile
+from corednstw.core import dnswire as w
+from corednstw.core.request import Response
 from tests import util
 
 

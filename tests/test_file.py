@@ -12,9 +12,9 @@ import dns.rdatatype
 from twisted.internet import defer
 from twisted.trial import unittest
 
-from corednstw import corefile
-from corednstw import zone as zonelib
-from corednstw.request import make_query
+from corednstw.core import corefile
+from corednstw.engines import authority
+from corednstw.core.request import make_query
 from tests import util
 
 ZONES = os.path.join(util.REPO, "tests", "zones")
@@ -234,7 +234,7 @@ class Conformance(unittest.TestCase):
             ("x.miek.nl.", [("x.miek.nl.", "SERVFAIL"),
                             ("wildcard.x.miek.nl.", "NOERROR")]),
         ]
-        from corednstw.request import Response
+        from corednstw.core.request import Response
         for zones, cases in tables:
             d = util.Direct(self, "miek.nl:0 {\n    file %s miek.nl. {\n"
                             "        fallthrough %s\n    }\n}\n" % (
@@ -249,7 +249,7 @@ class Conformance(unittest.TestCase):
                                  "%s fallthrough %r" % (name, zones))
 
     def test_closest_encloser(self):
-        z = zonelib.parse_file(os.path.join(CONFORMANCE, "db.miek.nl"),
+        z = authority.parse_file(os.path.join(CONFORMANCE, "db.miek.nl"),
                                "miek.nl.")
         for name, want in [("miek.nl.", "miek.nl."),
                            ("www.miek.nl.", "www.miek.nl."),
@@ -258,7 +258,7 @@ class Conformance(unittest.TestCase):
                            ("www.blaat.miek.nl.", "miek.nl."),
                            ("blaat.a.miek.nl.", "a.miek.nl."),
                            ("blaat.z.a.miek.nl.", "a.miek.nl.")]:
-            from corednstw import dnswire as w
+            from corednstw.core import dnswire as w
             ce = z.closest_encloser(w.name_to_wire(name))
             self.assertEqual(ce.name if ce is not None else z.origin, want,
                              name)
@@ -267,21 +267,21 @@ class Conformance(unittest.TestCase):
 class ZoneData(unittest.TestCase):
 
     def test_nsec3_rejected(self):
-        with self.assertRaises(zonelib.ZoneError) as e:
-            zonelib.parse_file(os.path.join(ZONES, "db.nsec3.test"),
+        with self.assertRaises(authority.ZoneError) as e:
+            authority.parse_file(os.path.join(ZONES, "db.nsec3.test"),
                                "nsec3.test.")
         self.assertIn("NSEC3 zone is not supported", str(e.exception))
 
     def test_no_soa(self):
         d = util.write_files(self, {"db": "$ORIGIN x.\na 60 IN A 1.2.3.4\n"})
-        with self.assertRaises(zonelib.ZoneError) as e:
-            zonelib.parse_file(os.path.join(d, "db"), "x.")
+        with self.assertRaises(authority.ZoneError) as e:
+            authority.parse_file(os.path.join(d, "db"), "x.")
         self.assertIn("has no SOA record for origin x.", str(e.exception))
 
     def test_canonical_order_and_transfer(self):
-        z = zonelib.parse_file(os.path.join(ZONES, "db.secure.test"),
+        z = authority.parse_file(os.path.join(ZONES, "db.secure.test"),
                                "secure.test.")
-        names = [zonelib.wire_text(k) for k in z.wires]
+        names = [authority.wire_text(k) for k in z.wires]
         self.assertEqual(names, ["secure.test.", "a.secure.test.",
                                  "deleg.secure.test.", "ns.deleg.secure.test.",
                                  "*.w.secure.test.", "www.secure.test."])
@@ -305,8 +305,8 @@ class ZoneData(unittest.TestCase):
         cwd = os.getcwd()
         self.addCleanup(os.chdir, cwd)
         os.chdir(ZONES)     # not the zone's directory
-        z = zonelib.parse_file(os.path.join(d, "db"), "example.org.")
-        names = sorted(zonelib.wire_text(k) for k in z.wires)
+        z = authority.parse_file(os.path.join(d, "db"), "example.org.")
+        names = sorted(authority.wire_text(k) for k in z.wires)
         self.assertEqual(names, ["after.example.org.", "one.example.org.",
                                  "three.two.example.org.",
                                  "two.example.org."])
@@ -315,22 +315,22 @@ class ZoneData(unittest.TestCase):
         d = util.write_files(self, {
             "db": "$ORIGIN example.org.\n@ 60 IN SOA ns a 1 2 3 4 5\n"
                   "$INCLUDE nope.inc\n"})
-        with self.assertRaises(zonelib.ZoneError) as e:
-            zonelib.parse_file(os.path.join(d, "db"), "example.org.")
+        with self.assertRaises(authority.ZoneError) as e:
+            authority.parse_file(os.path.join(d, "db"), "example.org.")
         self.assertIn("nope.inc", str(e.exception))
 
     def test_serial_arithmetic(self):
-        self.assertTrue(zonelib.serial_less(1, 2))
-        self.assertFalse(zonelib.serial_less(2, 1))
-        self.assertTrue(zonelib.serial_less(0xFFFFFFFF, 1))
-        self.assertFalse(zonelib.serial_less(5, 5))
+        self.assertTrue(authority.serial_less(1, 2))
+        self.assertFalse(authority.serial_less(2, 1))
+        self.assertTrue(authority.serial_less(0xFFFFFFFF, 1))
+        self.assertFalse(authority.serial_less(5, 5))
 
 
 class Setup(unittest.TestCase):
 
     def load(self, text, files=None):
         d = util.write_files(self, dict(files or {}, Corefile=text))
-        from corednstw.app import App
+        from corednstw.service.app import App
         app = App(os.path.join(d, "Corefile"), dns_port=0)
         return app.load()
 

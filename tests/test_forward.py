@@ -9,8 +9,8 @@ import dns.rcode
 from twisted.internet import defer
 from twisted.trial import unittest
 
-from corednstw import corefile
-from corednstw.app import App
+from corednstw.core import corefile
+from corednstw.service.app import App
 from corednstw.plugins import forward as fwd
 from tests import util
 from tests.unbound import Unbound
@@ -980,7 +980,7 @@ class ReplyTest(unittest.TestCase):
 
     def test_reply_is_a_raw_response(self):
         """forward's lean answer object reads like the core RawResponse."""
-        from corednstw.request import RawResponse
+        from corednstw.core.request import RawResponse
         for flags in (0x8180, 0x8583, 0x87B5, 0x8002):
             raw = bytes.fromhex("1234%04x000100000000000000000100"
                                 "01" % flags)

@@ -8,8 +8,8 @@ import dns.rcode
 from twisted.internet import defer
 from twisted.trial import unittest
 
-from corednstw import corefile
-from corednstw import dnswire as w
+from corednstw.core import corefile
+from corednstw.core import dnswire as w
 from corednstw.plugins import hosts
 from tests import util
 

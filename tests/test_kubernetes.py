@@ -12,8 +12,8 @@ import dns.rcode
 from twisted.internet import defer
 from twisted.trial import unittest
 
-from corednstw import dnswire as w
-from corednstw.request import Response
+from corednstw.core import dnswire as w
+from corednstw.core.request import Response
 from tests import k8s_apiserver as k8s
 from tests import util
 

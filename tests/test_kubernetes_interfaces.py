@@ -10,7 +10,7 @@ import dns.rrset
 from twisted.internet import defer
 from twisted.trial import unittest
 
-from corednstw.request import parse_response
+from corednstw.core.request import parse_response
 from tests import k8s_apiserver as k8s
 from tests import util
 from tests.test_kubernetes import cluster

@@ -2,7 +2,7 @@
 
 from twisted.trial import unittest
 
-from corednstw import corefile
+from corednstw.core import corefile
 from corednstw.plugins import kubernetes as kp
 from tests import util
 
@@ -13,7 +13,7 @@ class SetupTest(unittest.TestCase):
         text = "%s {\n    kubernetes %s {\n        endpoint http://127.0.0.1:1\n%s    }\n}\n" % (
             key, zones, "".join("        %s\n" % x for x in body))
         d = util.write_files(self, {"Corefile": text})
-        from corednstw.app import App
+        from corednstw.service.app import App
         app = App(d + "/Corefile", dns_port=0)
         cfg = app.load()
         return cfg.blocks[0].plugin("kubernetes")
@@ -111,7 +111,7 @@ class SetupTest(unittest.TestCase):
     def test_in_cluster_needs_env(self):
         self.patch(kp.os, "environ", {})
         d = util.write_files(self, {"Corefile": ".:0 {\n    kubernetes\n}\n"})
-        from corednstw.app import App
+        from corednstw.service.app import App
         e = self.assertRaises(corefile.CorefileError,
                               App(d + "/Corefile", dns_port=0).load)
         self.assertIn("KUBERNETES_SERVICE_HOST", str(e))
@@ -120,7 +120,7 @@ class SetupTest(unittest.TestCase):
         d = util.write_files(self, {"Corefile": (
             ".:0 {\n    kubernetes {\n endpoint http://x\n }\n"
             "    kubernetes {\n endpoint http://x\n }\n}\n")})
-        from corednstw.app import App
+        from corednstw.service.app import App
         e = self.assertRaises(corefile.CorefileError,
                               App(d + "/Corefile", dns_port=0).load)
         self.assertIn("only be used once", str(e))

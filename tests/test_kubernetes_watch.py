@@ -9,7 +9,7 @@ import dns.rcode
 from twisted.internet import defer, reactor, task
 from twisted.trial import unittest
 
-from corednstw import metrics
+from corednstw.core import metrics
 from corednstw.plugins.kubernetes import watch as wt
 from tests import k8s_apiserver as k8s
 from tests import util

@@ -8,10 +8,10 @@ import dns.message
 from twisted.internet import defer
 from twisted.trial import unittest
 
-from corednstw import corefile
-from corednstw import dnswire as w
+from corednstw.core import corefile
+from corednstw.core import dnswire as w
 from corednstw.plugins import loadbalance as lb
-from corednstw.request import RawResponse, Request, Response, make_query
+from corednstw.core.request import RawResponse, Request, Response, make_query
 from tests import util
 
 

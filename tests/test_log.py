@@ -8,10 +8,10 @@ import dns.message
 from twisted.internet import defer
 from twisted.trial import unittest
 
-from corednstw import corefile
-from corednstw import dnswire as w
+from corednstw.core import corefile
+from corednstw.core import dnswire as w
 from corednstw.plugins import log as logplugin
-from corednstw.request import RawResponse, Response
+from corednstw.core.request import RawResponse, Response
 from tests import util
 
 
@@ -178,7 +178,7 @@ class PlaceholderTest(Base):
 
 
 def _req(name="example.org.", qtype=w.A):
-    from corednstw.request import Request, make_query
+    from corednstw.core.request import Request, make_query
     r = Request(make_query(name, qtype))
     qd, an, ns, ar = r.parse_header()
     r.parse_question(an, ns, ar)

@@ -4,7 +4,7 @@ a healthy upstream gives no false positive and the probe stops."""
 from twisted.internet import defer
 from twisted.trial import unittest
 
-from corednstw import corefile
+from corednstw.core import corefile
 from corednstw.plugins import loop as loopmod
 from tests import util
 from tests.unbound import free_port
@@ -66,7 +66,7 @@ class LoopTest(unittest.TestCase):
 
     def test_args(self):
         import os
-        from corednstw.app import App
+        from corednstw.service.app import App
         d = util.write_files(self, {"Corefile": ". {\n loop foo\n}\n"})
         with self.assertRaises(corefile.CorefileError):
             App(os.path.join(d, "Corefile"), dns_port=0).load()
@@ -76,7 +76,7 @@ class ServeTest(unittest.TestCase):
     """loop_test.go: which queries the plugin counts and passes on."""
 
     def plugin(self, zone="."):
-        from corednstw.request import Request, make_query
+        from corednstw.core.request import Request, make_query
         lp = loopmod.Loop(zone)
         lp.next = util.Stub(lambda req: "next")
 

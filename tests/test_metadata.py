@@ -3,8 +3,8 @@ rest of the chain; values are strings or callables returning strings."""
 
 from twisted.trial import unittest
 
-from corednstw.corefile import CorefileError
-from corednstw.plugin import Plugin
+from corednstw.core.corefile import CorefileError
+from corednstw.core.plugin import Plugin
 from corednstw.plugins import metadata
 from tests import util
 
@@ -107,7 +107,7 @@ class MetadataTest(unittest.TestCase):
 class HelpersTest(unittest.TestCase):
 
     def test_set_value_without_collector(self):
-        from corednstw.request import Request, make_query
+        from corednstw.core.request import Request, make_query
         req = Request(make_query("example.org.", 1))
         self.assertFalse(metadata.set_value(req, "x/y", "1"))
         self.assertIsNone(metadata.value(req, "x/y"))

@@ -3,8 +3,7 @@
 from twisted.internet import defer, task
 from twisted.trial import unittest
 
-from corednstw import metrics
-from corednstw import vars
+from corednstw.core import metrics
 from tests import util
 
 # Bound to an address of its own, so the server label (and with it every
@@ -50,7 +49,7 @@ class MetricsTest(unittest.TestCase):
             if fam.name.startswith("coredns_dns_"):
                 for key in [k for k in fam.values if SERVER in k]:
                     del fam.values[key]
-        self.panics = vars.PANICS.get()
+        self.panics = metrics.PANICS.get()
         self.app = yield util.start(self, COREFILE)
         self.port = self.app.port()
         self.http = self.app.http_port("127.0.0.1:0")
@@ -111,7 +110,7 @@ class MetricsTest(unittest.TestCase):
     def test_do_requests(self):
         yield util.query(self.port, "example.org.", "A", use_edns=0,
                          want_dnssec=True, host=HOST)
-        self.assertEqual(vars.DO_REQUESTS.get(
+        self.assertEqual(metrics.DO_REQUESTS.get(
             (SERVER, "example.org.", "")), 1)
 
     @defer.inlineCallbacks
@@ -194,7 +193,7 @@ class CorefileErrorTest(unittest.TestCase):
     """Bad directives are named with file and line; nothing starts."""
 
     def load_error(self, corefile):
-        from corednstw.corefile import CorefileError
+        from corednstw.core.corefile import CorefileError
         with self.assertRaises(CorefileError) as cm:
             util.Direct(self, corefile)
         return str(cm.exception)

@@ -13,10 +13,10 @@ import dns.rcode
 from twisted.internet import defer
 from twisted.trial import unittest
 
-from corednstw import dnswire as w
-from corednstw import vars
+from corednstw.core import dnswire as w
+from corednstw.core import metrics
 from corednstw.plugins import reload as reloadmod
-from corednstw.request import make_query
+from corednstw.core.request import make_query
 from tests import util
 from tests import test_signals
 
@@ -39,14 +39,14 @@ class ShortQueryTest(unittest.TestCase):
 
     def test_header_only_servfail_dropped(self):
         key = (self.s.mux.label, "dropped", "", "SERVFAIL", "")
-        before = vars.RESPONSES.get(key)
+        before = metrics.RESPONSES.get(key)
         r = self.s.ask(HDR.pack(9, w.RD | w.CD, 1, 0, 0, 0))
         msgid, flags, qd, an, ns, ar = HDR.unpack(r)
         self.assertEqual(len(r), 12)
         self.assertEqual(msgid, 9)
         self.assertEqual(flags, w.QR | w.RD | w.CD | w.SERVFAIL)
         self.assertEqual((qd, an, ns, ar), (0, 0, 0, 0))
-        self.assertEqual(vars.RESPONSES.get(key), before + 1)
+        self.assertEqual(metrics.RESPONSES.get(key), before + 1)
 
     def test_question_without_type_and_class_refused(self):
         q = query()
@@ -263,12 +263,12 @@ class PanicMetricsTest(unittest.TestCase):
         s = util.Direct(self, WHOAMI)
         s.app.config.blocks[0].chain = util.Stub(fn)
         key = (s.mux.label, "dropped", "", "SERVFAIL", "")
-        before = vars.RESPONSES.get(key)
-        panics = vars.PANICS.get(())
+        before = metrics.RESPONSES.get(key)
+        panics = metrics.PANICS.get(())
         r = dns.message.from_wire(s.ask(query()))
         self.assertEqual(r.rcode(), dns.rcode.SERVFAIL)
-        self.assertEqual(vars.RESPONSES.get(key), before + 1)
-        self.assertEqual(vars.PANICS.get(()), panics + 1)
+        self.assertEqual(metrics.RESPONSES.get(key), before + 1)
+        self.assertEqual(metrics.PANICS.get(()), panics + 1)
         self.assertIn("Recovered from panic", log.text())
 
     def test_raised(self):
@@ -290,10 +290,10 @@ class EmptyBlockTest(unittest.TestCase):
         for text in (".:0 {\n}\n", ".:0 {\n    debug\n}\n"):
             s = util.Direct(self, text)
             key = (s.mux.label, "dropped", "", "REFUSED", "")
-            before = vars.RESPONSES.get(key)
+            before = metrics.RESPONSES.get(key)
             r = s.query("example.org.")
             self.assertEqual(r.rcode(), dns.rcode.REFUSED)
-            self.assertEqual(vars.RESPONSES.get(key), before + 1)
+            self.assertEqual(metrics.RESPONSES.get(key), before + 1)
 
     def test_empty_zone_block_refused_before_root(self):
         s = util.Direct(self, "example.org:0 {\n}\n.:0 {\n    whoami\n}\n")

@@ -9,8 +9,8 @@ import dns.rcode
 from twisted.internet import defer
 from twisted.trial import unittest
 
-from corednstw import corefile
-from corednstw.app import App
+from corednstw.core import corefile
+from corednstw.service.app import App
 from tests import knot, util
 
 ZONE = """\
@@ -118,7 +118,7 @@ class ShouldTransfer(unittest.TestCase):
 
     @defer.inlineCallbacks
     def test_serials(self):
-        from corednstw import zone as zonelib
+        from corednstw.engines import authority
         from corednstw.plugins import secondary
         util.capture_log(self)
         d = util.write_files(self, {"db": ZONE % (250, "192.0.2.10")})
@@ -133,7 +133,7 @@ class ShouldTransfer(unittest.TestCase):
         p.zone_map["example.org."] = None
         self.assertTrue((yield p.should_transfer(sz)))      # nothing yet
         for serial, want in ((249, True), (250, False), (251, False)):
-            p.zone_map["example.org."] = zonelib.parse_file(
+            p.zone_map["example.org."] = authority.parse_file(
                 util.write_files(self, {"db": ZONE % (serial, "192.0.2.1")})
                 + "/db", "example.org.")
             self.assertEqual((yield p.should_transfer(sz)), want, serial)
@@ -149,7 +149,7 @@ class ShouldTransfer(unittest.TestCase):
             yield p.should_transfer(sz)
 
     def test_less(self):
-        from corednstw.zone import serial_less
+        from corednstw.engines.authority import serial_less
         self.assertFalse(serial_less(0, 4294967295))
         self.assertTrue(serial_less(4294967295, 0))
         self.assertTrue(serial_less(4000000000, 12345))

@@ -13,9 +13,9 @@ import dns.rrset
 from twisted.internet import defer, protocol, reactor, task
 from twisted.trial import unittest
 
-from corednstw import dnswire as w
-from corednstw import vars
-from corednstw.request import Request, Response, encode, make_query
+from corednstw.core import dnswire as w
+from corednstw.core import metrics
+from corednstw.core.request import Request, Response, encode, make_query
 from tests import util
 
 HDR = struct.Struct("!HHHHHH")
@@ -134,12 +134,12 @@ class ClassAndZoneTest(unittest.TestCase):
 
     def test_no_zone_refused_and_counted_as_dropped(self):
         s = util.Direct(self, "example.org:0 {\n    whoami\n}\n")
-        before = vars.RESPONSES.get(
+        before = metrics.RESPONSES.get(
             (s.mux.label, "dropped", "", "REFUSED", ""))
         r = s.query("example.net.")
         self.assertEqual(r.rcode(), dns.rcode.REFUSED)
         self.assertEqual(str(r.question[0].name), "example.net.")
-        self.assertEqual(vars.RESPONSES.get(
+        self.assertEqual(metrics.RESPONSES.get(
             (s.mux.label, "dropped", "", "REFUSED", "")), before + 1)
         self.assertEqual(s.query("a.example.org.").rcode(), 0)
         self.assertEqual(s.query("example.org.").rcode(), 0)
@@ -355,7 +355,7 @@ class RawResponseTest(unittest.TestCase):
         return r.to_wire()
 
     def test_opt_takes_client_size_and_do(self):
-        from corednstw.request import RawResponse
+        from corednstw.core.request import RawResponse
         req = _request(query("a.example.org.", edns=1232, do=True))
         out = encode(req, RawResponse(self.upstream("a.example.org."),
                                       "forward"))
@@ -366,21 +366,21 @@ class RawResponseTest(unittest.TestCase):
         self.assertEqual(m.answer[0][0].address, "192.0.2.1")
 
     def test_opt_added_when_upstream_has_none(self):
-        from corednstw.request import RawResponse
+        from corednstw.core.request import RawResponse
         req = _request(query("a.example.org.", edns=1400))
         m = dns.message.from_wire(encode(req, RawResponse(
             self.upstream("a.example.org.", opt=False), "forward")))
         self.assertEqual(m.payload, 1400)
 
     def test_question_case_from_client(self):
-        from corednstw.request import RawResponse
+        from corednstw.core.request import RawResponse
         req = _request(query("A.Example.ORG."))
         out = encode(req, RawResponse(self.upstream("a.example.org.",
                                                     opt=False), "forward"))
         self.assertEqual(w.read_name(out, 12)[0], "A.Example.ORG.")
 
     def test_other_question_length_reencoded(self):
-        from corednstw.request import RawResponse
+        from corednstw.core.request import RawResponse
         req = _request(query("b.example.org."))
         m = dns.message.from_wire(encode(req, RawResponse(
             self.upstream("long.example.org.", opt=False), "forward")))
@@ -443,15 +443,14 @@ class TCPLimitsTest(unittest.TestCase):
         self.assertEqual(sorted(header(r)[0] for r in replies), [0, 1])
 
     def test_defaults(self):
-        from corednstw.app import _timeouts
+        from corednstw.service.app import _timeouts
         s = util.Direct(self, WHOAMI)
         limits = _timeouts(s.app.config.listeners[("dns", None, "0")])
         self.assertEqual((limits.read, limits.write, limits.idle,
                           limits.max_queries), (3.0, 5.0, 10.0, -1))
 
     def test_write_timeout_aborts_stuck_client(self):
-        from corednstw import server
-
+        from corednstw.core import server
         class Transport:
             disconnecting = disconnected = False
             aborted = False

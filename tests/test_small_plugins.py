@@ -13,14 +13,18 @@ import dns.rdatatype
 from twisted.internet import defer, protocol, reactor
 from twisted.trial import unittest
 
-from corednstw import COREDNS_VERSION, corefile, log
-from corednstw import dnswire as w
-from corednstw.plugin import Plugin
+from corednstw import COREDNS_VERSION
+
+from corednstw.core import corefile
+
+from corednstw.core import logger
+from corednstw.core import dnswire as w
+from corednstw.core.plugin import Plugin
 from corednstw.plugins import chaos as chaosmod
 from corednstw.plugins import minimal as minimalmod
 from corednstw.plugins import root as rootmod
 from corednstw.plugins.debug import hexdump
-from corednstw.request import RawResponse, Request, Response, make_query
+from corednstw.core.request import RawResponse, Request, Response, make_query
 from tests import util
 
 
@@ -223,7 +227,7 @@ class LocalTest(unittest.TestCase):
 
     def test_debug_line(self):
         cap = util.capture_log(self)
-        self.patch(log, "debug_enabled", True)
+        self.patch(logger, "debug_enabled", True)
         d = util.Direct(self, ".:0 {\n    local\n}\n")
         d.query("a.localhost.", "AAAA")
         self.assertEqual(cap.lines, [
@@ -597,32 +601,32 @@ class DebugTest(unittest.TestCase):
 
     @defer.inlineCallbacks
     def test_debug_enables_debug_lines_and_tracebacks(self):
-        self.patch(log, "debug_enabled", False)
+        self.patch(logger, "debug_enabled", False)
         app = yield util.start(self, ".:0 {\n    debug\n    whoami\n}\n")
         block = app.config.blocks[0]
         self.assertTrue(block.debug)
-        self.assertTrue(log.debug_enabled)
+        self.assertTrue(logger.debug_enabled)
         cap = util.capture_log(self)
-        log.debug("test", "hello")
+        logger.debug("test", "hello")
         self.assertEqual(cap.lines, ["[DEBUG] plugin/test: hello"])
         # A failing plugin still gets SERVFAIL; the traceback goes to the
-        # real stdout (not checked here), the panic line to the log.
-        from corednstw import vars
-        self.addCleanup(setattr, vars.PANICS, "values",
-                        dict(vars.PANICS.values))
+        # real stdout (not checked here), the panic line to the logger.
+        from corednstw.core import metrics
+        self.addCleanup(setattr, metrics.PANICS, "values",
+                        dict(metrics.PANICS.values))
         block.chain = Boom()
         m = yield util.query(app.port(), "example.org.", "A")
         self.assertEqual(m.rcode(), 2)
         self.assertIn("Recovered from panic", cap.text())
         yield app.stopService()
-        self.assertFalse(log.debug_enabled)
+        self.assertFalse(logger.debug_enabled)
 
     def test_without_debug(self):
-        self.patch(log, "debug_enabled", False)
+        self.patch(logger, "debug_enabled", False)
         d = util.Direct(self, ".:0 {\n    whoami\n}\n")
         self.assertFalse(d.mux.zones["."][0][1].debug)
         cap = util.capture_log(self)
-        log.debug("test", "hello")
+        logger.debug("test", "hello")
         self.assertEqual(cap.lines, [])
 
     def test_hexdump(self):

@@ -12,12 +12,12 @@ import dns.rrset
 from twisted.internet import defer, protocol, reactor
 from twisted.trial import unittest
 
-from corednstw import corefile
-from corednstw import dnswire
-from corednstw import zone as zonelib
-from corednstw.app import App
+from corednstw.core import corefile
+from corednstw.core import dnswire
+from corednstw.engines import authority
+from corednstw.service.app import App
 from corednstw.plugins import transfer
-from corednstw.request import parse_response
+from corednstw.core.request import parse_response
 from tests import util
 
 ZONES = os.path.join(util.REPO, "tests", "zones")
@@ -59,7 +59,7 @@ class Outgoing(unittest.TestCase):
         yield self.start()
         replies = yield util.send_tcp(self.port, axfr_query())
         got = records(replies)
-        z = zonelib.parse_file(os.path.join(ZONES, "db.example.org"),
+        z = authority.parse_file(os.path.join(ZONES, "db.example.org"),
                                "example.org.")
         self.assertEqual(len(got), z.count() + 1)
         self.assertEqual(got[0][1], dns.rdatatype.SOA)
@@ -112,7 +112,7 @@ class Outgoing(unittest.TestCase):
         d = util.write_files(self, {"db": "$ORIGIN example.org.\n@ 60 IN SOA "
                                     "ns a 9 2 3 4 5\n@ 60 IN NS ns\n" + body})
         yield self.start(zone=os.path.join(d, "db"))
-        z = zonelib.parse_file(os.path.join(d, "db"), "example.org.")
+        z = authority.parse_file(os.path.join(d, "db"), "example.org.")
         want = len(transfer.batches(z.transfer(0)))
         self.assertGreater(want, 2)
         replies = yield util.send_tcp(self.port, axfr_query(), count=want)
@@ -201,7 +201,7 @@ class Setup(unittest.TestCase):
         self.assertIsNone(t.longest("example.com."))
 
     def test_batches(self):
-        rr = zonelib.w.RR("a.example.org.", 16, 60, b"\xff" + b"x" * 255)
+        rr = authority.w.RR("a.example.org.", 16, 60, b"\xff" + b"x" * 255)
         out = transfer.batches([[rr] * 500])
         self.assertEqual([len(b) for b in out], [224, 224, 52])
 
@@ -240,7 +240,7 @@ class Table(unittest.TestCase):
     next plugin, IXFR, refusal, case-insensitive zone match."""
 
     def plugin(self, xfrs):
-        from corednstw.request import Response
+        from corednstw.core.request import Response
         nx = util.Stub(lambda req: Response(dns.rcode.NXDOMAIN))
         org = _Transferer("example.org.", 12345, nx)
         com = _Transferer("example.com.", 12345, org)
@@ -252,7 +252,7 @@ class Table(unittest.TestCase):
         return p
 
     def ask(self, p, wire, proto="tcp", client="127.0.0.1"):
-        from corednstw.request import Request, encode
+        from corednstw.core.request import Request, encode
         req = Request(wire, client=client, proto=proto)
         req.parse_question(*req.parse_header()[1:])
         resp = p.serve(req)

@@ -13,8 +13,8 @@ import dns.rdatatype
 from twisted.internet import defer, protocol, reactor
 from twisted.internet.error import TimeoutError
 
-from corednstw import log
-from corednstw.app import App
+from corednstw.core import logger
+from corednstw.service.app import App
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -56,9 +56,9 @@ class LogCapture:
 def capture_log(testcase):
     """Route corednstw's log to a buffer for the test's duration."""
     cap = LogCapture()
-    old = log.out
-    log.out = cap
-    testcase.addCleanup(setattr, log, "out", old)
+    old = logger.out
+    logger.out = cap
+    testcase.addCleanup(setattr, logger, "out", old)
     return cap
 
 
@@ -87,7 +87,7 @@ def start(testcase, corefile, files=None):
     """
     d = write_files(testcase, dict(files or {}, Corefile=corefile))
     path = os.path.join(d, "Corefile")
-    if log.out is None:
+    if logger.out is None:
         capture_log(testcase)   # keep the banner out of trial's output
     app = App(path, reactor=reactor, dns_port=0)
     app.config = app.load()
@@ -299,10 +299,10 @@ class Stub:
 def keep_panics(testcase):
     """Panics a test provokes on purpose stay out of the process-wide
     coredns_panics_total that other tests read."""
-    from corednstw import vars
-    saved = dict(vars.PANICS.values)
+    from corednstw.core import metrics
+    saved = dict(metrics.PANICS.values)
 
     def restore():
-        vars.PANICS.values.clear()
-        vars.PANICS.values.update(saved)
+        metrics.PANICS.values.clear()
+        metrics.PANICS.values.update(saved)
     testcase.addCleanup(restore)

@@ -1,8 +1,8 @@
 """any: a short HINFO answer to every ANY query (RFC 8482)."""
 
-from corednstw import dnswire as w
-from corednstw.plugin import Plugin
-from corednstw.request import Response
+from corednstw.core import dnswire as w
+from corednstw.core.plugin import Plugin
+from corednstw.core.request import Response
 
 _HINFO = w.txt_rdata("ANY obsoleted", "See RFC 8482")
 TTL = 8482

@@ -15,9 +15,9 @@ import re
 
 from twisted.internet import task, threads
 
-from corednstw import log
-from corednstw import zone as zonelib
-from corednstw.plugin import END, match, zones_from_args
+from corednstw.core import logger
+from corednstw.engines import authority
+from corednstw.core.plugin import END, match, zones_from_args
 from corednstw.plugins.file import resolve
 
 DEFAULT_REGEX = r"db\.(.*)"
@@ -25,13 +25,13 @@ DEFAULT_TEMPLATE = "{1}"
 MAX_REGEX = 10000
 
 
-class Auto(zonelib.ZoneServer):
+class Auto(authority.ZoneServer):
     name = "auto"
     aa_on_alias_delegation = False
     handles_notify = False
 
     def __init__(self, origins, directory, regex, template, reload):
-        zonelib.ZoneServer.__init__(self)
+        authority.ZoneServer.__init__(self)
         self.origins = origins
         self.directory = directory
         self.regex = regex
@@ -77,12 +77,12 @@ class Auto(zonelib.ZoneServer):
     def _scanned(self, result):
         self.busy = False
         if not isinstance(result, tuple):
-            log.error(self.name, "scanning %s: %s" % (
+            logger.error(self.name, "scanning %s: %s" % (
                 self.directory, result.getErrorMessage()))
             return None
         loaded, removed, messages = result
         for level, msg in messages:
-            getattr(log, level)(self.name, msg)
+            getattr(logger, level)(self.name, msg)
         for origin, (path, data, reloaded) in loaded.items():
             self.paths[origin] = path
             if data is None:
@@ -95,9 +95,9 @@ class Auto(zonelib.ZoneServer):
                 for p in self.block.find("add_zone"):
                     p.add_zone(origin)
             if reloaded:
-                log.info(self.name, "Successfully reloaded zone %s in %s "
-                         "with %d SOA serial" % (zonelib._q(origin),
-                                                 zonelib._q(path),
+                logger.info(self.name, "Successfully reloaded zone %s in %s "
+                         "with %d SOA serial" % (authority._q(origin),
+                                                 authority._q(path),
                                                  data.serial))
             self.notify_peers(origin)
         for origin in removed:
@@ -105,7 +105,7 @@ class Auto(zonelib.ZoneServer):
             self.paths.pop(origin, None)
             if origin in self.names:
                 self.names.remove(origin)
-            log.info(self.name, "Deleting zone `%s'" % origin)
+            logger.info(self.name, "Deleting zone `%s'" % origin)
         return None
 
 
@@ -145,20 +145,20 @@ def walk(directory, regex, template, current, paths):
             if origin in seen and seen[origin] != path:
                 msgs.append(("warning", "Multiple zone files match origin "
                              "%s: using %s instead of %s" % (
-                                 zonelib._q(origin), zonelib._q(seen[origin]),
-                                 zonelib._q(path))))
+                                 authority._q(origin), authority._q(seen[origin]),
+                                 authority._q(path))))
                 continue
             seen[origin] = path
             old = current.get(origin)
             try:
-                data = zonelib.parse_file(path, origin)
-            except (zonelib.ZoneError, OSError) as e:
+                data = authority.parse_file(path, origin)
+            except (authority.ZoneError, OSError) as e:
                 if old is None:
                     msgs.append(("warning", "Parse zone `%s': %s" % (origin,
                                                                      e)))
                 else:
                     msgs.append(("error", "Parsing zone %s: %s" % (
-                        zonelib._q(origin), e)))
+                        authority._q(origin), e)))
                 loaded[origin] = (path, None, False)
                 continue
             if old is not None:
@@ -189,7 +189,7 @@ def setup(d, block):
                                                            os.R_OK):
                 raise c.error("Unable to access root path '%s'" % directory)
             if not os.path.exists(directory):
-                log.warning("auto", "Directory does not exist: %s" % directory)
+                logger.warning("auto", "Directory does not exist: %s" % directory)
             if len(c.args) == 3:
                 if len(c.args[1]) > MAX_REGEX:
                     raise c.error("regexp too large")
@@ -201,7 +201,7 @@ def setup(d, block):
                     raise c.error("Need at least one sub expression")
                 template = c.args[2]
         elif c.name == "reload":
-            reload = zonelib.reload_option(c)
+            reload = authority.reload_option(c)
             if reload < 0:
                 raise c.error("invalid duration")
         elif c.name == "upstream":

@@ -8,7 +8,7 @@ lines add up, as in CoreDNS.
 import ipaddress
 import socket
 
-from corednstw.plugin import Plugin
+from corednstw.core.plugin import Plugin
 
 
 class Bind(Plugin):

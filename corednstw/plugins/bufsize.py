@@ -8,8 +8,8 @@ Queries without OPT are untouched; the size is never raised.
 
 import struct
 
-from corednstw import dnswire as w
-from corednstw.plugin import Plugin
+from corednstw.core import dnswire as w
+from corednstw.core.plugin import Plugin
 
 DEFAULT = 1232
 _H = struct.Struct("!H")

@@ -16,12 +16,12 @@ import time
 
 from twisted.internet import defer
 
-from corednstw import dnswire as w
-from corednstw import metrics
-from corednstw import request as rq
-from corednstw.durations import parse_duration
-from corednstw.plugin import Plugin, match, then, zones_from_args
-from corednstw.request import Response
+from corednstw.core import dnswire as w
+from corednstw.core import metrics
+from corednstw.core import request as rq
+from corednstw.core.durations import parse_duration
+from corednstw.core.plugin import Plugin, match, then, zones_from_args
+from corednstw.core.request import Response
 
 SHARDS = 256
 DEFAULT_CAP = 10000
@@ -873,10 +873,10 @@ def setup(d, block):
                 raise c.arg_error()
             zs = []
             for z in a[1:]:
-                from corednstw import zones as zl
-                if not zl.is_domain_name(z):
+                from corednstw.core import names
+                if not names.is_domain_name(z):
                     raise c.error("invalid disabled zone: %s" % z)
-                zs.append(zl.normalize_name(z))
+                zs.append(names.normalize_name(z))
             zs = zs or ["."]
             if a[0] == DENIAL:
                 ca.nexcept = zs

@@ -11,8 +11,8 @@ answer CoreDNS writes when the chain returns an error without writing.
 
 from twisted.internet import defer
 
-from corednstw.durations import parse_duration
-from corednstw.plugin import Plugin
+from corednstw.core.durations import parse_duration
+from corednstw.core.plugin import Plugin
 
 DEFAULT = 5.001
 

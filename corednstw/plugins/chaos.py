@@ -10,9 +10,9 @@ import socket
 import time
 
 from corednstw import COREDNS_VERSION
-from corednstw import dnswire as w
-from corednstw.plugin import Plugin
-from corednstw.request import Response
+from corednstw.core import dnswire as w
+from corednstw.core.plugin import Plugin
+from corednstw.core.request import Response
 
 #: The GitHub handles CoreDNS lists as its maintainers (its default
 #: authors.bind answer).

@@ -6,8 +6,8 @@ lines are enabled process-wide, as in CoreDNS.  ``hexdump`` is the
 text2pcap-style dump plugins use for messages in debug lines.
 """
 
-from corednstw import log
-from corednstw.plugin import Plugin
+from corednstw.core import logger
+from corednstw.core.plugin import Plugin
 
 
 _live = set()
@@ -19,13 +19,13 @@ class Debug(Plugin):
 
     def start(self):
         _live.add(self)
-        log.debug_enabled = True
+        logger.debug_enabled = True
 
     def stop(self):
         # Off only when no live configuration has debug any more (a reload
         # starts the new plugins before it stops the old ones).
         _live.discard(self)
-        log.debug_enabled = bool(_live)
+        logger.debug_enabled = bool(_live)
 
 
 def hexdump(data, prefix="debug: "):

@@ -10,11 +10,11 @@ embedded in the prefix (RFC 6052).
 
 import ipaddress
 
-from corednstw import dnswire as w
-from corednstw import metrics
-from corednstw import request as rq
-from corednstw.plugin import Plugin, then
-from corednstw.request import Response
+from corednstw.core import dnswire as w
+from corednstw.core import metrics
+from corednstw.core import request as rq
+from corednstw.core.plugin import Plugin, then
+from corednstw.core.request import Response
 
 DEFAULT_PREFIX = "64:ff9b::/96"
 

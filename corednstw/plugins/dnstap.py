@@ -31,9 +31,9 @@ import time
 from twisted.internet import defer, protocol, task
 from twisted.internet.protocol import ReconnectingClientFactory
 
-from corednstw import log
-from corednstw.plugin import Plugin, then
-from corednstw.request import NoReply
+from corednstw.core import logger
+from corednstw.core.plugin import Plugin, then
+from corednstw.core.request import NoReply
 
 NAME = "dnstap"
 CONTENT_TYPE = b"protobuf:dnstap.Dnstap"
@@ -229,7 +229,7 @@ class FrameWriter(protocol.Protocol):
     def _handshake_timeout(self):
         self._timer = None
         if not self.started:
-            log.error(NAME, "No connection to dnstap endpoint: handshake "
+            logger.error(NAME, "No connection to dnstap endpoint: handshake "
                       "timed out")
             self.transport.abortConnection()
 
@@ -252,7 +252,7 @@ class FrameWriter(protocol.Protocol):
     def _control(self, ftype, types):
         if ftype == FS_ACCEPT and not self.started:
             if types and CONTENT_TYPE not in types:
-                log.error(NAME, "No connection to dnstap endpoint: content "
+                logger.error(NAME, "No connection to dnstap endpoint: content "
                           "type not accepted")
                 self.transport.abortConnection()
                 return
@@ -359,7 +359,7 @@ class Output:
     def report(self):
         """Log and reset the drop count (CoreDNS's 10 s error check)."""
         if self.dropped:
-            log.warning(NAME, "Dropped dnstap messages: %d" % self.dropped)
+            logger.warning(NAME, "Dropped dnstap messages: %d" % self.dropped)
             self.dropped = 0
 
     def start(self, reactor):
@@ -384,7 +384,7 @@ class Output:
     def failed(self, reason):
         if not self._logged:
             self._logged = True
-            log.error(NAME, "No connection to dnstap endpoint: %s"
+            logger.error(NAME, "No connection to dnstap endpoint: %s"
                       % reason.getErrorMessage())
 
 
@@ -484,7 +484,7 @@ class Listener(protocol.ServerFactory):
                 self.port = reactor.listenTCP(self.address[1], self,
                                               interface=self.address[0])
         except Exception as e:
-            log.error(NAME, "Failed to start dnstap listener: %s" % e)
+            logger.error(NAME, "Failed to start dnstap listener: %s" % e)
 
     def stop(self):
         ds = [c.finish() for c in list(self.clients)]

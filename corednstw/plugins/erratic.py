@@ -12,10 +12,10 @@ ready only while its query count is 3 or 4.
 
 from twisted.internet import task
 
-from corednstw import dnswire as w
-from corednstw.durations import parse_duration
-from corednstw.plugin import Plugin
-from corednstw.request import NoReply, Response
+from corednstw.core import dnswire as w
+from corednstw.core.durations import parse_duration
+from corednstw.core.plugin import Plugin
+from corednstw.core.request import NoReply, Response
 
 _A = w.a_rdata("192.0.2.53")
 _AAAA = w.aaaa_rdata("2001:db8::53")

@@ -11,20 +11,20 @@ counted over the pattern's period and one summary line is written.
 
 import re
 
-from corednstw import dnswire as w
-from corednstw import log
-from corednstw.durations import format_duration, parse_duration
-from corednstw.plugin import END, Plugin, is_deferred
-from corednstw.request import Response
+from corednstw.core import dnswire as w
+from corednstw.core import logger
+from corednstw.core.durations import format_duration, parse_duration
+from corednstw.core.plugin import END, Plugin, is_deferred
+from corednstw.core.request import Response
 
 NAME = "errors"
 MAX_REGEXP_LEN = 10000
 
 LEVELS = {
-    "warning": log.warning,
-    "error": log.error,
-    "info": log.info,
-    "debug": log.debug,
+    "warning": logger.warning,
+    "error": logger.error,
+    "info": logger.info,
+    "debug": logger.debug,
 }
 
 
@@ -34,7 +34,7 @@ class Pattern:
     __slots__ = ("period", "text", "regexp", "level", "show_first", "count",
                  "timer")
 
-    def __init__(self, period, text, level=log.error, show_first=False):
+    def __init__(self, period, text, level=logger.error, show_first=False):
         self.period = period
         self.text = text
         self.regexp = re.compile(text)
@@ -89,7 +89,7 @@ class Errors(Plugin):
     # -- logging and consolidation ----------------------------------------------
 
     def report(self, req, rcode, text):
-        level = log.error
+        level = logger.error
         for p in self.patterns:
             if p.regexp.search(text):
                 if self._consolidate(p):
@@ -184,4 +184,4 @@ def _consolidate(c):
             show_first = True
         else:
             raise c.error("unknown option in consolidate: %s" % a)
-    return Pattern(period, args[1], level or log.error, show_first)
+    return Pattern(period, args[1], level or logger.error, show_first)

@@ -7,17 +7,17 @@ the zone answers SERVFAIL until the file appears.  Every ``reload`` interval
 (default 1m, 0 turns it off) the file is read again off the reactor thread
 and swapped in when its SOA serial changed (or, with ``reload_by_mtime``,
 when its modification time moved on); a file that no longer parses keeps
-the last good zone.  Lookups follow corednstw.zone (CoreDNS's rules).
+the last good zone.  Lookups follow corednstw.engines.authority (CoreDNS's rules).
 """
 
 import os
 
 from twisted.internet import task, threads
 
-from corednstw import log
-from corednstw import zone as zonelib
-from corednstw.durations import format_duration
-from corednstw.plugin import Fallthrough, zones_from_args
+from corednstw.core import logger
+from corednstw.engines import authority
+from corednstw.core.durations import format_duration
+from corednstw.core.plugin import Fallthrough, zones_from_args
 
 DEFAULT_RELOAD = 60.0
 
@@ -34,12 +34,12 @@ class ZoneFile:
         self.loop = None
 
 
-class File(zonelib.ZoneServer):
+class File(authority.ZoneServer):
     name = "file"
     once = False
 
     def __init__(self):
-        zonelib.ZoneServer.__init__(self)
+        authority.ZoneServer.__init__(self)
         self.files = []
         self.fall = Fallthrough()
 
@@ -85,8 +85,8 @@ class File(zonelib.ZoneServer):
         if data is None:
             return
         self.zone_map[zf.origin] = data
-        log.info(self.name, "Successfully reloaded zone %s in %s with %d SOA "
-                 "serial" % (zonelib._q(zf.origin), zonelib._q(zf.path),
+        logger.info(self.name, "Successfully reloaded zone %s in %s with %d SOA "
+                 "serial" % (authority._q(zf.origin), authority._q(zf.path),
                              data.serial))
         self.notify_peers(zf.origin)
 
@@ -95,14 +95,14 @@ class File(zonelib.ZoneServer):
         e = failure.value
         if isinstance(e, OSError):
             if zf.by_mtime and getattr(e, "stat", False):
-                log.error(self.name, "Failed to stat zone %s in %s: %s" % (
-                    zonelib._q(zf.origin), zonelib._q(zf.path), _oserr(e)))
+                logger.error(self.name, "Failed to stat zone %s in %s: %s" % (
+                    authority._q(zf.origin), authority._q(zf.path), _oserr(e)))
             else:
-                log.error(self.name, "Failed to open zone %s in %s: %s" % (
-                    zonelib._q(zf.origin), zonelib._q(zf.path), _oserr(e)))
+                logger.error(self.name, "Failed to open zone %s in %s: %s" % (
+                    authority._q(zf.origin), authority._q(zf.path), _oserr(e)))
         else:
-            log.error(self.name, "Parsing zone %s: %s" % (
-                zonelib._q(zf.origin), e))
+            logger.error(self.name, "Parsing zone %s: %s" % (
+                authority._q(zf.origin), e))
 
 
 def _oserr(e):
@@ -123,7 +123,7 @@ def _reread(zf, current):
         if current is not None and current.mtime is not None and (
                 mtime <= current.mtime):
             return None
-    data = zonelib.parse_file(zf.path, zf.origin)
+    data = authority.parse_file(zf.path, zf.origin)
     data.mtime = mtime
     if not zf.by_mtime and current is not None and current.soa is not None \
             and data.serial == current.serial:
@@ -134,7 +134,7 @@ def _reread(zf, current):
 def load(path, origin, by_mtime=False):
     """Parse at configuration time (ZoneError / OSError)."""
     mtime = os.stat(path).st_mtime if by_mtime else None
-    data = zonelib.parse_file(path, origin)
+    data = authority.parse_file(path, origin)
     data.mtime = mtime
     return data
 
@@ -159,7 +159,7 @@ def setup(d, block):
         if c.name == "fallthrough":
             fall = Fallthrough.parse(c.args)
         elif c.name == "reload":
-            reload = zonelib.reload_option(c)
+            reload = authority.reload_option(c)
         elif c.name == "reload_by_mtime":
             by_mtime = True
         elif c.name == "upstream":
@@ -176,7 +176,7 @@ def setup(d, block):
         data = None
         try:
             data = load(path, origin, by_mtime)
-        except zonelib.ZoneError as e:
+        except authority.ZoneError as e:
             raise d.error(str(e))
         except OSError as e:
             open_error = e
@@ -184,6 +184,6 @@ def setup(d, block):
     if open_error is not None:
         if reload == 0:
             raise d.error(_oserr(open_error))
-        log.warning("file", 'Failed to open "%s": trying again in %s' % (
+        logger.warning("file", 'Failed to open "%s": trying again in %s' % (
             _oserr(open_error), format_duration(reload)))
     return None if existing is not None else plugin

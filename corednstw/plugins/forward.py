@@ -22,13 +22,13 @@ import time
 from twisted.internet import defer, protocol
 from twisted.protocols.basic import Int16StringReceiver
 
-from corednstw import dnswire as w
-from corednstw import log
-from corednstw import metrics
-from corednstw import zones as zoneslib
-from corednstw.durations import format_duration, parse_duration
-from corednstw.plugin import Plugin
-from corednstw.request import RawResponse, Response, make_query
+from corednstw.core import dnswire as w
+from corednstw.core import logger
+from corednstw.core import metrics
+from corednstw.core import names
+from corednstw.core.durations import format_duration, parse_duration
+from corednstw.core.plugin import Plugin
+from corednstw.core.request import RawResponse, Response, make_query
 
 MAX_UPSTREAMS = 15
 DEFAULT_EXPIRE = 10.0
@@ -967,11 +967,11 @@ def setup(d, block):
     args = list(d.args)
     if len(args) < 2:
         raise d.arg_error()
-    zs = zoneslib.normalize(args[0])
+    zs = names.normalize(args[0])
     if not zs:
         raise d.error("unable to normalize '%s'" % args[0])
     if len(zs) > 1:
-        log.warning("forward", "Unsupported CIDR notation: '%s' expands to "
+        logger.warning("forward", "Unsupported CIDR notation: '%s' expands to "
                     "multiple zones. Using only '%s'." % (args[0], zs[0]))
     f.from_ = zs[0]
     opts = _Options()
@@ -1091,7 +1091,7 @@ def _parse_option(d, c, f, o, block):
         if not args:
             raise c.arg_error()
         for a in args:
-            f.ignored.extend(zoneslib.normalize(a))
+            f.ignored.extend(names.normalize(a))
     elif name == "max_fails":
         want(1)
         f.maxfails = _uint(c, args[0])
@@ -1117,10 +1117,10 @@ def _parse_option(d, c, f, o, block):
                 if not rest:
                     raise c.arg_error()
                 dom = rest.pop(0)
-                if not zoneslib.is_domain_name(dom):
+                if not names.is_domain_name(dom):
                     raise c.error("health_check: invalid domain name %s"
                                   % dom)
-                o.hc_domain = zoneslib.normalize_name(dom)
+                o.hc_domain = names.normalize_name(dom)
             else:
                 raise c.error("health_check: unknown option %s" % opt)
     elif name == "force_tcp":
@@ -1202,7 +1202,7 @@ def _parse_option(d, c, f, o, block):
 
 def _parse_to(d, to):
     """(transport, host, port, servername) tuples for one TO argument."""
-    trans, rest = zoneslib.split_transport(to)
+    trans, rest = names.split_transport(to)
     if trans not in ("dns", "tls"):
         if trans == "https":
             raise d.error("https:// upstreams: not supported yet")
@@ -1263,7 +1263,7 @@ def _is_ip(s):
 
 
 def _looks_like_hostname(s):
-    return "/" not in s and zoneslib.is_domain_name(s.split(":")[0])
+    return "/" not in s and names.is_domain_name(s.split(":")[0])
 
 
 def _resolv_conf(d, path):

@@ -8,8 +8,8 @@ response rules change what the client gets.
 
 import struct
 
-from corednstw import dnswire as w
-from corednstw.plugin import Plugin, then
+from corednstw.core import dnswire as w
+from corednstw.core.plugin import Plugin, then
 
 FLAGS = {"aa": w.AA, "ra": w.RA, "rd": w.RD}
 

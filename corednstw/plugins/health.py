@@ -13,11 +13,11 @@ reactor like any client's, so a slow answer means a busy reactor.
 
 from twisted.internet import task
 
-from corednstw import httpd
-from corednstw import log
-from corednstw import metrics
-from corednstw.durations import format_duration, parse_duration
-from corednstw.plugin import Plugin
+from corednstw.service import httpd
+from corednstw.core import logger
+from corednstw.core import metrics
+from corednstw.core.durations import format_duration, parse_duration
+from corednstw.core.plugin import Plugin
 
 DEFAULT_ADDRESS = ":8080"
 
@@ -110,14 +110,14 @@ class Health(Plugin):
             elapsed = clock() - start
             DURATION.observe((), elapsed)
             if elapsed > 1.0:
-                log.warning("health", 'Local health request to "%s" took '
+                logger.warning("health", 'Local health request to "%s" took '
                             "more than 1s: %s" % (self.url_text,
                                                   format_duration(elapsed)))
 
         def failed(f):
             DURATION.observe((), clock() - start)
             FAILURES.inc()
-            log.warning("health", 'Local health request to "%s" failed: %s'
+            logger.warning("health", 'Local health request to "%s" failed: %s'
                         % (self.url_text, f.getErrorMessage()))
 
         def done(_):

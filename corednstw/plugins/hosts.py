@@ -26,12 +26,12 @@ import stat
 
 from twisted.internet import task, threads
 
-from corednstw import dnswire as w
-from corednstw import log
-from corednstw import metrics
-from corednstw.durations import parse_duration
-from corednstw.plugin import Fallthrough, Plugin, match, zones_from_args
-from corednstw.request import Response
+from corednstw.core import dnswire as w
+from corednstw.core import logger
+from corednstw.core import metrics
+from corednstw.core.durations import parse_duration
+from corednstw.core.plugin import Fallthrough, Plugin, match, zones_from_args
+from corednstw.core.request import Response
 
 NAME = "hosts"
 DEFAULT_PATH = "/etc/hosts"
@@ -254,7 +254,7 @@ class Hosts(Plugin):
         try:
             result = self._read(self.stamp)
         except Exception as e:
-            log.warning(NAME, "reading %s: %s" % (self.path, e))
+            logger.warning(NAME, "reading %s: %s" % (self.path, e))
             result = None
         if result is not None:
             self._install(*result)
@@ -286,7 +286,7 @@ class Hosts(Plugin):
 
         def failed(f):
             self._reading = None
-            log.warning(NAME, "reading %s: %s" % (self.path,
+            logger.warning(NAME, "reading %s: %s" % (self.path,
                                                    f.getErrorMessage()))
             return None
         d.addCallbacks(done, failed)
@@ -314,7 +314,7 @@ class Hosts(Plugin):
         self.snap = snap
         if hmap.skipped:
             num, text = hmap.skipped[0]
-            log.warning(NAME, "%s: skipped %d malformed line(s), first at "
+            logger.warning(NAME, "%s: skipped %d malformed line(s), first at "
                         "line %d: %r" % (self.path, len(hmap.skipped), num,
                                          text))
         ENTRIES.set((self.path,), len(self.inline) + len(hmap))
@@ -334,12 +334,12 @@ def setup(d, block):
         try:
             st = os.stat(path)
         except FileNotFoundError:
-            log.warning(NAME, "File does not exist: %s" % path)
+            logger.warning(NAME, "File does not exist: %s" % path)
         except OSError as e:
             raise d.error("unable to access hosts file '%s': %s" % (path, e))
         else:
             if stat.S_ISDIR(st.st_mode):
-                log.warning(NAME, 'Hosts file "%s" is a directory' % path)
+                logger.warning(NAME, 'Hosts file "%s" is a directory' % path)
     zones = zones_from_args(args, block)
     ttl = DEFAULT_TTL
     reverse = True

@@ -25,11 +25,11 @@ import random
 
 from twisted.internet import task, threads
 
-from corednstw import dnswire as w
-from corednstw import log
-from corednstw.durations import format_duration, parse_duration
-from corednstw.plugin import Plugin, then
-from corednstw.request import parse_response
+from corednstw.core import dnswire as w
+from corednstw.core import logger
+from corednstw.core.durations import format_duration, parse_duration
+from corednstw.core.plugin import Plugin, then
+from corednstw.core.request import parse_response
 
 NAME = "loadbalance"
 DEFAULT_WEIGHT_RELOAD = 30.0
@@ -181,7 +181,7 @@ class Weights:
 
     def install(self, domains):
         self.domains = domains
-        log.info(NAME, "Successfully reloaded weight file %s" % self.path)
+        logger.info(NAME, "Successfully reloaded weight file %s" % self.path)
 
     def top(self, addr):
         """Index of the address record to put first."""
@@ -343,7 +343,7 @@ class LoadBalance(Plugin):
         except OSError:
             if wts.reload == 0:
                 raise RuntimeError("plugin/%s: weight file open error" % NAME)
-            log.warning(NAME, "Failed to open weight file:weight file open "
+            logger.warning(NAME, "Failed to open weight file:weight file open "
                         "error. Will try again in %s"
                         % format_duration(wts.reload))
         except ValueError as e:
@@ -362,9 +362,9 @@ class LoadBalance(Plugin):
 
         def failed(f):
             if f.check(OSError):
-                log.error(NAME, "weight file open error")
+                logger.error(NAME, "weight file open error")
             else:
-                log.error(NAME, f.getErrorMessage())
+                logger.error(NAME, f.getErrorMessage())
         return d.addCallbacks(done, failed)
 
     def stop(self):

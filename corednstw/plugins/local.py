@@ -7,11 +7,11 @@ starting with ``localhost.`` get loopback A/AAAA answers.  As in CoreDNS
 the answers carry no AA bit and ip6.arpa is not intercepted.
 """
 
-from corednstw import dnswire as w
-from corednstw import log
-from corednstw import metrics
-from corednstw.plugin import Plugin, match
-from corednstw.request import Response
+from corednstw.core import dnswire as w
+from corednstw.core import logger
+from corednstw.core import metrics
+from corednstw.core.plugin import Plugin, match
+from corednstw.core.request import Response
 
 LOCALHOST_COUNT = metrics.counter(
     "coredns_local_localhost_requests_total",
@@ -44,8 +44,8 @@ class Local(Plugin):
         q = req.qname
         if len(q) > _LC and (q.endswith(".localhost.") or (
                 self.localhost_prefix and q.startswith("localhost."))):
-            if log.debug_enabled:
-                log.debug(self.name, "Intercepting localhost query for %s "
+            if logger.debug_enabled:
+                logger.debug(self.name, "Intercepting localhost query for %s "
                           "%s, from %s" % (_go_quote(q),
                                            w.type_text(req.qtype),
                                            req.client))

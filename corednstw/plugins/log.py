@@ -13,9 +13,9 @@ from decimal import Decimal
 
 from twisted.internet import defer
 
-from corednstw import dnswire as w
-from corednstw import log as clog
-from corednstw.plugin import Plugin, match
+from corednstw.core import dnswire as w
+from corednstw.core import logger as clog
+from corednstw.core.plugin import Plugin, match
 from corednstw.plugins import metadata
 
 NAME = "log"

@@ -11,10 +11,10 @@ seconds) the plugin switches itself off.
 import os
 import secrets
 
-from corednstw import dnswire as w
-from corednstw import log
-from corednstw.plugin import Plugin, match
-from corednstw.request import Response, make_query
+from corednstw.core import dnswire as w
+from corednstw.core import logger
+from corednstw.core.plugin import Plugin, match
+from corednstw.core.request import Response, make_query
 
 PROBE_FOR = 30.0
 RETRY = 1.0
@@ -22,7 +22,7 @@ PROBE_TIMEOUT = 2.0
 
 
 def default_exit(code):
-    """Stop the reactor and leave with ``code`` (log.Fatal's os.Exit)."""
+    """Stop the reactor and leave with ``code`` (logger.Fatal's os.Exit)."""
     from twisted.internet import reactor
 
     def hard():
@@ -67,7 +67,7 @@ class Loop(Plugin):
         if self.seen > 2:
             if not self.fatal:
                 self.fatal = True
-                log.fatal("loop", 'Loop (%s -> %s) detected for zone "%s", '
+                logger.fatal("loop", 'Loop (%s -> %s) detected for zone "%s", '
                           'see https://coredns.io/plugins/loop#troubleshooting'
                           '. Query: "HINFO %s"' % (
                               _join(req.client, req.port), self.addr,
@@ -150,8 +150,8 @@ def setup(d, block):
         raise d.arg_error()
     zone = "."
     if block.keys:
-        from corednstw import zones
-        z = zones.normalize(block.keys[0].key)
+        from corednstw.core import names
+        z = names.normalize(block.keys[0].key)
         if z:
             zone = z[0]
     return Loop(zone)

@@ -14,7 +14,7 @@ query: ``set_value`` is a no-op (returning False) when the block has no
 upstream, a wildcard match) call ``set_value`` then.
 """
 
-from corednstw.plugin import Plugin, match, zones_from_args
+from corednstw.core.plugin import Plugin, match, zones_from_args
 
 
 def is_label(label):

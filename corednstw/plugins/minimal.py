@@ -9,9 +9,9 @@ CoreDNS's server adds it after the plugin has written.
 import struct
 import time
 
-from corednstw import dnswire as w
-from corednstw.plugin import Plugin, then
-from corednstw.request import Response, parse_response
+from corednstw.core import dnswire as w
+from corednstw.core.plugin import Plugin, then
+from corednstw.core.request import Response, parse_response
 
 _SIG_TIMES = struct.Struct("!II")
 

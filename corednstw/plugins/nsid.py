@@ -4,11 +4,11 @@
 option get one back; its payload is DATA's bytes (dig shows them in hex).
 """
 
-from corednstw import dnswire as w
-from corednstw import request
-from corednstw.plugin import Plugin, then
+from corednstw.core import dnswire as w
+from corednstw.core import request
+from corednstw.core.plugin import Plugin, then
 from corednstw.plugins.chaos import hostname
-from corednstw.request import NoReply, Response, parse_response
+from corednstw.core.request import NoReply, Response, parse_response
 
 NSID = 3
 

@@ -1,7 +1,7 @@
 """prometheus: counts every query of the block and serves /metrics.
 
 ``prometheus [ADDRESS]`` (default localhost:9153).  Middleware: it passes the
-query on, then records the answer in the core families (corednstw.vars).
+query on, then records the answer in the core families (corednstw.core.metrics).
 The metrics endpoint is shared by every block naming the same address.
 """
 
@@ -9,12 +9,11 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry
 from prometheus_client import PlatformCollector, ProcessCollector
 from prometheus_client import generate_latest
 
-from corednstw import config as configlib
-from corednstw import dnswire as w
-from corednstw import httpd
-from corednstw import metrics
-from corednstw import vars
-from corednstw.plugin import Plugin, match, then
+from corednstw.core import config as configlib
+from corednstw.core import dnswire as w
+from corednstw.service import httpd
+from corednstw.core import metrics
+from corednstw.core.plugin import Plugin, match, then
 
 DEFAULT_ADDRESS = "localhost:9153"
 
@@ -74,7 +73,7 @@ class Prometheus(Plugin):
         else:
             rcode, plugin = resp.rcode, resp.plugin
             size = len(resp.finish(req))
-        vars.report(req.server, req, self._zone(req), req.view, rcode,
+        metrics.report(req.server, req, self._zone(req), req.view, rcode,
                     plugin, size,
                     req.block.config.app.clock() - req.start)
         return resp
@@ -87,7 +86,7 @@ class Prometheus(Plugin):
             for host in hosts:
                 label = configlib.server_label(key.transport, host, key.port)
                 for p in block.plugins:
-                    vars.PLUGIN_ENABLED.set(
+                    metrics.PLUGIN_ENABLED.set(
                         (label, key.zone, block.view, p.name), 1)
 
 

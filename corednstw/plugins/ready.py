@@ -5,9 +5,9 @@ ready, 503 with their sorted, comma-joined names until then.
 once is not asked again; during shutdown /ready says 503 "Shutting down".
 """
 
-from corednstw import httpd
-from corednstw import log
-from corednstw.plugin import Plugin
+from corednstw.service import httpd
+from corednstw.core import logger
+from corednstw.core.plugin import Plugin
 
 DEFAULT_ADDRESS = ":8181"
 
@@ -35,7 +35,7 @@ class Ready(Plugin):
         if not waiting:
             return 200, "OK"
         names = ",".join(sorted(waiting))
-        log.info("ready", "Plugins not ready: %r" % names)
+        logger.info("ready", "Plugins not ready: %r" % names)
         return 503, names
 
 

@@ -12,11 +12,11 @@ import hashlib
 import json
 import random
 
-from corednstw import corefile
-from corednstw import log
-from corednstw import metrics
-from corednstw.durations import parse_duration
-from corednstw.plugin import Plugin
+from corednstw.core import corefile
+from corednstw.core import logger
+from corednstw.core import metrics
+from corednstw.core.durations import parse_duration
+from corednstw.core.plugin import Plugin
 
 MIN_INTERVAL = 2.0
 MIN_JITTER = 1.0
@@ -64,7 +64,7 @@ class Reload(Plugin):
             if first is not None and first is not self:
                 return
         self.running_digest = digest(self.block.config.sources)
-        log.info("reload", "Running configuration SHA512 = %s"
+        logger.info("reload", "Running configuration SHA512 = %s"
                  % self.running_digest)
         self._schedule()
 
@@ -78,7 +78,7 @@ class Reload(Plugin):
         try:
             blocks = app.parse()
         except (corefile.CorefileError, OSError) as e:
-            log.warning("reload", "Corefile parse failed: %s" % e)
+            logger.warning("reload", "Corefile parse failed: %s" % e)
             self._schedule()
             return
         new = digest(blocks)

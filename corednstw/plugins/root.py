@@ -7,8 +7,8 @@ warning; one that exists but cannot be examined is an error.
 
 import os
 
-from corednstw import log
-from corednstw.plugin import Plugin
+from corednstw.core import logger
+from corednstw.core.plugin import Plugin
 
 
 class Root(Plugin):
@@ -37,7 +37,7 @@ def setup(d, block):
     try:
         os.stat(root)
     except FileNotFoundError:
-        log.warning("root", "Root path does not exist: %s" % root)
+        logger.warning("root", "Root path does not exist: %s" % root)
     except OSError as e:
         raise d.error("unable to access root path '%s': %s"
                       % (root, e.strerror or e))

@@ -8,7 +8,7 @@ retried after 250ms, doubling up to 10s.  Then the SOA timers run: every
 over TCP and a newer zone transferred; a failed check is retried every
 ``retry`` (plus up to 2s); when ``expire`` passes without a successful
 check the zone answers SERVFAIL.  A NOTIFY from a primary is answered and
-triggers the check at once.  Lookups follow corednstw.zone.
+triggers the check at once.  Lookups follow corednstw.engines.authority.
 """
 
 import random
@@ -16,13 +16,13 @@ import random
 from twisted.internet import defer, protocol
 from twisted.protocols.basic import Int16StringReceiver
 
-from corednstw import dnswire as w
-from corednstw import log
-from corednstw import zone as zonelib
-from corednstw.durations import format_duration
-from corednstw.plugin import Fallthrough, zones_from_args
+from corednstw.core import dnswire as w
+from corednstw.core import logger
+from corednstw.engines import authority
+from corednstw.core.durations import format_duration
+from corednstw.core.plugin import Fallthrough, zones_from_args
 from corednstw.plugins.transfer import parse_peer
-from corednstw.request import make_query, parse_response
+from corednstw.core.request import make_query, parse_response
 
 TIMEOUT = 10.0
 FIRST_RETRY = 0.25
@@ -140,7 +140,7 @@ def soa_serial(reactor, peer, zone, timeout=TIMEOUT):
             return True        # no serial (not an error, as in CoreDNS)
         for rr in resp.answer:
             if rr.rtype == w.SOA:
-                found.append(zonelib.soa_serial(rr))
+                found.append(authority.soa_serial(rr))
                 break
         return True
     return exchange(reactor, peer, query, msgid, on_message,
@@ -165,7 +165,7 @@ def _hp(peer):
     return "[%s]:%d" % (host, port) if ":" in host else "%s:%d" % (host, port)
 
 
-class Secondary(zonelib.ZoneServer):
+class Secondary(authority.ZoneServer):
     name = "secondary"
     once = False
 
@@ -173,7 +173,7 @@ class Secondary(zonelib.ZoneServer):
     jitter = staticmethod(lambda limit: random.uniform(0, limit))
 
     def __init__(self):
-        zonelib.ZoneServer.__init__(self)
+        authority.ZoneServer.__init__(self)
         self.secondaries = {}
         self.fall = Fallthrough()
         self.running = False
@@ -193,8 +193,8 @@ class Secondary(zonelib.ZoneServer):
         if z is None:
             if req.opcode == w.OPCODE_NOTIFY:
                 return self.notify_received(req, origin)
-            z = zonelib.ZoneData(origin)   # not transferred yet: SERVFAIL
-        return zonelib.ZoneServer.serve_zone(self, req, origin, z)
+            z = authority.ZoneData(origin)   # not transferred yet: SERVFAIL
+        return authority.ZoneServer.serve_zone(self, req, origin, z)
 
     # -- life cycle -----------------------------------------------------------
 
@@ -220,7 +220,7 @@ class Secondary(zonelib.ZoneServer):
 
     def _initial(self, sz, delay):
         def failed(f):
-            log.warning(self.name, "All '%s' masters failed to transfer, "
+            logger.warning(self.name, "All '%s' masters failed to transfer, "
                         "retrying in %s: %s" % (sz.origin,
                                                 format_duration(delay),
                                                 f.getErrorMessage()))
@@ -236,7 +236,7 @@ class Secondary(zonelib.ZoneServer):
         z = self.zone_map.get(sz.origin)
         if z is None or z.soa is None:
             return
-        _, refresh, retry, expire, _ = zonelib.soa_timers(z.soa)
+        _, refresh, retry, expire, _ = authority.soa_timers(z.soa)
         sz.retry = max(retry, 1)
         self._later(sz, max(refresh, 1) + self.jitter(5.0), self._check, sz,
                     False)
@@ -245,7 +245,7 @@ class Secondary(zonelib.ZoneServer):
     def _expire(self, sz):
         if sz.retry_active:
             self.expired.add(sz.origin)
-        self._later(sz, max(zonelib.soa_timers(
+        self._later(sz, max(authority.soa_timers(
             self.zone_map[sz.origin].soa)[3], 1), self._expire, sz)
 
     def _check(self, sz, retrying):
@@ -256,7 +256,7 @@ class Secondary(zonelib.ZoneServer):
             self._restart(sz)
 
         def failed(f):
-            log.warning(self.name, "Failed %s check %s" % (
+            logger.warning(self.name, "Failed %s check %s" % (
                 "retry" if retrying else "refresh", f.getErrorMessage()))
             sz.retry_active = True
             self._later(sz, sz.retry + self.jitter(2.0), self._check, sz,
@@ -288,7 +288,7 @@ class Secondary(zonelib.ZoneServer):
         z = self.zone_map.get(sz.origin)
         if z is None or z.soa is None:
             return True
-        return zonelib.serial_less(z.serial, serial)
+        return authority.serial_less(z.serial, serial)
 
     @defer.inlineCallbacks
     def check(self, sz):
@@ -310,15 +310,15 @@ class Secondary(zonelib.ZoneServer):
             for peer in sz.primaries:
                 try:
                     rrs = yield axfr(self.reactor, peer, sz.origin)
-                    data = zonelib.from_records(sz.origin, rrs)
+                    data = authority.from_records(sz.origin, rrs)
                 except Exception as e:
-                    log.error(self.name, "Failed to transfer `%s' from %s: %s"
+                    logger.error(self.name, "Failed to transfer `%s' from %s: %s"
                               % (sz.origin, _hp(peer), e))
                     err = e
                     continue
                 self.zone_map[sz.origin] = data
                 self.expired.discard(sz.origin)
-                log.info(self.name, "Transferred: %s from %s" % (sz.origin,
+                logger.info(self.name, "Transferred: %s from %s" % (sz.origin,
                                                                  _hp(peer)))
                 self.notify_peers(sz.origin)
                 return data
@@ -331,8 +331,8 @@ class Secondary(zonelib.ZoneServer):
     def notify_received(self, req, origin):
         sz = self.secondaries.get(origin)
         if sz is None or not any(p[0] == req.client for p in sz.primaries):
-            return zonelib.ZoneServer.notify_received(self, req, origin)
-        log.info(self.name, "Notify from %s for %s: checking transfer" % (
+            return authority.ZoneServer.notify_received(self, req, origin)
+        logger.info(self.name, "Notify from %s for %s: checking transfer" % (
             req.client, origin))
         if self.running:
             self.reactor.callLater(0, self._notified, sz, req.client)
@@ -341,13 +341,13 @@ class Secondary(zonelib.ZoneServer):
     def _notified(self, sz, client):
         def done(newer):
             if not newer:
-                log.info(self.name, "Notify from %s for %s: no SOA serial "
+                logger.info(self.name, "Notify from %s for %s: no SOA serial "
                          "increase seen" % (client, sz.origin))
             else:
                 self._restart(sz)
 
         def failed(f):
-            log.warning(self.name, "Notify from %s for %s: transfer failed: "
+            logger.warning(self.name, "Notify from %s for %s: transfer failed: "
                         "%s" % (client, sz.origin, f.getErrorMessage()))
         self.check(sz).addCallbacks(done, failed)
 

@@ -5,8 +5,8 @@ between 1s and 24h.  Stored in ``block.settings["timeouts"]`` (seconds, and
 the query count); the listener takes them from the blocks it serves.
 """
 
-from corednstw.durations import format_duration, parse_duration
-from corednstw.plugin import Plugin
+from corednstw.core.durations import format_duration, parse_duration
+from corednstw.core.plugin import Plugin
 
 MIN = 1.0
 MAX = 24 * 3600.0

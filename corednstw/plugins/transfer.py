@@ -22,10 +22,10 @@ import ipaddress
 from twisted.internet import defer, protocol
 from twisted.python.failure import Failure
 
-from corednstw import dnswire as w
-from corednstw import log
-from corednstw.plugin import Plugin, match, zones_from_args
-from corednstw.request import Response, encode, make_query
+from corednstw.core import dnswire as w
+from corednstw.core import logger
+from corednstw.core.plugin import Plugin, match, zones_from_args
+from corednstw.core.request import Response, encode, make_query
 
 #: A transfer message is flushed before its records pass this many bytes.
 BATCH_BYTES = 63000
@@ -135,7 +135,7 @@ class Transfer(Plugin):
         soa = first if first is not None and first.rtype == w.SOA else None
         count = sum(len(m) for m in msgs)
         if count == 1 and soa is not None:
-            log.info(self.name, 'Outgoing noop, incremental transfer for up '
+            logger.info(self.name, 'Outgoing noop, incremental transfer for up '
                      'to date zone "%s" to %s for %d SOA serial' % (
                          req.name, req.client, _serial(soa)))
             return Response(w.NOERROR, [soa], plugin=self.name)
@@ -143,7 +143,7 @@ class Transfer(Plugin):
                               plugin=self.name)
         for m in msgs[1:]:
             resp.more.append(encode(req, Response(w.NOERROR, m, aa=True)))
-        log.info(self.name, 'Outgoing transfer of %d records of zone "%s" to '
+        logger.info(self.name, 'Outgoing transfer of %d records of zone "%s" to '
                  '%s for %d SOA serial' % (count, req.name, req.client,
                                            _serial(soa) if soa else 0))
         return resp
@@ -172,13 +172,13 @@ class Transfer(Plugin):
         self.pending.discard(d)
         if isinstance(result, Failure):
             if not result.check(defer.CancelledError):
-                log.warning(self.name, "Failed sending notifies: %s"
+                logger.warning(self.name, "Failed sending notifies: %s"
                             % result.getErrorMessage())
         return None
 
 
 def _serial(soa):
-    from corednstw.zone import soa_serial
+    from corednstw.engines.authority import soa_serial
     return soa_serial(soa)
 
 

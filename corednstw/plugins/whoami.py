@@ -8,9 +8,9 @@ AAAA record of the client for the query name and an SRV record
 import socket
 import struct
 
-from corednstw import dnswire as w
-from corednstw.plugin import Plugin
-from corednstw.request import Response
+from corednstw.core import dnswire as w
+from corednstw.core.plugin import Plugin
+from corednstw.core.request import Response
 
 _SRV_HEAD = struct.Struct("!HHIHHHH")
 

@@ -11,9 +11,9 @@ import os
 
 from twisted.internet import defer
 
-from corednstw import log
-from corednstw.durations import parse_duration
-from corednstw.plugin import Fallthrough, zones_from_args
+from corednstw.core import logger
+from corednstw.core.durations import parse_duration
+from corednstw.core.plugin import Fallthrough, zones_from_args
 from corednstw.plugins.kubernetes import selector as sel
 from corednstw.plugins.kubernetes import store as st
 from corednstw.plugins.kubernetes import watch as wt
@@ -116,13 +116,13 @@ class Plugin(Kubernetes):
                 return
             now = reactor.seconds()
             if now - start >= self.startup_timeout:
-                log.warning(self.name,
+                logger.warning(self.name,
                             "starting server with unsynced Kubernetes API")
                 d.callback(None)
                 return
             if now >= state["log"]:
                 state["log"] = now + 0.5
-                log.info(self.name, "waiting for Kubernetes API before "
+                logger.info(self.name, "waiting for Kubernetes API before "
                          "starting server")
             self._timer = reactor.callLater(0.01, check)
         check()
@@ -164,7 +164,7 @@ def setup(d, block):
             if not args:
                 raise c.arg_error()
             if len(args) > 1:
-                log.warning("kubernetes", "Multiple endpoints have been "
+                logger.warning("kubernetes", "Multiple endpoints have been "
                             "deprecated, only the first specified endpoint "
                             "'%s' is used" % args[0])
             opts["endpoint"] = args[0]

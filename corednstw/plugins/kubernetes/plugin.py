@@ -6,13 +6,13 @@ import struct
 
 from twisted.internet import defer
 
-from corednstw import dnswire as w
-from corednstw import log
-from corednstw.plugin import Plugin, Readiness, is_deferred, match
+from corednstw.core import dnswire as w
+from corednstw.core import logger
+from corednstw.core.plugin import Plugin, Readiness, is_deferred, match
 from corednstw.plugins.metadata import set_value
 from corednstw.plugins.kubernetes import records as rec
-from corednstw.request import Response
-from corednstw.zones import is_subdomain
+from corednstw.core.request import Response
+from corednstw.core.names import is_subdomain
 
 DNS_SCHEMA_VERSION = "1.1.0"
 TXT_VERSION = w.txt_rdata(DNS_SCHEMA_VERSION)
@@ -198,7 +198,7 @@ class Kubernetes(Plugin, Readiness):
         try:
             out = self._answer(req, qtype, zone, zcase, base)
         except Exception as e:
-            log.error(self.name, "%s: %s" % (req.name, e))
+            logger.error(self.name, "%s: %s" % (req.name, e))
             return Response(w.SERVFAIL, plugin=self.name)
         if is_deferred(out):
             return out.addCallback(self._finish, req, zone, zcase)

@@ -9,7 +9,7 @@ computed here, once per change, not per query.
 import ipaddress
 import socket
 
-from corednstw import dnswire as w
+from corednstw.core import dnswire as w
 
 CLUSTER_IP, HEADLESS, EXTERNAL = 0, 1, 2
 

@@ -9,8 +9,8 @@ end: one store, no copy.
 import datetime
 import time
 
-from corednstw import log
-from corednstw import metrics
+from corednstw.core import logger
+from corednstw.core import metrics
 from corednstw.plugins.kubernetes import records as rec
 
 PROGRAMMING = metrics.histogram(
@@ -203,7 +203,7 @@ class Store:
         try:
             tt = datetime.datetime.fromisoformat(sl.trigger).timestamp()
         except ValueError:
-            log.warning("kubernetes", "DnsProgrammingLatency cannot be "
+            logger.warning("kubernetes", "DnsProgrammingLatency cannot be "
                         "calculated for Endpoints '%s/%s'; invalid %r "
                         "annotation RFC3339 value of %r" % (
                             sl.ns, sl.name, rec.TRIGGER_TIME, sl.trigger))

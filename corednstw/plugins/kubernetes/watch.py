@@ -18,8 +18,8 @@ import threading
 import time
 from urllib.parse import urlparse
 
-from corednstw import log
-from corednstw import metrics
+from corednstw.core import logger
+from corednstw.core import metrics
 from corednstw.plugins.kubernetes import records as rec
 from corednstw.plugins.kubernetes import store as st
 
@@ -229,7 +229,7 @@ class Watcher:
                     break
                 if rv is not None:
                     rv = self.rv or rv
-                self.deliver(log.error, "kubernetes", "%s: %s" % (
+                self.deliver(logger.error, "kubernetes", "%s: %s" % (
                     self.kind, _reason(e)))
                 backoff = min(max(BACKOFF_START, backoff * 2), BACKOFF_MAX)
                 self.stopped.wait(backoff * (0.5 + random.random() / 2))

@@ -24,10 +24,10 @@ import struct
 
 from twisted.internet import defer
 
-from corednstw import dnswire as w
-from corednstw import log
-from corednstw.durations import parse_duration
-from corednstw.plugin import END, Plugin, then
+from corednstw.core import dnswire as w
+from corednstw.core import logger
+from corednstw.core.durations import parse_duration
+from corednstw.core.plugin import END, Plugin, then
 
 # Lookup results (CoreDNS's file.Result).
 SUCCESS, NAME_ERROR, DELEGATION, NO_DATA, SERVER_FAILURE = range(5)
@@ -787,7 +787,7 @@ class ZoneServer(Plugin):
         if req.opcode == w.OPCODE_NOTIFY and self.handles_notify:
             return self.notify_received(req, origin)
         if origin in self.expired:
-            log.error(self.name, "Zone %s is expired" % origin)
+            logger.error(self.name, "Zone %s is expired" % origin)
             return self.respond(req, w.SERVFAIL, aa=False)
         out = z.lookup(req, self.upstream)
         if type(out) is tuple:
@@ -795,7 +795,7 @@ class ZoneServer(Plugin):
         return out.addCallback(self._write, req)
 
     def notify_received(self, req, origin):
-        log.info(self.name, "Dropping notify from %s for %s" % (req.client,
+        logger.info(self.name, "Dropping notify from %s for %s" % (req.client,
                                                                 origin))
         return drop()
 
@@ -840,7 +840,7 @@ class ZoneServer(Plugin):
 def drop():
     """An answer that writes nothing to the client (CoreDNS returns
     success without writing, e.g. for a NOTIFY it ignores)."""
-    from corednstw.request import Response
+    from corednstw.core.request import Response
     r = Response(w.NOERROR, plugin="")
     r.wire = b""
     return r

@@ -16,13 +16,13 @@ is kept out of the request path.
 
 from twisted.internet import defer
 
-from corednstw import dnswire as w
-from corednstw.request import Response
+from corednstw.core import dnswire as w
+from corednstw.core.request import Response
 
 
 def _normalize(name):
-    from corednstw import zones
-    return zones.normalize(name)
+    from corednstw.core import names
+    return names.normalize(name)
 
 
 def match(zones, qname):

@@ -10,7 +10,7 @@ twisted.names records.  This is not on any hot path.
 from twisted.internet import defer
 from twisted.names import common, dns as tdns, error
 
-from corednstw.request import Request, encode, make_query
+from corednstw.core.request import Request, encode, make_query
 
 
 class ChainResolver(common.ResolverBase):

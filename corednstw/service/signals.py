@@ -9,9 +9,7 @@ handlers, which would re-raise the signal and exit with -15.
 import os
 import signal
 
-from corednstw import log
-
-
+from corednstw.core import logger
 def install(app):
     reactor = app.reactor
 
@@ -20,22 +18,22 @@ def install(app):
     def graceful(signum, _frame):
         if signum == signal.SIGINT:
             if interrupted:     # a second ^C: no waiting for lameduck
-                log.info("", "SIGINT: Force quit")
+                logger.info("", "SIGINT: Force quit")
                 os._exit(2)
             interrupted.append(True)
-            log.info("", "SIGINT: Shutting down")
+            logger.info("", "SIGINT: Shutting down")
         else:
-            log.info("", "SIGTERM: Shutting down servers then terminating")
+            logger.info("", "SIGTERM: Shutting down servers then terminating")
         reactor.callFromThread(reactor.stop)
 
     def immediate(signum, _frame):
-        log.info("", "SIGQUIT: Quitting process immediately")
+        logger.info("", "SIGQUIT: Quitting process immediately")
         os._exit(0)
 
     def reload(signum, _frame):
         fn = getattr(app, "reload", None)
         if fn is not None:
-            log.info("", "SIGUSR1: Reloading")
+            logger.info("", "SIGUSR1: Reloading")
             reactor.callFromThread(fn)
 
     signal.signal(signal.SIGTERM, graceful)

@@ -9,7 +9,7 @@ size), with CoreDNS's EDNS echo and truncation rules.
 
 import struct
 
-from corednstw import dnswire as w
+from corednstw.core import dnswire as w
 
 _HEADER = struct.Struct("!HHHHHH")
 _QTAIL = struct.Struct("!HH")

@@ -22,11 +22,11 @@ from twisted.internet import defer, protocol
 from twisted.protocols.basic import Int16StringReceiver
 from twisted.protocols.policies import TimeoutMixin
 
-from corednstw import dnswire as w
-from corednstw import log
-from corednstw import vars
-from corednstw.plugin import END, is_deferred
-from corednstw.request import RecordError, Request, Response
+from corednstw.core import dnswire as w
+from corednstw.core import logger
+from corednstw.core import metrics
+from corednstw.core.plugin import END, is_deferred
+from corednstw.core.request import RecordError, Request, Response
 
 _HDR = struct.Struct("!HHHHHH")
 
@@ -211,22 +211,22 @@ class Mux:
 
     def _failed(self, failure, req, send):
         self.inflight -= 1
-        log.error("", "Recovered from panic in server: %r %s" % (
+        logger.error("", "Recovered from panic in server: %r %s" % (
             self.label, failure.getErrorMessage()))
         if _stacktrace(req):
             failure.printTraceback(file=sys.__stdout__)
-        vars.PANICS.inc()
+        metrics.PANICS.inc()
         self._drop(req, w.SERVFAIL, send)
 
     def _panic(self, req, send):
         """A plugin raised: log as CoreDNS does, count, answer SERVFAIL
         (counted under zone "dropped", as errorAndMetricsFunc does)."""
         exc = sys.exc_info()[1]
-        log.error("", "Recovered from panic in server: %r %s" % (
+        logger.error("", "Recovered from panic in server: %r %s" % (
             self.label, exc))
         if _stacktrace(req):
             traceback.print_exc(file=sys.__stdout__)
-        vars.PANICS.inc()
+        metrics.PANICS.inc()
         try:
             self._drop(req, w.SERVFAIL, send)
         except Exception:
@@ -236,7 +236,7 @@ class Mux:
         """No question: SERVFAIL, counted under zone "dropped"."""
         req.qtype = 0
         wire = no_question(req)
-        vars.report(self.label, req, vars.DROPPED, "", w.SERVFAIL, "",
+        metrics.report(self.label, req, metrics.DROPPED, "", w.SERVFAIL, "",
                     len(wire), 0.0)
         send(wire)
 
@@ -244,7 +244,7 @@ class Mux:
         """Answer ``rcode`` outside any chain (no block takes the query, or
         a plugin panicked); counted under zone "dropped"."""
         wire = Response(rcode).finish(req)
-        vars.report(self.label, req, vars.DROPPED, "", rcode, "", len(wire),
+        metrics.report(self.label, req, metrics.DROPPED, "", rcode, "", len(wire),
                     0.0)
         send(wire)
 
@@ -282,7 +282,7 @@ class DNSDatagramProtocol(protocol.DatagramProtocol):
             self._sendto(wire, addr)
         except OSError as e:
             if e.errno not in _SEND_DROP:
-                log.error("", "UDP write to %s failed: %s" % (addr[0], e))
+                logger.error("", "UDP write to %s failed: %s" % (addr[0], e))
 
 
 class Timeouts:

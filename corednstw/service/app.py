@@ -13,14 +13,14 @@ import time
 from twisted.application import service
 from twisted.internet import defer, task
 
-from corednstw import config as configlib
-from corednstw import corefile
-from corednstw import dnswire as w
-from corednstw import httpd
-from corednstw import log
-from corednstw import server
-from corednstw.durations import format_duration
-from corednstw.request import make_query, parse_response
+from corednstw.core import config as configlib
+from corednstw.core import corefile
+from corednstw.core import dnswire as w
+from corednstw.service import httpd
+from corednstw.core import logger
+from corednstw.core import server
+from corednstw.core.durations import format_duration
+from corednstw.core.request import make_query, parse_response
 
 DEFAULT_COREFILE = ".:%d {\n    whoami\n    log\n}\n"
 
@@ -95,8 +95,8 @@ class App(service.Service):
                     seen.append(text)
         for text in seen + ["CoreDNS-%s" % COREDNS_VERSION,
                             "linux/python, corednstw"]:
-            if not log.quiet:
-                log.raw(text)
+            if not logger.quiet:
+                logger.raw(text)
 
     def stopService(self):
         """Shut down: lameduck first (health's ``lameduck``: keep serving,
@@ -105,7 +105,7 @@ class App(service.Service):
         self.lameduck = True
         duck = self._lameduck()
         if duck > 0:
-            log.info("health", "Going into lameduck mode for %s"
+            logger.info("health", "Going into lameduck mode for %s"
                      % format_duration(duck))
             return task.deferLater(self.reactor, duck, self._shutdown)
         return self._shutdown()
@@ -138,7 +138,7 @@ class App(service.Service):
             try:
                 d = p.start()
             except Exception as e:
-                log.error(p.name, "start failed: %s" % e)
+                logger.error(p.name, "start failed: %s" % e)
                 raise
             if isinstance(d, defer.Deferred):
                 ds.append(d)
@@ -192,7 +192,7 @@ class App(service.Service):
         old configuration was kept.
         """
         from corednstw.plugins import reload as reloadmod
-        log.info("", "Reloading")
+        logger.info("", "Reloading")
         opened = {}
         try:
             new = self.load()
@@ -216,7 +216,7 @@ class App(service.Service):
             for lst in opened.values():
                 lst.udp.stopListening()
                 lst.tcp.stopListening()
-            log.error("", "Corefile changed but reload failed: %s" % e)
+            logger.error("", "Corefile changed but reload failed: %s" % e)
             reloadmod.FAILED.inc()
             return False
         old = self.config
@@ -250,9 +250,9 @@ class App(service.Service):
                 site.stopListening()
         self._start_plugins(new)
         self._drain(old, kept)
-        log.info("reload", "Running configuration SHA512 = %s"
+        logger.info("reload", "Running configuration SHA512 = %s"
                  % reloadmod.digest(new.sources))
-        log.info("", "Reloading complete")
+        logger.info("", "Reloading complete")
         return True
 
     def _bind_http(self, cfg):
@@ -317,7 +317,7 @@ class App(service.Service):
                     try:
                         p.stop()
                     except Exception as e:
-                        log.error(p.name, "stop failed: %s" % e)
+                        logger.error(p.name, "stop failed: %s" % e)
         check()
 
     # -- helpers for plugins and tests -------------------------------------------
@@ -387,13 +387,13 @@ class Listener:
 
 def _default_ports(blocks, dns_port):
     """Keys that name no port take --dns-port (CoreDNS's -dns.port)."""
-    from corednstw import zones
+    from corednstw.core import names
     for sb in blocks:
         keys = []
         for key in sb.keys:
             if key.transport == "dns":
-                rest = zones.split_transport(key.key)[1]
-                if not zones.split_host_port(rest)[1]:
+                rest = names.split_transport(key.key)[1]
+                if not names.split_host_port(rest)[1]:
                     key = dataclasses.replace(key, port=str(dns_port))
             keys.append(key)
         sb.keys = keys

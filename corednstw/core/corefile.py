@@ -55,8 +55,8 @@ import re
 import sys
 from dataclasses import dataclass, field
 
-from corednstw import directives as _directives
-from corednstw import zones as _zones
+from corednstw.core import directives as _directives
+from corednstw.core import names
 
 MAX_SNIPPET_EXPANSIONS = 10000
 MAX_FILE_EXPANSIONS = 100000
@@ -458,12 +458,12 @@ class _Parser:
 def resolve_key(key):
     """A server block key as the ZoneAddrs it stands for (ValueError with
     CoreDNS's message when it is not a zone)."""
-    transport, rest = _zones.split_transport(key)
-    hosts, port = _zones.split_host_port(rest)
+    transport, rest = names.split_transport(key)
+    hosts, port = names.split_host_port(rest)
     for h in hosts:
-        _zones.split_host_port(_zones.fqdn(h))
-    port = port or _zones.DEFAULT_PORTS[transport]
-    return [ZoneAddr(transport, _zones.normalize_name(h), port, key) for h in hosts]
+        names.split_host_port(names.fqdn(h))
+    port = port or names.DEFAULT_PORTS[transport]
+    return [ZoneAddr(transport, names.normalize_name(h), port, key) for h in hosts]
 
 
 def parse(text, filename="Corefile", env=None):

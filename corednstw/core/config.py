@@ -5,9 +5,9 @@ switched: a reload that fails keeps the old configuration) and groups the
 blocks into listeners, one per (transport, address, port).
 """
 
-from corednstw import corefile
-from corednstw import directives
-from corednstw.plugin import END
+from corednstw.core import corefile
+from corednstw.core import directives
+from corednstw.core.plugin import END
 
 SUPPORTED_TRANSPORTS = ("dns",)
 

@@ -9,7 +9,10 @@ import tempfile
 from twisted.internet import defer, reactor
 from twisted.trial import unittest
 
+from zope.interface import implementer
+
 from corednstw.core.corefile import CorefileError
+from corednstw.core.interfaces import IForwarderTap, IMetadataProvider
 from corednstw.core.plugin import Plugin
 from corednstw.plugins import dnstap
 from tests import framestream as fs
@@ -156,6 +159,7 @@ class TapTest(unittest.TestCase):
                          '{/test/label}_{/test/none}"\n    }')
         block = self.app.config.blocks[0]
 
+        @implementer(IMetadataProvider)
         class Provider(Plugin):
             name = "provider"
 
@@ -180,7 +184,7 @@ class TapTest(unittest.TestCase):
     def test_forwarder_interface(self):
         yield self.start("dnstap %(sock)s full")
         block = self.app.config.blocks[0]
-        taps = block.find("tap_forwarder_query")
+        taps = block.find(IForwarderTap)
         self.assertEqual(taps, [self.tap])
         from corednstw.core.request import Request, make_query
         req = Request(make_query("example.org.", 1), "127.0.0.1", 5000)
@@ -392,7 +396,7 @@ class SetupTest(unittest.TestCase):
     def test_repeatable(self):
         s = util.Direct(self, ".:0 {\n    dnstap a\n    dnstap b\n"
                               "    whoami\n}\n")
-        taps = s.app.config.blocks[0].find("tap_forwarder_query")
+        taps = s.app.config.blocks[0].find(IForwarderTap)
         self.assertEqual([t.output.address for t in taps], ["a", "b"])
 
 

@@ -3,12 +3,16 @@ rest of the chain; values are strings or callables returning strings."""
 
 from twisted.trial import unittest
 
+from zope.interface import implementer
+
+from corednstw.core.interfaces import IMetadataProvider
 from corednstw.core.corefile import CorefileError
 from corednstw.core.plugin import Plugin
 from corednstw.plugins import metadata
 from tests import util
 
 
+@implementer(IMetadataProvider)
 class _Provider(Plugin):
     """A plugin publishing two values (one computed when read)."""
 

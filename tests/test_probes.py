@@ -3,6 +3,9 @@
 from twisted.internet import defer, task
 from twisted.trial import unittest
 
+from zope.interface import implementer
+
+from corednstw.core.interfaces import IReadiness
 from corednstw.core import metrics
 from tests import util
 
@@ -123,6 +126,7 @@ class MetricsTest(unittest.TestCase):
         self.assertEqual(status, 404)
 
 
+@implementer(IReadiness)
 class _Slow:
     """A readiness reporter that becomes ready when told."""
 

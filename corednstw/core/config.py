@@ -7,6 +7,7 @@ blocks into listeners, one per (transport, address, port).
 
 from corednstw.core import corefile
 from corednstw.core import directives
+from corednstw.core.interfaces import IHTTPEndpointOwner, IReadiness
 from corednstw.core.plugin import END
 
 SUPPORTED_TRANSPORTS = ("dns",)
@@ -55,12 +56,11 @@ class Block:
                 return p
         return None
 
-    def find(self, kind):
-        """Plugins that are instances of ``kind`` or define method ``kind``
-        (lookup by interface, not by import)."""
-        if isinstance(kind, str):
-            return [p for p in self.plugins if callable(getattr(p, kind, None))]
-        return [p for p in self.plugins if isinstance(p, kind)]
+    def find(self, interface):
+        """The plugins of this block that provide ``interface`` (one of
+        corednstw.core.interfaces), in chain order: plugins find each
+        other by interface, never by import or method name."""
+        return [p for p in self.plugins if interface.providedBy(p)]
 
     def directive_names(self):
         return [p.name for p in self.plugins]
@@ -98,13 +98,13 @@ class Config:
         for b in self.blocks:
             yield from b.plugins
 
+    def find(self, interface):
+        """Every plugin of every block that provides ``interface``."""
+        return [p for b in self.blocks for p in b.find(interface)]
+
     def ready_reporters(self):
-        """Plugins with a ``ready()`` method, for the ready plugin."""
-        seen = []
-        for p in self.plugins():
-            if callable(getattr(p, "ready", None)) and p not in seen:
-                seen.append(p)
-        return seen
+        """The IReadiness providers, for the ready plugin."""
+        return self.find(IReadiness)
 
 
 def build(app, path, blocks, errors=None):
@@ -139,6 +139,9 @@ def _build_block(cfg, sb, index, errors=None):
     for d in ordered:
         try:
             plugin = _setup(d, block)
+            if plugin is not None and IHTTPEndpointOwner.providedBy(plugin):
+                for address, path, resource in plugin.http_endpoints():
+                    block.config.handle_http(address, path, resource, d)
         except corefile.CorefileError as e:
             if errors is None:
                 raise

@@ -155,10 +155,3 @@ def zones_from_args(args, block):
     for a in args:
         out.extend(_normalize(a))
     return out
-
-
-class Readiness:
-    """Mixin for plugins that report readiness to the ``ready`` plugin."""
-
-    def ready(self):
-        return True

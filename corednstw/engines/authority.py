@@ -23,10 +23,12 @@ import re
 import struct
 
 from twisted.internet import defer
+from zope.interface import implementer
 
 from corednstw.core import dnswire as w
 from corednstw.core import logger
 from corednstw.core.durations import parse_duration
+from corednstw.core.interfaces import ITransferer
 from corednstw.core.plugin import END, Plugin, then
 
 # Lookup results (CoreDNS's file.Result).
@@ -738,6 +740,7 @@ def _q(s):
 
 # -- serving -----------------------------------------------------------------------
 
+@implementer(ITransferer)
 class ZoneServer(Plugin):
     """Serving shared by file, auto and secondary: ``self.zone_map`` maps
     an origin to its ZoneData (or None until loaded), ``self.fall`` is the

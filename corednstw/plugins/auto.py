@@ -17,6 +17,7 @@ from twisted.internet import task, threads
 
 from corednstw.core import logger
 from corednstw.engines import authority
+from corednstw.core.interfaces import IZoneAdder
 from corednstw.core.plugin import END, match, zones_from_args
 from corednstw.plugins.file import resolve
 
@@ -92,7 +93,7 @@ class Auto(authority.ZoneServer):
                 self.names.append(origin)
                 # Like CoreDNS's metrics.AddZone: prometheus labels queries
                 # with the zone auto loaded, not only the block's key.
-                for p in self.block.find("add_zone"):
+                for p in self.block.find(IZoneAdder):
                     p.add_zone(origin)
             if reloaded:
                 logger.info(self.name, "Successfully reloaded zone %s in %s "

@@ -19,7 +19,7 @@ counted beyond it; the drop count is logged every 10 seconds, as CoreDNS
 does.  A lost connection is re-established with backoff.
 
 The forward plugin (or any plugin talking to an upstream) finds the taps of
-its block with ``block.find("tap_forwarder_query")`` and calls
+its block with ``block.find(IForwarderTap)`` and calls
 ``tap_forwarder_query`` / ``tap_forwarder_response`` on each.
 """
 
@@ -30,8 +30,10 @@ import time
 
 from twisted.internet import defer, protocol, task
 from twisted.internet.protocol import ReconnectingClientFactory
+from zope.interface import implementer
 
 from corednstw.core import logger
+from corednstw.core.interfaces import IForwarderTap
 from corednstw.core.plugin import Plugin, then
 from corednstw.core.request import NoReply
 
@@ -500,6 +502,7 @@ def _now():
     return time.time_ns()
 
 
+@implementer(IForwarderTap)
 class Dnstap(Plugin):
     """One ``dnstap`` line: a tap in the chain and its output."""
 

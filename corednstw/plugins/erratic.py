@@ -11,9 +11,11 @@ ready only while its query count is 3 or 4.
 """
 
 from twisted.internet import task
+from zope.interface import implementer
 
 from corednstw.core import dnswire as w
 from corednstw.core.durations import parse_duration
+from corednstw.core.interfaces import IReadiness
 from corednstw.core.plugin import Plugin
 from corednstw.core.request import NoReply, Response
 
@@ -41,6 +43,7 @@ def transfer_records(name, truncate):
     return rrs
 
 
+@implementer(IReadiness)
 class Erratic(Plugin):
     name = "erratic"
 

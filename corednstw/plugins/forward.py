@@ -27,6 +27,7 @@ from corednstw.core import logger
 from corednstw.core import metrics
 from corednstw.core import names
 from corednstw.core.durations import format_duration, parse_duration
+from corednstw.core.interfaces import IForwarderTap
 from corednstw.core.plugin import Plugin
 from corednstw.core.request import RawResponse, Response, make_query
 
@@ -650,7 +651,7 @@ class Forward(Plugin):
         app = self.block.config.app
         self.reactor = app.reactor
         self.clock = getattr(app.reactor, "seconds", app.clock)
-        self.taps = tuple(self.block.find("tap_forwarder_query"))
+        self.taps = tuple(self.block.find(IForwarderTap))
         for p in self.proxies:
             p.start(self.reactor, self.clock)
 

@@ -12,11 +12,13 @@ reactor like any client's, so a slow answer means a busy reactor.
 """
 
 from twisted.internet import task
+from zope.interface import implementer
 
 from corednstw.service import httpd
 from corednstw.core import logger
 from corednstw.core import metrics
 from corednstw.core.durations import format_duration, parse_duration
+from corednstw.core.interfaces import IHTTPEndpointOwner, ILameduck
 from corednstw.core.plugin import Plugin
 
 DEFAULT_ADDRESS = ":8080"
@@ -34,6 +36,7 @@ FAILURES = metrics.counter(
     "The number of times the health check failed.")
 
 
+@implementer(ILameduck, IHTTPEndpointOwner)
 class Health(Plugin):
     name = "health"
     in_chain = False
@@ -46,6 +49,9 @@ class Health(Plugin):
         self._pool = None
         self._busy = False
         self.url_text = None
+
+    def http_endpoints(self):
+        return [(self.address, "/health", httpd.Text(_ok))]
 
     # -- the self-check --------------------------------------------------------
 
@@ -146,5 +152,4 @@ def setup(d, block):
         except ValueError:
             raise d.error("unable to parse lameduck duration value: '%s'"
                           % c.args[0])
-    block.config.handle_http(address, "/health", httpd.Text(_ok), d)
     return Health(address, lameduck)

@@ -14,6 +14,7 @@ query: ``set_value`` is a no-op (returning False) when the block has no
 upstream, a wildcard match) call ``set_value`` then.
 """
 
+from corednstw.core.interfaces import IMetadataProvider
 from corednstw.core.plugin import Plugin, match, zones_from_args
 
 
@@ -63,7 +64,7 @@ class Metadata(Plugin):
         p = self._providers
         if p is None:
             p = self._providers = [x.metadata for x in
-                                   self.block.find("metadata")]
+                                   self.block.find(IMetadataProvider)]
         return p
 
     def start(self):

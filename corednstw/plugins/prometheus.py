@@ -8,11 +8,13 @@ The metrics endpoint is shared by every block naming the same address.
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry
 from prometheus_client import PlatformCollector, ProcessCollector
 from prometheus_client import generate_latest
+from zope.interface import implementer
 
 from corednstw.core import config as configlib
 from corednstw.core import dnswire as w
 from corednstw.service import httpd
 from corednstw.core import metrics
+from corednstw.core.interfaces import IHTTPEndpointOwner, IZoneAdder
 from corednstw.core.plugin import Plugin, match, then
 
 DEFAULT_ADDRESS = "localhost:9153"
@@ -44,12 +46,16 @@ class MetricsResource(httpd.Text):
     render_HEAD = render_GET
 
 
+@implementer(IHTTPEndpointOwner, IZoneAdder)
 class Prometheus(Plugin):
     name = "prometheus"
 
     def __init__(self, address):
         self.address = address
         self.extra_zones = []
+
+    def http_endpoints(self):
+        return [(self.address, "/metrics", MetricsResource())]
 
     def add_zone(self, zone):
         """Label queries for ``zone`` with it (plugins that load zones at
@@ -91,6 +97,4 @@ class Prometheus(Plugin):
 
 
 def setup(d, block):
-    address = httpd.address_arg(d, DEFAULT_ADDRESS)
-    block.config.handle_http(address, "/metrics", MetricsResource(), d)
-    return Prometheus(address)
+    return Prometheus(httpd.address_arg(d, DEFAULT_ADDRESS))

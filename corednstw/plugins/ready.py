@@ -5,13 +5,17 @@ ready, 503 with their sorted, comma-joined names until then.
 once is not asked again; during shutdown /ready says 503 "Shutting down".
 """
 
+from zope.interface import implementer
+
 from corednstw.service import httpd
 from corednstw.core import logger
+from corednstw.core.interfaces import IHTTPEndpointOwner
 from corednstw.core.plugin import Plugin
 
 DEFAULT_ADDRESS = ":8181"
 
 
+@implementer(IHTTPEndpointOwner)
 class Ready(Plugin):
     name = "ready"
     in_chain = False
@@ -19,6 +23,9 @@ class Ready(Plugin):
     def __init__(self, address):
         self.address = address
         self.done = set()
+
+    def http_endpoints(self):
+        return [(self.address, "/ready", httpd.Text(self.status))]
 
     def status(self):
         app = self.block.config.app
@@ -41,6 +48,4 @@ class Ready(Plugin):
 
 def setup(d, block):
     address = httpd.address_arg(d, DEFAULT_ADDRESS)
-    p = Ready(address)
-    block.config.handle_http(address, "/ready", httpd.Text(p.status), d)
-    return p
+    return Ready(address)

@@ -24,6 +24,7 @@ from twisted.python.failure import Failure
 
 from corednstw.core import dnswire as w
 from corednstw.core import logger
+from corednstw.core.interfaces import ITransferer
 from corednstw.core.plugin import Plugin, match, zones_from_args
 from corednstw.core.request import Response, encode, make_query
 
@@ -105,7 +106,7 @@ class Transfer(Plugin):
     def transferers(self):
         if self.block is None:
             return []
-        return self.block.find("transfer_records")
+        return self.block.find(ITransferer)
 
     def serve(self, req):
         qtype = req.qtype

@@ -20,6 +20,7 @@ from corednstw.service import httpd
 from corednstw.core import logger
 from corednstw.core import server
 from corednstw.core.durations import format_duration
+from corednstw.core.interfaces import IInheritable, ILameduck
 from corednstw.core.request import make_query, parse_response
 
 DEFAULT_COREFILE = ".:%d {\n    whoami\n    log\n}\n"
@@ -113,8 +114,8 @@ class App(service.Service):
     def _lameduck(self):
         if self.config is None:
             return 0.0
-        return max([getattr(p, "lameduck", 0.0) or 0.0
-                    for p in self.config.plugins()] or [0.0])
+        return max([p.lameduck or 0.0
+                    for p in self.config.find(ILameduck)] or [0.0])
 
     def _shutdown(self):
         ds = []
@@ -288,15 +289,14 @@ class App(service.Service):
             if d is not None:
                 olds.setdefault((p.name, _tree(d), tuple(p.block.zones)),
                                 []).append(p)
-        for p in new.plugins():
-            inherit = getattr(p, "inherit", None)
+        for p in new.find(IInheritable):
             d = getattr(p, "directive", None)
-            if inherit is None or d is None:
+            if d is None:
                 continue
             cands = olds.get((p.name, _tree(d), tuple(p.block.zones)))
             if cands:
                 q = cands.pop(0)
-                if inherit(q):
+                if p.inherit(q):
                     kept.add(id(q))
         return kept
 

@@ -10,9 +10,11 @@ selectors).  ``setup`` here parses the Corefile stanza.
 import os
 
 from twisted.internet import defer
+from zope.interface import implementer
 
 from corednstw.core import logger
 from corednstw.core.durations import parse_duration
+from corednstw.core.interfaces import IInheritable
 from corednstw.core.plugin import Fallthrough, zones_from_args
 from corednstw.plugins.kubernetes import selector as sel
 from corednstw.plugins.kubernetes import store as st
@@ -25,6 +27,7 @@ __all__ = ["Kubernetes", "setup"]
 POD_MODES = ("disabled", "verified", "insecure")
 
 
+@implementer(IInheritable)
 class Plugin(Kubernetes):
     """The plugin with its life cycle: watch threads and startup wait."""
 

@@ -5,10 +5,13 @@ import ipaddress
 import struct
 
 from twisted.internet import defer
+from zope.interface import implementer
 
 from corednstw.core import dnswire as w
 from corednstw.core import logger
-from corednstw.core.plugin import Plugin, Readiness, is_deferred, match
+from corednstw.core.interfaces import (IMetadataProvider, IReadiness,
+                                       ITransferer)
+from corednstw.core.plugin import Plugin, is_deferred, match
 from corednstw.plugins.metadata import set_value
 from corednstw.plugins.kubernetes import records as rec
 from corednstw.core.request import Response
@@ -116,7 +119,8 @@ def _is_reverse(name):
     return name.endswith(".in-addr.arpa.") or name.endswith(".ip6.arpa.")
 
 
-class Kubernetes(Plugin, Readiness):
+@implementer(IReadiness, ITransferer, IMetadataProvider)
+class Kubernetes(Plugin):
     name = "kubernetes"
 
     def __init__(self, zones):

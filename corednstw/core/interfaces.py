@@ -1,0 +1,102 @@
+"""The hooks the core and plugins call on each other, declared in one place.
+
+A plugin that offers a hook says so with ``@implementer(IHook)`` on its
+class; whoever needs it asks the block: ``block.find(IHook)`` returns the
+block's plugins that provide it, in chain order.  Nothing is looked up by
+method-name strings, and no plugin imports another to find it (CoreDNS's
+plugins find each other by Go interface the same way).
+
+Why zope.interface and not typing.Protocol: the lookup happens at run time
+(``providedBy`` on plugin objects, at setup and start, never per query), and
+a Protocol is a static-typing device whose ``runtime_checkable`` form only
+checks that method names exist.  zope.interface is Twisted's own idiom
+(IResolver, IProtocol), it is already installed with Twisted, a declaration
+is explicit (a plugin does not provide a hook by accident of naming), and
+``zope.interface.verify.verifyObject`` lets tests check an implementation
+against the declaration.
+
+See docs/development.md for an example of each hook.
+"""
+
+from zope.interface import Attribute, Interface
+
+
+class IReadiness(Interface):
+    """Reports readiness to the ``ready`` plugin (CoreDNS's ready.Readiness).
+
+    /ready answers 200 only when every provider in the configuration says
+    True; the names of those that do not are listed in the 503 body.
+    """
+
+    def ready():
+        """True once the plugin can answer (e.g. its data is synced)."""
+
+
+class IMetadataProvider(Interface):
+    """Fills metadata for the ``metadata`` plugin (CoreDNS's
+    metadata.Provider).  Called once per query in the metadata plugin's
+    zones, before the rest of the chain runs."""
+
+    def metadata(req):
+        """Set values with ``plugins.metadata.set_value(req, key, value)``;
+        a value may be a callable evaluated when first read."""
+
+
+class ITransferer(Interface):
+    """Holds zones the ``transfer`` plugin can send out (CoreDNS's
+    transfer.Transferer)."""
+
+    def transfer_records(zone, serial):
+        """Batches of ``dnswire.RR`` lists for an AXFR of ``zone`` (the
+        first and last record the SOA), or for IXFR when ``serial`` is
+        current a single SOA; None when this plugin does not hold ``zone``."""
+
+
+class IForwarderTap(Interface):
+    """Receives the messages a forwarder exchanges with its upstreams
+    (dnstap's FORWARDER_QUERY / FORWARDER_RESPONSE)."""
+
+    def tap_forwarder_query(req, upstream, wire=None, proto="udp",
+                            local=None, start=None):
+        """A query sent to ``upstream`` (host, port); returns the send time
+        (ns) to pass back with the response."""
+
+    def tap_forwarder_response(req, upstream, wire=None, proto="udp",
+                               local=None, start=None):
+        """The reply ``wire`` received from ``upstream``."""
+
+
+class IInheritable(Interface):
+    """Takes over the state of its predecessor across a reload (a
+    kubernetes watch and store survive an unchanged block)."""
+
+    def inherit(old):
+        """``old`` is the same directive, with the same arguments, in a block
+        with the same zones, from the configuration being replaced.  Return
+        True when its state was taken (the old plugin is then not stopped)."""
+
+
+class IZoneAdder(Interface):
+    """Learns zones that appear at run time (CoreDNS's AddZone: ``auto``
+    tells ``prometheus`` which zone label to use for new zones)."""
+
+    def add_zone(zone):
+        """``zone``, a lower-case FQDN, is now served by this block."""
+
+
+class ILameduck(Interface):
+    """Delays shutdown: the server keeps answering (and /health says OK)
+    for ``lameduck`` seconds after SIGTERM.  The longest one wins."""
+
+    lameduck = Attribute("Seconds to keep serving after a shutdown signal.")
+
+
+class IHTTPEndpointOwner(Interface):
+    """Serves HTTP paths (health, ready, prometheus, ...).  The
+    configuration binds each address once and mounts every owner's paths on
+    it; two directives claiming one path on one address is a setup error."""
+
+    def http_endpoints():
+        """A list of ``(address, path, resource)``: ``address`` as written in
+        the Corefile (``:8080``, ``127.0.0.1:9153``), ``resource`` a
+        twisted.web resource."""

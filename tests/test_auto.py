@@ -11,7 +11,7 @@ from twisted.trial import unittest
 from corednstw.core import corefile
 from corednstw.service.app import App
 from corednstw.plugins import auto
-from tests import util
+from tests.support import util
 
 ZONE = ("$ORIGIN %s\n@ 300 IN SOA ns admin %d 7200 3600 1209600 60\n"
         "@ 300 IN NS ns\nns 300 IN A 192.0.2.1\nwww 300 IN A %s\n"

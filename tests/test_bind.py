@@ -4,7 +4,7 @@ from twisted.internet import defer
 from twisted.trial import unittest
 
 from corednstw.plugins import bind
-from tests import util
+from tests.support import util
 
 
 class BindTest(unittest.TestCase):

@@ -9,9 +9,9 @@ from twisted.trial import unittest
 
 from corednstw.core import corefile
 from corednstw.plugins import cache as cachemod
-from tests import util
+from tests.support import util
 from tests.test_forward import build as _build
-from tests.upstream import Upstream
+from tests.support.upstream import Upstream
 
 
 def build(testcase, text):

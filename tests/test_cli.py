@@ -10,8 +10,8 @@ import dns.message
 import dns.query
 from twisted.trial import unittest
 
-from tests import util
-from tests.util import free_port
+from tests.support import util
+from tests.support.util import free_port
 
 TWISTD = os.path.join(os.path.dirname(sys.executable), "twistd")
 SHARED = os.path.join(util.REPO, "tests", "corefiles", "shared")

@@ -14,7 +14,7 @@ from kubernetes_validate.utils import ValidationError
 
 from corednstw.core import corefile
 from corednstw.core import directives
-from tests.util import REPO
+from tests.support.util import REPO
 
 DEPLOY = os.path.join(REPO, "deploy", "kubernetes")
 VERSION = kubernetes_validate.latest_version()

@@ -10,9 +10,9 @@ from twisted.trial import unittest
 from corednstw.core import corefile
 from corednstw.service.app import App
 from corednstw.plugins import dns64 as mod
-from tests import util
-from tests.unbound import Unbound
-from tests.upstream import Upstream
+from tests.support import util
+from tests.support.unbound import Unbound
+from tests.support.upstream import Upstream
 
 
 def parse(testcase, body):

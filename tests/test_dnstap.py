@@ -15,8 +15,8 @@ from corednstw.core.corefile import CorefileError
 from corednstw.core.interfaces import IForwarderTap, IMetadataProvider
 from corednstw.core.plugin import Plugin
 from corednstw.plugins import dnstap
-from tests import framestream as fs
-from tests import util
+from tests.support import framestream as fs
+from tests.support import util
 
 M = fs.Message
 

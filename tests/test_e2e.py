@@ -1,6 +1,6 @@
 """End to end: the shared example Corefiles, run the way users run them.
 
-Each test starts the real service (tests.util.start) on a shared example
+Each test starts the real service (tests.support.util.start) on a shared example
 Corefile changed only where a test must: DNS ports become 0 (or a free
 port where two ports must differ), HTTP addresses become loopback
 addresses on port 0, ``/etc/resolv.conf`` becomes a resolv.conf in a
@@ -28,10 +28,10 @@ from twisted.trial import unittest
 from corednstw.core import dnswire
 from corednstw.core import metrics
 from corednstw.plugins import loop as loopmod
-from tests import k8s_apiserver as k8s
-from tests import upstream as upstreammod
-from tests import util
-from tests.unbound import free_port
+from tests.support import k8s_apiserver as k8s
+from tests.support import upstream as upstreammod
+from tests.support import util
+from tests.support.unbound import free_port
 
 SHARED = os.path.join(util.REPO, "tests", "corefiles", "shared")
 TWISTD = os.path.join(os.path.dirname(sys.executable), "twistd")
@@ -1189,7 +1189,7 @@ https://example.net:8443 {
 class SnippetsCheckTest(unittest.TestCase):
 
     def test_transports_not_supported_yet(self):
-        from tests.unbound import make_certs
+        from tests.support.unbound import make_certs
         d = util.write_files(self, {"zones/example.net.db":
                                     MULTI_ZONES["example.net.db"]})
         _, cert, key = make_certs(d)

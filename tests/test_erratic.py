@@ -10,7 +10,7 @@ from twisted.trial import unittest
 from corednstw.core import corefile
 from corednstw.core.plugin import Plugin
 from corednstw.plugins import cancel as cancelmod
-from tests import util
+from tests.support import util
 
 
 def erratic_of(d):

@@ -11,7 +11,7 @@ from twisted.trial import unittest
 from corednstw.core import corefile
 from corednstw.core import dnswire as w
 from corednstw.core.request import Response
-from tests import util
+from tests.support import util
 
 
 def failing(text, rcode=w.SERVFAIL):
@@ -28,9 +28,9 @@ class Base(unittest.TestCase):
         self.log = util.capture_log(self)
 
     def direct(self, errors="errors", fn=None):
+        self.clock = task.Clock()
         x = util.Direct(self, "example.org:0 {\n    %s\n    whoami\n}\n"
-                        % errors)
-        self.clock = x.app.reactor = task.Clock()
+                        % errors, clock=self.clock)
         self.plugin = x.app.config.blocks[0].plugin("errors")
         if fn is not None:
             self.plugin.next = util.Stub(fn)

@@ -15,7 +15,7 @@ from twisted.trial import unittest
 from corednstw.core import corefile
 from corednstw.engines import authority
 from corednstw.core.request import make_query
-from tests import util
+from tests.support import util
 
 ZONES = os.path.join(util.REPO, "tests", "zones")
 

@@ -12,9 +12,9 @@ from twisted.trial import unittest
 from corednstw.core import corefile
 from corednstw.service.app import App
 from corednstw.plugins import forward as fwd
-from tests import util
-from tests.unbound import Unbound
-from tests.upstream import Upstream
+from tests.support import util
+from tests.support.unbound import Unbound
+from tests.support.upstream import Upstream
 
 
 def build(testcase, text, files=None):
@@ -621,7 +621,7 @@ class ConformanceTest(Served, unittest.TestCase):
     def test_default_connect_attempt_cap(self):
         """Two connection attempts per upstream, then SERVFAIL with the
         last error (refused TCP connections)."""
-        from tests.unbound import free_port
+        from tests.support.unbound import free_port
         for n in (1, 3):
             ports = [free_port() for _ in range(n)]
             errors = util.capture_log(self)
@@ -642,7 +642,7 @@ class ConformanceTest(Served, unittest.TestCase):
 
     @defer.inlineCallbacks
     def test_max_connect_attempts(self):
-        from tests.unbound import free_port
+        from tests.support.unbound import free_port
         dead = free_port()
         for attempts in (1, 10):
             port = yield self.serve(
@@ -813,7 +813,7 @@ class DnstapTest(unittest.TestCase):
     def serve(self, forward, full=" full"):
         import tempfile
         from twisted.internet import reactor
-        from tests import framestream as fs
+        from tests.support import framestream as fs
         d = tempfile.mkdtemp(prefix="fwd-tap-")
         self.addCleanup(__import__("shutil").rmtree, d, True)
         sock = os.path.join(d, "tap.sock")
@@ -825,7 +825,7 @@ class DnstapTest(unittest.TestCase):
         return app.port()
 
     def messages(self, mtype=None):
-        from tests import framestream as fs
+        from tests.support import framestream as fs
         out = [f.message for f in self.col.frames]
         if mtype is not None:
             out = [m for m in out if m.type == getattr(fs.Message, mtype)]
@@ -833,7 +833,7 @@ class DnstapTest(unittest.TestCase):
 
     @defer.inlineCallbacks
     def test_udp_and_tcp_exchanges(self):
-        from tests import framestream as fs
+        from tests.support import framestream as fs
         M = fs.Message
         up = Upstream().start()
         self.addCleanup(up.stop)

@@ -11,7 +11,7 @@ from twisted.trial import unittest
 from corednstw.core import corefile
 from corednstw.core import dnswire as w
 from corednstw.plugins import hosts
-from tests import util
+from tests.support import util
 
 # CoreDNS's hostsExample, including its two lines that are not entries.
 EXAMPLE = """

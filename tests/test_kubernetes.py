@@ -14,8 +14,8 @@ from twisted.trial import unittest
 
 from corednstw.core import dnswire as w
 from corednstw.core.request import Response
-from tests import k8s_apiserver as k8s
-from tests import util
+from tests.support import k8s_apiserver as k8s
+from tests.support import util
 
 SOA = ("cluster.local. 5 IN SOA ns.dns.cluster.local. "
        "hostmaster.cluster.local. SERIAL 7200 1800 86400 5")

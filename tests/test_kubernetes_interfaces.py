@@ -11,8 +11,8 @@ from twisted.internet import defer
 from twisted.trial import unittest
 
 from corednstw.core.request import parse_response
-from tests import k8s_apiserver as k8s
-from tests import util
+from tests.support import k8s_apiserver as k8s
+from tests.support import util
 from tests.test_kubernetes import cluster
 
 

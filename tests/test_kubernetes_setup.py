@@ -4,7 +4,7 @@ from twisted.trial import unittest
 
 from corednstw.core import corefile
 from corednstw.plugins import kubernetes as kp
-from tests import util
+from tests.support import util
 
 
 class SetupTest(unittest.TestCase):

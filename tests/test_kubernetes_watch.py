@@ -11,8 +11,8 @@ from twisted.trial import unittest
 
 from corednstw.core import metrics
 from corednstw.plugins.kubernetes import watch as wt
-from tests import k8s_apiserver as k8s
-from tests import util
+from tests.support import k8s_apiserver as k8s
+from tests.support import util
 
 S = "svc.cluster.local."
 

@@ -12,7 +12,7 @@ from corednstw.core import corefile
 from corednstw.core import dnswire as w
 from corednstw.plugins import loadbalance as lb
 from corednstw.core.request import RawResponse, Request, Response, make_query
-from tests import util
+from tests.support import util
 
 
 def rr(text):

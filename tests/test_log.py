@@ -12,7 +12,7 @@ from corednstw.core import corefile
 from corednstw.core import dnswire as w
 from corednstw.plugins import log as logplugin
 from corednstw.core.request import RawResponse, Response
-from tests import util
+from tests.support import util
 
 
 class FakeClock:

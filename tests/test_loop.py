@@ -6,9 +6,9 @@ from twisted.trial import unittest
 
 from corednstw.core import corefile
 from corednstw.plugins import loop as loopmod
-from tests import util
-from tests.unbound import free_port
-from tests.upstream import Upstream
+from tests.support import util
+from tests.support.unbound import free_port
+from tests.support.upstream import Upstream
 
 
 class LoopTest(unittest.TestCase):

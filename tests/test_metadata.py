@@ -9,7 +9,7 @@ from corednstw.core.interfaces import IMetadataProvider
 from corednstw.core.corefile import CorefileError
 from corednstw.core.plugin import Plugin
 from corednstw.plugins import metadata
-from tests import util
+from tests.support import util
 
 
 @implementer(IMetadataProvider)

@@ -6,7 +6,7 @@ import os
 
 from twisted.trial import unittest
 
-from tests import util
+from tests.support import util
 
 
 class PackagesTest(unittest.TestCase):

@@ -7,7 +7,7 @@ from zope.interface import implementer
 
 from corednstw.core.interfaces import IReadiness
 from corednstw.core import metrics
-from tests import util
+from tests.support import util
 
 # Bound to an address of its own, so the server label (and with it every
 # counter checked here) belongs to this test alone.

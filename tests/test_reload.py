@@ -5,7 +5,7 @@ from twisted.internet import defer
 from twisted.trial import unittest
 
 from corednstw.plugins import reload as reloadmod
-from tests import util
+from tests.support import util
 
 V1 = """.:0 {
     whoami

@@ -17,7 +17,7 @@ from corednstw.core import dnswire as w
 from corednstw.core import metrics
 from corednstw.plugins import reload as reloadmod
 from corednstw.core.request import make_query
-from tests import util
+from tests.support import util
 from tests import test_signals
 
 HDR = struct.Struct("!HHHHHH")

@@ -11,7 +11,7 @@ from twisted.trial import unittest
 
 from corednstw.core import corefile
 from corednstw.service.app import App
-from tests import knot, util
+from tests.support import knot, util
 
 ZONE = """\
 $ORIGIN example.org.
@@ -143,7 +143,7 @@ class ShouldTransfer(unittest.TestCase):
         sz.primaries = [("127.0.0.1", app.port())]
         self.assertFalse((yield p.should_transfer(sz)))
         # One that does not answer at all: the check fails.
-        from tests import knot
+        from tests.support import knot
         sz.primaries = [("127.0.0.1", knot.free_port())]
         with self.assertRaises(secondary.TransferError):
             yield p.should_transfer(sz)

@@ -16,7 +16,7 @@ from twisted.trial import unittest
 from corednstw.core import dnswire as w
 from corednstw.core import metrics
 from corednstw.core.request import Request, Response, encode, make_query
-from tests import util
+from tests.support import util
 
 HDR = struct.Struct("!HHHHHH")
 WHOAMI = ".:0 {\n    whoami\n}\n"

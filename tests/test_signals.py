@@ -10,7 +10,7 @@ import dns.query
 import dns.rcode
 from twisted.trial import unittest
 
-from tests import util
+from tests.support import util
 from tests.test_cli import TWISTD, free_port
 
 SERVING = """.:{port} {{

@@ -22,10 +22,9 @@ from corednstw.core import dnswire as w
 from corednstw.core.plugin import Plugin
 from corednstw.plugins import chaos as chaosmod
 from corednstw.plugins import minimal as minimalmod
-from corednstw.plugins import root as rootmod
 from corednstw.plugins.debug import hexdump
 from corednstw.core.request import RawResponse, Request, Response, make_query
-from tests import util
+from tests.support import util
 
 
 def setup_error(testcase, text):
@@ -564,8 +563,8 @@ class RootTest(unittest.TestCase):
         d = util.Direct(self, ".:0 {\n    root /tmp\n    whoami\n}\n")
         block = d.mux.zones["."][0][1]
         self.assertEqual(block.settings["root"], "/tmp")
-        self.assertEqual(rootmod.path(block, "db.example"), "/tmp/db.example")
-        self.assertEqual(rootmod.path(block, "/etc/hosts"), "/etc/hosts")
+        self.assertEqual(block.path("db.example"), "/tmp/db.example")
+        self.assertEqual(block.path("/etc/hosts"), "/etc/hosts")
         self.assertEqual(block.directive_names(), ["root", "whoami"])
         self.assertEqual(block.chain.name, "whoami")
 
@@ -589,7 +588,7 @@ class RootTest(unittest.TestCase):
 
     def test_no_root_resolves_as_given(self):
         d = util.Direct(self, ".:0 {\n    whoami\n}\n")
-        self.assertEqual(rootmod.path(d.mux.zones["."][0][1], "db"), "db")
+        self.assertEqual(d.mux.zones["."][0][1].path("db"), "db")
 
 
 class Boom(Plugin):

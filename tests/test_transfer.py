@@ -18,7 +18,7 @@ from corednstw.engines import authority
 from corednstw.service.app import App
 from corednstw.plugins import transfer
 from corednstw.core.request import parse_response
-from tests import util
+from tests.support import util
 
 ZONES = os.path.join(util.REPO, "tests", "zones")
 

@@ -3,7 +3,7 @@
 from twisted.internet import defer
 from twisted.trial import unittest
 
-from tests import util
+from tests.support import util
 
 
 class WhoamiTest(unittest.TestCase):

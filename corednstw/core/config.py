@@ -5,6 +5,8 @@ switched: a reload that fails keeps the old configuration) and groups the
 blocks into listeners, one per (transport, address, port).
 """
 
+import os
+
 from corednstw.core import corefile
 from corednstw.core import directives
 from corednstw.core.interfaces import IHTTPEndpointOwner, IReadiness
@@ -42,6 +44,14 @@ class Block:
     @property
     def app(self):
         return self.config.app
+
+    def path(self, name):
+        """``name`` resolved against the block's ``root`` directory when it
+        is relative (CoreDNS's root plugin); unchanged otherwise."""
+        root = self.settings.get("root")
+        if root and not os.path.isabs(name):
+            return os.path.join(root, name)
+        return name
 
     def accepts(self, req):
         for f in self.filters:
@@ -158,6 +168,7 @@ def _build_block(cfg, sb, index, errors=None):
             plugin.name = d.name
         plugin.block = block
         plugin.directive = d
+        plugin.reactor = block.config.app.reactor
         block.plugins.append(plugin)
         if plugin.in_chain:
             chain.append(plugin)

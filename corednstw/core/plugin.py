@@ -64,7 +64,10 @@ class Plugin:
 
     Attributes: ``name`` (the directive), ``next`` (the following plugin, or
     the chain's end), ``block`` (the server block it belongs to), ``zones``
-    (the plugin's own zones: its arguments or the block's keys).
+    (the plugin's own zones: its arguments or the block's keys),
+    ``reactor`` (the App's reactor, set with ``block``: timers and threads
+    go through it so tests can pass a ``task.Clock``; nothing on a request
+    path imports the global reactor).
     """
 
     name = "plugin"
@@ -75,6 +78,7 @@ class Plugin:
 
     next = None
     block = None
+    reactor = None
     zones = ()
 
     def serve(self, req):

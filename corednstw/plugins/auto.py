@@ -19,7 +19,6 @@ from corednstw.core import logger
 from corednstw.engines import authority
 from corednstw.core.interfaces import IZoneAdder
 from corednstw.core.plugin import END, match, zones_from_args
-from corednstw.plugins.file import resolve
 
 DEFAULT_REGEX = r"db\.(.*)"
 DEFAULT_TEMPLATE = "{1}"
@@ -56,7 +55,7 @@ class Auto(authority.ZoneServer):
         d = self.scan()
         if self.reload > 0:
             self.loop = task.LoopingCall(self.scan)
-            self.loop.clock = self.block.config.app.reactor
+            self.loop.clock = self.reactor
             self.loop.start(self.reload, now=False)
         return d
 
@@ -185,7 +184,7 @@ def setup(d, block):
         if c.name == "directory":
             if not c.args or len(c.args) == 2 or len(c.args) > 3:
                 raise c.arg_error()
-            directory = resolve(block, c.args[0])
+            directory = block.path(c.args[0])
             if os.path.exists(directory) and not os.access(directory,
                                                            os.R_OK):
                 raise c.error("Unable to access root path '%s'" % directory)

@@ -446,7 +446,6 @@ class Cache(Plugin):
         self.prefer_positive = False
         #: The clock (Unix seconds); tests swap it for a fake one.
         self.now = time.time
-        self.reactor = None
         self.all_zones = True
         self._opts = {}
         self.pcache = self.ncache = None
@@ -455,9 +454,6 @@ class Cache(Plugin):
         self.pcache = Store(self.pcap)
         self.ncache = Store(self.ncap)
         self.all_zones = "." in self.zones
-
-    def start(self):
-        self.reactor = self.block.config.app.reactor
 
     # -- the hit path -----------------------------------------------------------------
 

@@ -22,7 +22,6 @@ class Cancel(Plugin):
 
     def __init__(self, timeout):
         self.timeout = timeout
-        self.reactor = None
 
     def serve(self, req):
         result = self.next.serve(req)
@@ -30,10 +29,7 @@ class Cancel(Plugin):
             return result
         if result.called:
             return result
-        reactor = self.reactor
-        if reactor is None:
-            reactor = self.reactor = self.block.config.app.reactor
-        timer = reactor.callLater(self.timeout, result.cancel)
+        timer = self.reactor.callLater(self.timeout, result.cancel)
 
         def done(value):
             if timer.active():

@@ -592,7 +592,7 @@ class Dnstap(Plugin):
     # -- life cycle -------------------------------------------------------------
 
     def start(self):
-        self.output.start(self.block.config.app.reactor)
+        self.output.start(self.reactor)
 
     def stop(self):
         return self.output.stop()
@@ -698,11 +698,8 @@ def _client_tls(host, skipverify):
 
 
 def _server_tls(d, block, certs, skipverify):
-    import os
     from twisted.internet import ssl
-    root = block.settings.get("root")
-    paths = [p if os.path.isabs(p) or not root else os.path.join(root, p)
-             for p in certs]
+    paths = [block.path(p) for p in certs]
     try:
         with open(paths[0], "rb") as f:
             cert = f.read()

@@ -55,7 +55,6 @@ class Erratic(Plugin):
         self.truncate = truncate
         self.duration = duration
         self.large = large
-        self.reactor = None
 
     def serve(self, req):
         nr = self.q
@@ -80,14 +79,10 @@ class Erratic(Plugin):
         else:
             resp = None     # the server answers SERVFAIL
         if delay:
-            return task.deferLater(self._reactor(), self.duration,
+            return task.deferLater(self.reactor, self.duration,
                                    lambda: resp)
         return resp
 
-    def _reactor(self):
-        if self.reactor is None:
-            self.reactor = self.block.config.app.reactor
-        return self.reactor
 
     def ready(self):
         return 3 <= self.q < 5

@@ -106,7 +106,7 @@ class Errors(Plugin):
             return False
         p.count += 1
         if p.count == 1:
-            p.timer = self._reactor().callLater(max(p.period, 0.0),
+            p.timer = self.reactor.callLater(max(p.period, 0.0),
                                                 self._summary, p)
             return not p.show_first
         return True
@@ -119,12 +119,6 @@ class Errors(Plugin):
         if cnt > 1 or not p.show_first:
             p.level(NAME, "%d errors like '%s' occurred in last %s"
                     % (cnt, p.text, format_duration(p.period)))
-
-    def _reactor(self):
-        if self.block is not None:
-            return self.block.config.app.reactor
-        from twisted.internet import reactor
-        return reactor
 
     def start(self):
         self.stopped = False

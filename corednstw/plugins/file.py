@@ -52,7 +52,7 @@ class File(authority.ZoneServer):
     # -- life cycle -------------------------------------------------------------
 
     def start(self):
-        reactor = self.block.config.app.reactor if self.block else None
+        reactor = self.reactor
         for zf in self.files:
             if zf.reload > 0 and reactor is not None:
                 zf.loop = task.LoopingCall(self.check, zf)
@@ -139,18 +139,10 @@ def load(path, origin, by_mtime=False):
     return data
 
 
-def resolve(block, path):
-    """A relative DBFILE is taken from the root plugin's directory."""
-    root = block.settings.get("root")
-    if not os.path.isabs(path) and root:
-        return os.path.join(root, path)
-    return path
-
-
 def setup(d, block):
     if not d.args:
         raise d.arg_error()
-    path = resolve(block, d.args[0])
+    path = block.path(d.args[0])
     origins = zones_from_args(d.args[1:], block)
     reload = DEFAULT_RELOAD
     by_mtime = False

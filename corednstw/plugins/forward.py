@@ -1133,9 +1133,7 @@ def _parse_option(d, c, f, o, block):
     elif name == "tls":
         if len(args) > 3:
             raise c.arg_error()
-        root = block.settings.get("root", "")
-        o.tls_args = [a if os.path.isabs(a) or not root
-                      else os.path.join(root, a) for a in args]
+        o.tls_args = [block.path(a) for a in args]
         for a in o.tls_args:
             if not os.path.exists(a):
                 raise c.error("open %s: no such file or directory" % a)

@@ -259,7 +259,7 @@ class Hosts(Plugin):
         if result is not None:
             self._install(*result)
         if self.reload > 0:
-            clock = self.block.config.app.reactor if self.block else None
+            clock = self.reactor
             self._loop = task.LoopingCall(self.check)
             if clock is not None:
                 self._loop.clock = clock
@@ -328,9 +328,7 @@ def setup(d, block):
     args = list(d.args)
     if args:
         path = args.pop(0)
-        root = block.settings.get("root")
-        if not os.path.isabs(path) and root:
-            path = os.path.join(root, path)
+        path = block.path(path)
         try:
             st = os.stat(path)
         except FileNotFoundError:

@@ -20,7 +20,6 @@ section actually has something to reorder.
 
 import hashlib
 import ipaddress
-import os
 import random
 
 from twisted.internet import task, threads
@@ -350,7 +349,7 @@ class LoadBalance(Plugin):
             raise RuntimeError("plugin/%s: %s" % (NAME, e))
         if wts.reload > 0:
             self._loop = task.LoopingCall(self._reload)
-            self._loop.clock = self.block.config.app.reactor
+            self._loop.clock = self.reactor
             self._loop.start(wts.reload, now=False)
 
     def _reload(self):
@@ -396,10 +395,7 @@ def setup(d, block):
             raise d.error("missing weight file argument")
         if len(args) > 2:
             raise d.error("unexpected argument(s)")
-        path = args[1]
-        root = block.settings.get("root")
-        if not os.path.isabs(path) and root:
-            path = os.path.join(root, path)
+        path = block.path(args[1])
         reload = DEFAULT_WEIGHT_RELOAD
         for c in d.children:
             if c.name != "reload":

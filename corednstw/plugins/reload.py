@@ -69,8 +69,7 @@ class Reload(Plugin):
         self._schedule()
 
     def _schedule(self):
-        reactor = self.block.config.app.reactor
-        self.call = reactor.callLater(self.interval, self._tick)
+        self.call = self.reactor.callLater(self.interval, self._tick)
 
     def _tick(self):
         self.call = None

@@ -1,5 +1,6 @@
 """root: the directory relative file names of the block are resolved
-against (``block.settings["root"]``; default: the working directory).
+against (``block.settings["root"]``, read through ``block.path(name)``;
+default: the working directory).
 
 A root that does not exist is allowed (it may appear later) with a
 warning; one that exists but cannot be examined is an error.
@@ -17,14 +18,6 @@ class Root(Plugin):
 
     def __init__(self, path):
         self.path = path
-
-
-def path(block, name):
-    """``name`` resolved against the block's root (if relative)."""
-    root = block.settings.get("root")
-    if root and not os.path.isabs(name):
-        return os.path.join(root, name)
-    return name
 
 
 def setup(d, block):

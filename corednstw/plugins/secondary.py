@@ -178,10 +178,6 @@ class Secondary(authority.ZoneServer):
         self.fall = Fallthrough()
         self.running = False
 
-    @property
-    def reactor(self):
-        return self.block.config.app.reactor
-
     def add(self, origin, primaries):
         if origin not in self.names:
             self.names.append(origin)

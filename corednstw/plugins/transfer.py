@@ -157,7 +157,7 @@ class Transfer(Plugin):
         x = self.longest(zone)
         if x is None:
             return defer.succeed(None)
-        reactor = self.block.config.app.reactor
+        reactor = self.reactor
         ds = []
         for h in x.to:
             if h == "*":

@@ -44,8 +44,7 @@ class Plugin(Kubernetes):
         return True
 
     def start(self):
-        from twisted.internet import reactor
-        self.reactor = reactor
+        reactor = self.reactor
         self.local_ips = self._bound_ips()
         if self._inherited:
             return None

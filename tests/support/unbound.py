@@ -20,7 +20,7 @@ from twisted.internet import defer, reactor
 from twisted.trial import unittest
 
 from corednstw.plugins.forward import exchange
-from tests.util import free_port  # noqa: F401 (knot, e2e and others import it here)
+from tests.support.util import free_port  # noqa: F401 (knot, e2e and others import it here)
 from corednstw.core.request import make_query
 
 UNBOUND = shutil.which("unbound") or "/usr/sbin/unbound"

@@ -16,7 +16,7 @@ from twisted.internet.error import TimeoutError
 from corednstw.core import logger
 from corednstw.service.app import App
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def free_port():
@@ -250,9 +250,11 @@ class Direct:
     """A configuration built without sockets: queries go straight into the
     block mux (sans-I/O table tests of the whole chain)."""
 
-    def __init__(self, testcase, corefile, files=None):
+    def __init__(self, testcase, corefile, files=None, clock=None):
+        """``clock``: a task.Clock the App and its plugins use as their
+        reactor (timers), instead of the real one."""
         d = write_files(testcase, dict(files or {}, Corefile=corefile))
-        self.app = App(os.path.join(d, "Corefile"), reactor=reactor,
+        self.app = App(os.path.join(d, "Corefile"), reactor=clock or reactor,
                        dns_port=0)
         self.app.config = cfg = self.app.load()
         self.muxes = self.app.build_muxes(cfg)

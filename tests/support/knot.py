@@ -15,8 +15,8 @@ import subprocess
 from twisted.internet import defer
 from twisted.trial import unittest
 
-from tests import util
-from tests.unbound import free_port  # noqa: F401 (shared helper)
+from tests.support import util
+from tests.support.unbound import free_port  # noqa: F401 (shared helper)
 
 KNOTD = shutil.which("knotd") or (
     "/usr/sbin/knotd" if os.path.exists("/usr/sbin/knotd") else None)

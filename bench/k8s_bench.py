@@ -128,7 +128,7 @@ def main():
     os.sched_setaffinity(0, {int(c) for c in a.client_cpu.split(",")})
 
     api = subprocess.Popen(
-        ["taskset", "-c", a.client_cpu, PY, "-m", "tests.k8s_apiserver",
+        ["taskset", "-c", a.client_cpu, PY, "-m", "tests.support.k8s_apiserver",
          "--services", str(n), "--namespaces", str(nns)],
         cwd=ROOT, stdout=subprocess.PIPE, text=True)
     url = api.stdout.readline().strip()

@@ -979,12 +979,13 @@ class UnboundTest(unittest.TestCase):
 class ReplyTest(unittest.TestCase):
 
     def test_reply_is_a_raw_response(self):
-        """forward's lean answer object reads like the core RawResponse."""
+        """The prebuilt answer forward relays reads like a RawResponse."""
         from corednstw.core.request import RawResponse
         for flags in (0x8180, 0x8583, 0x87B5, 0x8002):
             raw = bytes.fromhex("1234%04x000100000000000000000100"
                                 "01" % flags)
-            a, b = fwd._Reply(raw), RawResponse(raw, plugin="forward")
+            a = RawResponse.prebuilt(raw, "forward")
+            b = RawResponse(raw, plugin="forward")
             for attr in ("rcode", "flags", "answer", "authority",
                          "additional", "plugin", "opt", "wire", "raw",
                          "error", "more", "aa", "tc"):

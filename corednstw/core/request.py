@@ -368,6 +368,26 @@ class RawResponse(Response):
         self.flags = hdr[1] & 0x07F0
         self.rcode = hdr[1] & 0xF
 
+    @classmethod
+    def prebuilt(cls, raw, plugin, final=False):
+        """The one way to hand over an answer whose bytes already exist, on
+        hot paths (forward's relayed reply, cache's hit): no generic
+        constructor work, rcode and flags read straight from the header.
+        ``final``: the bytes are already this client's (ID, question case
+        and size done), so the server sends them as they are."""
+        r = cls.__new__(cls)
+        r.rcode = raw[3] & 0xF
+        r.flags = ((raw[2] << 8) | raw[3]) & 0x07F0
+        r.answer = []
+        r.authority = []
+        r.additional = []
+        r.plugin = plugin
+        r.opt = None
+        r.wire = raw if final else None
+        r.raw = raw
+        r._error = None
+        return r
+
 
 class NoReply(Response):
     """An answer that is never sent: the client hears nothing (erratic's

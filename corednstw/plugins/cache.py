@@ -21,7 +21,7 @@ from corednstw.core import metrics
 from corednstw.core import request as rq
 from corednstw.core.durations import parse_duration
 from corednstw.core.plugin import Plugin, match, then, zones_from_args
-from corednstw.core.request import Response
+from corednstw.core.request import RawResponse
 
 SHARDS = 256
 DEFAULT_CAP = 10000
@@ -400,24 +400,6 @@ class Store:
         return self.count
 
 
-class _Hit(Response):
-    """An answer the cache assembled: bytes final for this client."""
-
-    __slots__ = ()
-
-    def __init__(self, out, rcode, flags, plugin="cache"):
-        self._error = None
-        self.rcode = rcode
-        self.flags = flags & 0x07F0
-        self.answer = []
-        self.authority = []
-        self.additional = []
-        self.plugin = plugin
-        self.opt = None
-        self.wire = out
-        self.raw = out
-
-
 # -- the plugin ------------------------------------------------------------------
 
 class Cache(Plugin):
@@ -550,7 +532,7 @@ class Cache(Plugin):
             resp = rq.parse_response(out)
             resp.plugin = "cache"
             return resp
-        return _Hit(out, item.rcode, hf)
+        return RawResponse.prebuilt(out, "cache", final=True)
 
     def _opt(self, e):
         opts = e.options

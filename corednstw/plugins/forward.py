@@ -853,7 +853,7 @@ class _Exchange:
                     f.next_on_nodata and rcode == w.NOERROR
                     and data[6:8] == b"\x00\x00"):
                 return self._finish_next(nxt)
-        self._finish(_Reply(data))
+        self._finish(RawResponse.prebuilt(data, "forward"))
 
     def _tap(self, conn, data):
         """FORWARDER_QUERY (and FORWARDER_RESPONSE when a reply came) to
@@ -887,26 +887,6 @@ class _Exchange:
                 Response(w.SERVFAIL)))
         else:
             self._finish(r)
-
-
-class _Reply(RawResponse):
-    """An upstream's answer as it goes back (a RawResponse written by
-    forward), built without the generic constructor's work: rcode and
-    flags straight from the header bytes."""
-
-    __slots__ = ()
-
-    def __init__(self, raw):
-        self.rcode = raw[3] & 0xF
-        self.flags = ((raw[2] << 8) | raw[3]) & 0x07F0
-        self.answer = []
-        self.authority = []
-        self.additional = []
-        self.plugin = "forward"
-        self.opt = None
-        self.wire = None
-        self.raw = raw
-        self._error = None
 
 
 def _truncated(data):

@@ -10,8 +10,9 @@ from twisted.internet import defer
 from twisted.trial import unittest
 
 from corednstw.core import corefile
-from corednstw.service.app import App
+from corednstw.engines import upstream as engine
 from corednstw.plugins import forward as fwd
+from corednstw.service.app import App
 from tests.support import util
 from tests.support.unbound import Unbound
 from tests.support.upstream import Upstream
@@ -380,8 +381,8 @@ class ForwardTest(Served, unittest.TestCase):
         for _ in range(3):
             yield util.query(port, "a.example", "A", proto="tcp")
         labels = ("forward", up.addr(), "tcp")
-        self.assertEqual(fwd.CONN_MISSES.get(labels), 1)
-        self.assertEqual(fwd.CONN_HITS.get(labels), 2)
+        self.assertEqual(engine.CONN_MISSES.get(labels), 1)
+        self.assertEqual(engine.CONN_HITS.get(labels), 2)
 
     @defer.inlineCallbacks
     def test_force_tcp(self):
@@ -473,7 +474,7 @@ class ForwardTest(Served, unittest.TestCase):
         p1 = self.forwarders()[0].proxies[0]
         yield util.wait_for(lambda: p1.down(1))
         self.assertGreaterEqual(
-            fwd.HC_FAILURES.get(("forward", one.addr())), 2)
+            engine.HC_FAILURES.get(("forward", one.addr())), 2)
         yield util.query(port, "c.example", "A")
         self.assertEqual(two.count(name="c.example."), 1)
         # back: the health check sees it and queries return to it
@@ -547,7 +548,7 @@ class ForwardTest(Served, unittest.TestCase):
         up = self.upstream()
         port = yield self.serve(" forward . %s" % up.addr())
         yield util.query(port, "nxdomain.example", "A")
-        self.assertEqual(fwd.REQUEST_DURATION.count(
+        self.assertEqual(engine.REQUEST_DURATION.count(
             ("forward", up.addr(), "NXDOMAIN")), 1)
 
 
@@ -628,12 +629,12 @@ class ConformanceTest(Served, unittest.TestCase):
             port = yield self.serve(
                 " errors\n forward . %s {\n force_tcp\n max_fails 0\n }"
                 % " ".join("127.0.0.1:%d" % p for p in ports))
-            before = [fwd.CONN_MISSES.get(("forward", "127.0.0.1:%d" % p,
-                                           "tcp")) for p in ports]
+            before = [engine.CONN_MISSES.get(
+                ("forward", "127.0.0.1:%d" % p, "tcp")) for p in ports]
             m = yield util.query(port, "example.com", "A")
             self.assertEqual(m.rcode(), dns.rcode.SERVFAIL)
-            after = [fwd.CONN_MISSES.get(("forward", "127.0.0.1:%d" % p,
-                                          "tcp")) for p in ports]
+            after = [engine.CONN_MISSES.get(
+                ("forward", "127.0.0.1:%d" % p, "tcp")) for p in ports]
             self.assertEqual([a - b for a, b in zip(after, before)], [2] * n)
             yield util.wait_for(lambda: any("[ERROR]" in x
                                             for x in errors.lines))
@@ -649,10 +650,10 @@ class ConformanceTest(Served, unittest.TestCase):
                 " forward . 127.0.0.1:%d {\n force_tcp\n max_fails 0\n"
                 " max_connect_attempts %d\n }" % (dead, attempts))
             labels = ("forward", "127.0.0.1:%d" % dead, "tcp")
-            before = fwd.CONN_MISSES.get(labels)
+            before = engine.CONN_MISSES.get(labels)
             m = yield util.query(port, "example.com", "A")
             self.assertEqual(m.rcode(), dns.rcode.SERVFAIL)
-            self.assertEqual(fwd.CONN_MISSES.get(labels) - before, attempts)
+            self.assertEqual(engine.CONN_MISSES.get(labels) - before, attempts)
 
     @defer.inlineCallbacks
     def test_all_upstreams_down(self):
@@ -954,8 +955,8 @@ class UnboundTest(unittest.TestCase):
             self.assertEqual(util.rrs(m), [
                 "mail.example.test. 300 IN MX 10 mx.example.test."])
         labels = ("forward", "127.0.0.1:%d" % self.ub.tls_port, "tcp-tls")
-        self.assertEqual(fwd.CONN_MISSES.get(labels), 1)
-        self.assertEqual(fwd.CONN_HITS.get(labels), 1)
+        self.assertEqual(engine.CONN_MISSES.get(labels), 1)
+        self.assertEqual(engine.CONN_HITS.get(labels), 1)
 
     @defer.inlineCallbacks
     def test_tls_per_host_servername_and_ip(self):

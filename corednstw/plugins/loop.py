@@ -120,7 +120,7 @@ class Loop(Plugin):
         if self.reactor.seconds() >= self.deadline:
             self.off = True
             return
-        from corednstw.plugins.forward import exchange
+        from corednstw.engines.upstream import exchange
         wire = make_query(self.qname, w.HINFO, msgid=secrets.randbits(16))
         d = exchange(self.reactor, self.target[0], self.target[1], wire,
                      "udp", PROBE_TIMEOUT)

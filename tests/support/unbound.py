@@ -19,7 +19,7 @@ import tempfile
 from twisted.internet import defer, reactor
 from twisted.trial import unittest
 
-from corednstw.plugins.forward import exchange
+from corednstw.engines.upstream import exchange
 from tests.support.util import free_port  # noqa: F401 (knot, e2e and others import it here)
 from corednstw.core.request import make_query
 

@@ -12,6 +12,7 @@ from twisted.trial import unittest
 from corednstw.core import corefile
 from corednstw.engines import upstream as engine
 from corednstw.plugins import forward as fwd
+from corednstw.plugins.forward.setup import _parse_to
 from corednstw.service.app import App
 from tests.support import util
 from tests.support.unbound import Unbound
@@ -116,9 +117,9 @@ class ParseTest(unittest.TestCase):
 
     def test_tls_servername_split(self):
         self.assertEqual(
-            fwd._parse_to(None, "tls://10.0.0.1%dns.example:10853"),
+            _parse_to(None, "tls://10.0.0.1%dns.example:10853"),
             [("tls", "10.0.0.1", 10853, "dns.example")])
-        self.assertEqual(fwd._parse_to(None, "dns://[::1]:53"),
+        self.assertEqual(_parse_to(None, "dns://[::1]:53"),
                          [("dns", "::1", 53, "")])
 
 

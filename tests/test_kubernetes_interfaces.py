@@ -128,7 +128,7 @@ class TransferTest(Base):
         self.k.local_ips = ["172.0.0.100"]     # we are kube-dns
         replies = yield util.send_tcp(self.port, axfr("cluster.local."))
         got = transferred(replies)
-        serial = self.k._serial("cluster.local.")
+        serial = self.k.serial("cluster.local.")
         soa = ("cluster.local. 5 SOA ns.dns.cluster.local. "
                "hostmaster.cluster.local. %d 7200 1800 86400 5" % serial)
         Z = ".testns.svc.cluster.local."
@@ -198,7 +198,7 @@ class TransferTest(Base):
 
     @defer.inlineCallbacks
     def test_ixfr_current_serial(self):
-        serial = self.k._serial("cluster.local.")
+        serial = self.k.serial("cluster.local.")
         replies = yield util.send_tcp(self.port, axfr("cluster.local.",
                                                       serial))
         got = transferred(replies)

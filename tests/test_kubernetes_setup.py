@@ -3,7 +3,7 @@
 from twisted.trial import unittest
 
 from corednstw.core import corefile
-from corednstw.plugins import kubernetes as kp
+from corednstw.plugins.kubernetes import directive
 from tests.support import util
 
 
@@ -109,7 +109,7 @@ class SetupTest(unittest.TestCase):
         self.assertEqual(k.conn_opts["context"], "a")
 
     def test_in_cluster_needs_env(self):
-        self.patch(kp.os, "environ", {})
+        self.patch(directive.os, "environ", {})
         d = util.write_files(self, {"Corefile": ".:0 {\n    kubernetes\n}\n"})
         from corednstw.service.app import App
         e = self.assertRaises(corefile.CorefileError,

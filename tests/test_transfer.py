@@ -201,7 +201,7 @@ class Setup(unittest.TestCase):
         self.assertIsNone(t.longest("example.com."))
 
     def test_batches(self):
-        rr = authority.w.RR("a.example.org.", 16, 60, b"\xff" + b"x" * 255)
+        rr = dnswire.RR("a.example.org.", 16, 60, b"\xff" + b"x" * 255)
         out = transfer.batches([[rr] * 500])
         self.assertEqual([len(b) for b in out], [224, 224, 52])
 

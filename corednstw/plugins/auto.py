@@ -17,6 +17,7 @@ from twisted.internet import task, threads
 
 from corednstw.core import logger
 from corednstw.engines import authority
+from corednstw.engines.authority import go_quote
 from corednstw.core.interfaces import IZoneAdder
 from corednstw.core.plugin import END, match, zones_from_args
 
@@ -96,8 +97,8 @@ class Auto(authority.ZoneServer):
                     p.add_zone(origin)
             if reloaded:
                 logger.info(self.name, "Successfully reloaded zone %s in %s "
-                         "with %d SOA serial" % (authority._q(origin),
-                                                 authority._q(path),
+                         "with %d SOA serial" % (go_quote(origin),
+                                                 go_quote(path),
                                                  data.serial))
             self.notify_peers(origin)
         for origin in removed:
@@ -145,8 +146,8 @@ def walk(directory, regex, template, current, paths):
             if origin in seen and seen[origin] != path:
                 msgs.append(("warning", "Multiple zone files match origin "
                              "%s: using %s instead of %s" % (
-                                 authority._q(origin), authority._q(seen[origin]),
-                                 authority._q(path))))
+                                 go_quote(origin), go_quote(seen[origin]),
+                                 go_quote(path))))
                 continue
             seen[origin] = path
             old = current.get(origin)
@@ -158,7 +159,7 @@ def walk(directory, regex, template, current, paths):
                                                                      e)))
                 else:
                     msgs.append(("error", "Parsing zone %s: %s" % (
-                        authority._q(origin), e)))
+                        go_quote(origin), e)))
                 loaded[origin] = (path, None, False)
                 continue
             if old is not None:

@@ -16,6 +16,7 @@ from twisted.internet import task, threads
 
 from corednstw.core import logger
 from corednstw.engines import authority
+from corednstw.engines.authority import go_quote
 from corednstw.core.durations import format_duration
 from corednstw.core.plugin import Fallthrough, zones_from_args
 
@@ -86,7 +87,7 @@ class File(authority.ZoneServer):
             return
         self.zone_map[zf.origin] = data
         logger.info(self.name, "Successfully reloaded zone %s in %s with %d SOA "
-                 "serial" % (authority._q(zf.origin), authority._q(zf.path),
+                 "serial" % (go_quote(zf.origin), go_quote(zf.path),
                              data.serial))
         self.notify_peers(zf.origin)
 
@@ -96,13 +97,13 @@ class File(authority.ZoneServer):
         if isinstance(e, OSError):
             if zf.by_mtime and getattr(e, "stat", False):
                 logger.error(self.name, "Failed to stat zone %s in %s: %s" % (
-                    authority._q(zf.origin), authority._q(zf.path), _oserr(e)))
+                    go_quote(zf.origin), go_quote(zf.path), _oserr(e)))
             else:
                 logger.error(self.name, "Failed to open zone %s in %s: %s" % (
-                    authority._q(zf.origin), authority._q(zf.path), _oserr(e)))
+                    go_quote(zf.origin), go_quote(zf.path), _oserr(e)))
         else:
             logger.error(self.name, "Parsing zone %s: %s" % (
-                authority._q(zf.origin), e))
+                go_quote(zf.origin), e))
 
 
 def _oserr(e):

@@ -1,19 +1,25 @@
-"""The kubernetes plugin's answers (CoreDNS's handler, parse, kubernetes,
-ns and reverse code, and the backend_lookup rules they rely on)."""
-
-import ipaddress
-import struct
+"""The kubernetes plugin: answers (CoreDNS's handler, kubernetes, ns and
+the backend_lookup rules they rely on) and the life cycle of its watches
+(CoreDNS's controller start-up: watch threads, startup wait, reloads
+that keep the watches).  Answers off the address path are in
+``answers``, query-name parsing in ``names``."""
 
 from twisted.internet import defer
 from zope.interface import implementer
 
 from corednstw.core import dnswire as w
 from corednstw.core import logger
-from corednstw.core.interfaces import (IMetadataProvider, IReadiness,
-                                       ITransferer)
+from corednstw.core.interfaces import (IInheritable, IMetadataProvider,
+                                       IReadiness, ITransferer)
 from corednstw.core.plugin import Plugin, is_deferred, match
 from corednstw.plugins.metadata import set_value
+from corednstw.plugins.kubernetes import answers
 from corednstw.plugins.kubernetes import records as rec
+from corednstw.plugins.kubernetes import store as st
+from corednstw.plugins.kubernetes import watch as wt
+from corednstw.plugins.kubernetes.answers import SRV_HEADER
+from corednstw.plugins.kubernetes.names import (NAME_ERROR, is_reverse,
+                                                parse_request, port_ok)
 from corednstw.core.request import Response
 from corednstw.core.names import is_subdomain
 
@@ -21,111 +27,17 @@ DNS_SCHEMA_VERSION = "1.1.0"
 TXT_VERSION = w.txt_rdata(DNS_SCHEMA_VERSION)
 MAX_CNAME_CHAIN = 10
 
-# Outcomes of a lookup besides a list of entries.
-NAME_ERROR = "nxdomain"
 
-_SRV = struct.Struct("!HHH")
-
-
-class Request:
-    """A parsed query name (CoreDNS's recordRequest)."""
-
-    __slots__ = ("port", "protocol", "endpoint", "cluster", "service",
-                 "namespace", "kind", "zone", "prefer")
-
-    def __init__(self):
-        self.port = self.protocol = self.endpoint = self.cluster = ""
-        self.service = self.namespace = self.kind = self.zone = ""
-        self.prefer = False
-
-
-def parse_request(base, multicluster, zonal):
-    """Split the part of the name left of the zone; NAME_ERROR if it
-    cannot be a Kubernetes name."""
-    r = Request()
-    if base == "" or base == "svc" or base == "pod":
-        return r
-    segs = base.split(".")
-    last = len(segs) - 1
-    r.kind = segs[last]
-    if r.kind != "pod" and r.kind != "svc":
-        return NAME_ERROR
-    last -= 1
-    if last < 0:
-        return r
-    r.namespace = segs[last]
-    last -= 1
-    if last < 0:
-        return r
-    r.service = segs[last]
-    last -= 1
-    if last < 0:
-        return r
-    if last == 0:
-        r.endpoint = segs[0]
-    elif last == 1:
-        if (not multicluster or segs[1].startswith("_")
-                or segs[0].startswith("_")):
-            r.protocol = _strip(segs[1])
-            r.port = _strip(segs[0])
-        else:
-            r.cluster = segs[1]
-            r.endpoint = segs[0]
-    else:
-        if (not zonal or multicluster or segs[last] != "_zone"
-                or r.kind != "svc"):
-            return NAME_ERROR
-        d = segs[last - 1]
-        if d == "prefer":
-            r.prefer = True
-        elif d != "pin":
-            return NAME_ERROR
-        r.zone = ".".join(segs[:last - 1])
-    return r
-
-
-def _strip(s):
-    return s[1:] if s.startswith("_") else s
-
-
-def _port_ok(r, p):
-    return ((not r.port or r.port == p[0])
-            and (not r.protocol or r.protocol == p[1]))
-
-
-def reverse_address(qname):
-    """The address of a complete reverse name, or "" (CoreDNS's
-    dnsutil.ExtractAddressFromReverse)."""
-    if qname.endswith(".in-addr.arpa."):
-        labels = qname[:-len(".in-addr.arpa.")].split(".")
-        if len(labels) != 4:
-            return ""
-        text = ".".join(reversed(labels))
-    elif qname.endswith(".ip6.arpa."):
-        labels = qname[:-len(".ip6.arpa.")].split(".")
-        if len(labels) != 32:
-            return ""
-        nib = "".join(reversed(labels))
-        text = ":".join(nib[i:i + 4] for i in range(0, 32, 4))
-    else:
-        return ""
-    try:
-        return str(ipaddress.ip_address(text))
-    except ValueError:
-        return ""
-
-
-def _is_reverse(name):
-    return name.endswith(".in-addr.arpa.") or name.endswith(".ip6.arpa.")
-
-
-@implementer(IReadiness, ITransferer, IMetadataProvider)
+@implementer(IReadiness, ITransferer, IMetadataProvider, IInheritable)
 class Kubernetes(Plugin):
+    """The plugin: its options (set by the directive), its store and
+    watches, and the answers from them."""
+
     name = "kubernetes"
 
     def __init__(self, zones):
         self.zones = zones
-        self.primary = next(z for z in zones if not _is_reverse(z))
+        self.primary = next(z for z in zones if not is_reverse(z))
         self.namespaces = set()
         self.pod_mode = "disabled"
         self.podnames = False
@@ -142,6 +54,7 @@ class Kubernetes(Plugin):
         self.store = None
         self.local_ips = []
         self.watchers = []
+        self._inherited = False
         self._soa = {}
         self._fast = ({}, {})       # A, AAAA: qname -> rdata list
         self._fast_version = -1
@@ -154,6 +67,113 @@ class Kubernetes(Plugin):
     @property
     def synced(self):
         return self.store is not None and self.store.synced
+
+    # -- life cycle -----------------------------------------------------------
+
+    def inherit(self, old):
+        """Take over the watches and the store of ``old``, the same
+        directive in an unchanged block before a reload: no relist."""
+        if old.store is None or not old.watchers:
+            return False
+        self.store = old.store
+        self.watchers, old.watchers = old.watchers, []
+        self._inherited = True
+        return True
+
+    def start(self):
+        reactor = self.reactor
+        self.local_ips = self._bound_ips()
+        if self._inherited:
+            return None
+        self.store = self.make_store()
+        conn = wt.Connection(self.conn_opts, reactor.callFromThread)
+        self.watchers = [
+            wt.Watcher(conn, self.store, kind, reactor.callFromThread,
+                       **self._watch_args(kind))
+            for kind in self.store.kinds]
+        for wr in self.watchers:
+            wr.start()
+        return self._wait_synced()
+
+    def make_store(self):
+        kinds = [st.SERVICES, st.NAMESPACES]
+        if self.endpoints:
+            kinds.insert(1, st.SLICES)
+        if self.pod_mode == "verified":
+            kinds.append(st.PODS)
+        if self.multicluster:
+            kinds += [st.IMPORTS, st.MC_SLICES]
+        return st.Store(kinds)
+
+    def _watch_args(self, kind):
+        args = {}
+        if kind in (st.SERVICES, st.SLICES, st.PODS):
+            args["selector"] = self.labels
+        if kind == st.NAMESPACES:
+            args["selector"] = self.namespace_labels
+        if kind == st.IMPORTS:
+            args["selector"] = self.namespace_labels
+        if kind == st.PODS:
+            args["field_selector"] = ("status.phase!=Succeeded,"
+                                      "status.phase!=Failed,"
+                                      "status.phase!=Unknown")
+        if kind == st.SLICES and self.zonal:
+            args["parse"] = lambda o: rec.endpoint_slice(o, zonal=True)
+        if kind == st.MC_SLICES:
+            s = rec.MC_SERVICE_NAME_LABEL
+            args["selector"] = s + "," + self.labels if self.labels else s
+        return args
+
+    def _bound_ips(self):
+        """Non-loopback addresses the server listens on (bind), else the
+        host's interface addresses (CoreDNS's boundIPs)."""
+        hosts = self.block.bind if self.block is not None else None
+        ips = []
+        if hosts:
+            for h in hosts:
+                a = rec.address(h)
+                if a is not None:
+                    ips.append(a[0])
+        else:
+            ips = rec.local_ips()
+        return [ip for ip in ips
+                if not ip.startswith("127.") and ip != "::1"]
+
+    def _wait_synced(self):
+        """Fires once synced or after startup_timeout (serving starts
+        either way; unsynced NXDOMAINs become SERVFAIL)."""
+        d = defer.Deferred()
+        reactor = self.reactor
+        start = reactor.seconds()
+        state = {"log": start + 0.5}
+
+        def check():
+            if d.called:
+                return
+            if self.store.synced:
+                d.callback(None)
+                return
+            now = reactor.seconds()
+            if now - start >= self.startup_timeout:
+                logger.warning(self.name,
+                            "starting server with unsynced Kubernetes API")
+                d.callback(None)
+                return
+            if now >= state["log"]:
+                state["log"] = now + 0.5
+                logger.info(self.name, "waiting for Kubernetes API before "
+                         "starting server")
+            self._timer = reactor.callLater(0.01, check)
+        check()
+        return d
+
+    def stop(self):
+        t = getattr(self, "_timer", None)
+        if t is not None and t.active():
+            t.cancel()
+        for wr in self.watchers:
+            wr.stop()
+        self.watchers = []
 
     # -- serving ------------------------------------------------------------------
 
@@ -191,7 +211,7 @@ class Kubernetes(Plugin):
             svc_name, ns, _ = base.split(".")
             svc = store.services.get((svc_name, ns))
             if (svc is not None and svc.kind != rec.EXTERNAL
-                    and not self.ignore_empty and self._exposed(ns)):
+                    and not self.ignore_empty and self.exposed(ns)):
                 rds = self._addresses(svc, qtype)
                 if rds:
                     self._fast[qtype == w.AAAA][qname] = rds
@@ -240,24 +260,24 @@ class Kubernetes(Plugin):
             if self.fall is not None and self.fall.through(req.qname):
                 return self.next.serve(req)
             rc = w.NXDOMAIN if self.synced else w.SERVFAIL
-            return Response(rc, authority=[self._soa_rr(zone, zcase)],
+            return Response(rc, authority=[self.soa_rr(zone, zcase)],
                             aa=True, plugin=self.name)
         if rcode:
             return Response(rcode, plugin=self.name)
         if not answer:
-            return Response(0, authority=[self._soa_rr(zone, zcase)],
+            return Response(0, authority=[self.soa_rr(zone, zcase)],
                             aa=True, plugin=self.name)
         return Response(0, answer, None, extra, aa=True, plugin=self.name,
                         tc=tc)
 
-    def _serial(self, zone):
+    def serial(self, zone):
         """The SOA serial: the Unix time of the last change."""
         store = self.store
         return (store.mc_modified if zone in self.multicluster
                 else store.modified) & 0xFFFFFFFF
 
-    def _soa_rr(self, zone, zcase):
-        serial = self._serial(zone)
+    def soa_rr(self, zone, zcase):
+        serial = self.serial(zone)
         key = (zcase, serial)
         rr = self._soa.get(key)
         if rr is None:
@@ -283,7 +303,7 @@ class Kubernetes(Plugin):
         if qtype == w.TXT:
             if base == "dns-version":
                 return 0, [w.RR(name, w.TXT, 28800, TXT_VERSION)], [], False
-            found = self._records(qname, zone, zcase, base)
+            found = self.entries(qname, zone, zcase, base)
             if found != NAME_ERROR and (found or (
                     self.zonal and self._zonal_name(base, zone))):
                 return 0, [], [], False
@@ -291,7 +311,7 @@ class Kubernetes(Plugin):
         if qtype == w.SRV:
             return self._srv(req, zone, zcase, base)
         if qtype == w.PTR:
-            return self._ptr(req, zone, zcase, base)
+            return answers.ptr(self, req, zone, zcase, base)
         if qtype == w.CNAME:
             found = self._services(qname, zone, zcase, base, qtype)
             if found == NAME_ERROR:
@@ -305,10 +325,10 @@ class Kubernetes(Plugin):
             return (NAME_ERROR if found == NAME_ERROR else 0), [], [], False
         if qtype == w.SOA:
             if qname == zone:
-                return 0, [self._soa_rr(zone, zcase)], [], False
+                return 0, [self.soa_rr(zone, zcase)], [], False
             return 0, [], [], False
         if qtype == w.NS and qname == zone:
-            return self._ns(req, zone, zcase)
+            return answers.ns(self, req, zone, zcase)
         # Anything else: a (fake) A lookup tells NODATA from NXDOMAIN.
         if qname == zone:
             return 0, [], [], False
@@ -325,26 +345,26 @@ class Kubernetes(Plugin):
         if qname == "ns.dns." + zone:
             want = qtype
             return [(t, host, rd, 0, None)
-                    for t, host, rd, _ in self._ns_addrs(zone, zcase)
+                    for t, host, rd, _ in answers.ns_addrs(self, zone, zcase)
                     if t == want]
-        return self._records(qname, zone, zcase, base)
+        return self.entries(qname, zone, zcase, base)
 
-    def _records(self, qname, zone, zcase, base):
+    def entries(self, qname, zone, zcase, base):
         mc = zone in self.multicluster
         r = parse_request(base, mc, self.zonal)
         if r == NAME_ERROR:
             return NAME_ERROR
         if not r.kind:
             return []
-        if _is_reverse(qname):
+        if is_reverse(qname):
             return NAME_ERROR
-        if not self._exposed(r.namespace):
+        if not self.exposed(r.namespace):
             return NAME_ERROR
         if r.kind == "pod":
             return self._pods(r)
         return self._find(r, zcase, mc)
 
-    def _exposed(self, ns):
+    def exposed(self, ns):
         if self.namespaces and ns not in self.namespaces:
             return False
         return ns in self.store.namespaces
@@ -419,7 +439,7 @@ class Kubernetes(Plugin):
                             continue
                         target = host + "." + pre + zcase
                         for p in sl.ports:
-                            if _port_ok(r, p):
+                            if port_ok(r, p):
                                 out.append((e.rtype, e.ip, e.rdata, p[2],
                                             target))
                                 n += 1
@@ -432,7 +452,7 @@ class Kubernetes(Plugin):
         target = prefix + zcase
         found = False
         for p in svc.ports:
-            if not _port_ok(r, p):
+            if not port_ok(r, p):
                 continue
             found = True
             for t, rd, ip in ((x[1], x[2], x[0]) for x in svc.addrs):
@@ -510,7 +530,7 @@ class Kubernetes(Plugin):
             return 0, out, [], tc
         return defer.DeferredList(ds, consumeErrors=True).addCallback(done)
 
-    # -- SRV, PTR, NS ---------------------------------------------------------------
+    # -- SRV ---------------------------------------------------------------
 
     def _srv(self, req, zone, zcase, base):
         found = self._services(req.qname, zone, zcase, base, w.SRV)
@@ -528,157 +548,17 @@ class Kubernetes(Plugin):
                 continue
             if (target.lower(), port) not in dup:
                 dup.add((target.lower(), port))
-                answer.append(w.RR(name, w.SRV, ttl, _SRV.pack(
+                answer.append(w.RR(name, w.SRV, ttl, SRV_HEADER.pack(
                     0, weight, port) + w.name_to_wire(target)))
             if (target.lower(), host) not in dup:
                 dup.add((target.lower(), host))
                 extra.append(w.RR(target, t, ttl, rd))
         return 0, answer, extra, False
-
-    def _ptr(self, req, zone, zcase, base):
-        qname = req.qname
-        ip = reverse_address(qname)
-        if not ip:
-            found = self._records(qname, zone, zcase, base)
-            return (NAME_ERROR if found == NAME_ERROR else 0), [], [], False
-        store = self.store
-        names = []
-        for key in store.svc_by_ip.get(ip, ()):
-            if self.namespaces and not self._exposed(key[1]):
-                continue
-            names.append("%s.%s.svc.%s" % (key[0], key[1], self.primary))
-            break
-        if not names:
-            for skey in sorted(store.ep_by_ip.get(ip, ())):
-                sl = store.slices.get(skey)
-                if sl is None:
-                    continue
-                if self.namespaces and not self._exposed(sl.ns):
-                    continue
-                svc = store.services.get((sl.service, sl.ns))
-                pna = svc is not None and svc.pna
-                for e in sl.eps:
-                    if e.ip == ip and (e.ready or pna):
-                        names.append("%s.%s.%s.svc.%s" % (
-                            e.name(self.podnames), sl.service, sl.ns,
-                            self.primary))
-        if not names:
-            return NAME_ERROR, [], [], False
-        out, seen = [], set()
-        for n in names:
-            if n not in seen:
-                seen.add(n)
-                out.append(w.RR(req.name, w.PTR, self.ttl, w.name_to_wire(n)))
-        return 0, out, [], False
-
-    def _ns_addrs(self, zone, zcase):
-        """(rtype, name, rdata, ip) of this server's own kube-dns service
-        (found by the local addresses among endpoints), else ns.dns.<zone>
-        with the local addresses (CoreDNS's nsAddrs)."""
-        store = self.store
-        out = []
-        found = False
-        for lip in self.local_ips:
-            for skey in sorted(store.ep_by_ip.get(lip, ())):
-                sl = store.slices.get(skey)
-                if sl is None:
-                    continue
-                found = True
-                svc = store.services.get((sl.service, sl.ns))
-                if svc is None:
-                    continue
-                sname = "%s.%s.svc.%s" % (svc.name, svc.ns, zcase)
-                if svc.headless:
-                    for e in sl.eps:
-                        if e.ready or svc.pna:
-                            out.append((e.rtype, e.name(self.podnames) + "."
-                                        + sname, e.rdata, e.ip))
-                else:
-                    for ip, t, rd in svc.addrs:
-                        out.append((t, sname, rd, ip))
-        if not found:
-            for lip in self.local_ips:
-                a = rec.address(lip)
-                if a is not None:
-                    out.append((a[1], "ns.dns." + zcase, a[2], a[0]))
-        return out
-
-    def _ns(self, req, zone, zcase):
-        answer, extra, seen = [], [], set()
-        for t, target, rd, _ in self._ns_addrs(zone, zcase):
-            extra.append(w.RR(target, t, self.ttl, rd))
-            if target.lower() in seen:
-                continue
-            seen.add(target.lower())
-            answer.append(w.RR(req.name, w.NS, self.ttl,
-                               w.name_to_wire(target)))
-        return 0, answer, extra, False
-
-
     # -- zone transfers (the transfer plugin's interface) --------------------------
 
     def transfer_records(self, zone, serial):
-        """CoreDNS's Transfer: SOA, the NS records and their addresses,
-        every exposed service's records (services in name order), SOA.
-        An IXFR for the current serial gets the SOA alone."""
-        if self.store is None or match(self.zones, zone) is None:
-            return None
-        soa = self._soa_rr(zone, zone)
-        if serial != 0 and serial == self._serial(zone):
-            return [[soa]]
-        out = [[soa]]
-        ttl = self.ttl
-        addrs = []
-        seen = set()
-        for t, host, rd, _ in self._ns_addrs(zone, zone):
-            addrs.append(w.RR(host, t, ttl, rd))
-            if host not in seen:
-                seen.add(host)
-                out.append([w.RR(zone, w.NS, ttl, w.name_to_wire(host))])
-        out.append(addrs)
-        mc = zone in self.multicluster
-        store = self.store
-        table = store.imports if mc else store.services
-        for key in sorted(table):
-            svc = table[key]
-            if self._exposed(svc.ns):
-                self._transfer_service(out, svc, zone, ttl, mc)
-        out.append([soa])
-        return out
-
-    def _transfer_service(self, out, svc, zone, ttl, mc):
-        fqdn = "%s.%s.svc.%s" % (svc.name, svc.ns, zone)
-        if svc.kind == rec.EXTERNAL:
-            if rec.address(svc.external) is None and svc.external:
-                out.append([w.RR(fqdn, w.CNAME, ttl,
-                                 w.name_to_wire(_fqdn(svc.external)))])
-            return
-        if svc.addrs:
-            for _, t, rd in svc.addrs:
-                out.append([w.RR(fqdn, t, ttl, rd)])
-            for pname, proto, port in svc.ports:
-                if port < 0:
-                    continue
-                rd = _SRV.pack(0, 100, port) + w.name_to_wire(fqdn)
-                out.append([w.RR(fqdn, w.SRV, ttl, rd)])
-                if pname:
-                    out.append([w.RR("_%s._%s.%s" % (pname, proto, fqdn),
-                                     w.SRV, ttl, rd)])
-            return
-        for sl in self.store.slices_of(svc.name, svc.ns, mc):
-            eps = [e for e in sl.eps if e.ready or svc.pna]
-            weight = max(1, 100 // len(eps)) if eps else 100
-            for e in eps:
-                out.append([w.RR(fqdn, e.rtype, ttl, e.rdata)])
-                host = "%s.%s" % (e.name(self.podnames), fqdn)
-                out.append([w.RR(host, e.rtype, ttl, e.rdata)])
-                target = w.name_to_wire(host)
-                for pname, proto, port in sl.ports:
-                    if not pname:
-                        continue
-                    out.append([w.RR("_%s._%s.%s" % (pname, proto, fqdn),
-                                     w.SRV, ttl,
-                                     _SRV.pack(0, weight, port) + target)])
+        """CoreDNS's Transfer (see answers.transfer)."""
+        return answers.transfer(self, zone, serial)
 
     # -- metadata (the metadata plugin's interface) -----------------------------
 
@@ -718,9 +598,6 @@ class Kubernetes(Plugin):
         set_value(req, "kubernetes/namespace", r.namespace)
         set_value(req, "kubernetes/kind", r.kind)
 
-
-def _fqdn(name):
-    return name if name.endswith(".") else name + "."
 
 
 def _join(label, zone):

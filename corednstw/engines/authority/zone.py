@@ -1,4 +1,4 @@
-"""Authoritative zone data and CoreDNS's lookup rules (plugin/file).
+"""A zone's data and CoreDNS's lookup rules (plugin/file's Zone.Lookup).
 
 A ``ZoneData`` is an immutable snapshot of one zone: the apex records (SOA,
 NS and their signatures) kept apart as CoreDNS keeps them, and one ``Node``
@@ -6,104 +6,31 @@ per owner name holding wire-form ``dnswire.RR`` lists by type.  Names are
 keyed by their lower-cased uncompressed wire form, so a query is looked up
 with plain dict accesses on ``req.qwire.lower()``; canonical (RFC 4034
 section 6.1) order, needed for NSEC denial and empty non-terminals, is a
-sorted list searched with bisect.  dnspython only runs at load time.
+sorted list searched with bisect.
 
 ``ZoneData.lookup`` follows CoreDNS's Zone.Lookup: delegations, DNAME
 substitution, CNAME chains (targets outside the zone through the server's
 upstream lookup, which makes the result a Deferred), wildcards with
 RFC 4592's closest-encloser rule, NXDOMAIN/NODATA with the SOA, additional
 processing for MX/SRV/SVCB/HTTPS and pre-signed DNSSEC data (NSEC only, as
-CoreDNS).  ``ZoneServer`` is the serving logic shared by file, auto and
-secondary.
+CoreDNS).
 """
 
 import bisect
-import os
-import re
-import struct
-
-from twisted.internet import defer
-from zope.interface import implementer
 
 from corednstw.core import dnswire as w
-from corednstw.core import logger
-from corednstw.core.durations import parse_duration
-from corednstw.core.interfaces import ITransferer
-from corednstw.core.plugin import END, Plugin, then
+from corednstw.core.plugin import then
+
+from .serial import soa_serial
+from .wire import ROOT, canonical_key, covered, is_sub, labels, name_end
+from .wire import wire_text
 
 # Lookup results (CoreDNS's file.Result).
 SUCCESS, NAME_ERROR, DELEGATION, NO_DATA, SERVER_FAILURE = range(5)
 
-_SOA_TAIL = struct.Struct("!IIIII")
-_ROOT = b"\x00"
-
 
 class ZoneError(Exception):
     """A zone could not be read or built (message as CoreDNS logs it)."""
-
-
-# -- wire name helpers ---------------------------------------------------------
-
-def labels(wire):
-    """The labels of an uncompressed wire name, left to right."""
-    out = []
-    i = 0
-    while wire[i]:
-        n = wire[i]
-        out.append(wire[i + 1:i + 1 + n])
-        i += n + 1
-    return out
-
-
-def canonical_key(wire):
-    """Sort key of a lower-cased wire name in DNSSEC canonical order."""
-    return tuple(reversed(labels(wire)))
-
-
-def is_sub(child, parent):
-    """True when wire name ``child`` is ``parent`` or below it (both
-    lower-cased)."""
-    if parent == _ROOT or child == parent:
-        return True
-    if not child.endswith(parent) or len(child) <= len(parent):
-        return False
-    i = 0
-    cut = len(child) - len(parent)
-    while i < cut:
-        i += child[i] + 1
-    return i == cut
-
-
-def name_end(data, off):
-    """Offset just past the uncompressed name at ``off`` of ``data``."""
-    while data[off]:
-        off += data[off] + 1
-    return off + 1
-
-
-def wire_text(wire):
-    return w.read_name(wire, 0)[0]
-
-
-def covered(rr):
-    """The type an RRSIG covers."""
-    return (rr.rdata[0] << 8) | rr.rdata[1]
-
-
-def soa_serial(rr):
-    return _SOA_TAIL.unpack_from(rr.rdata, len(rr.rdata) - 20)[0]
-
-
-def soa_timers(rr):
-    """(serial, refresh, retry, expire, minimum) of a SOA record."""
-    return _SOA_TAIL.unpack_from(rr.rdata, len(rr.rdata) - 20)
-
-
-def serial_less(a, b):
-    """RFC 1982: serial ``a`` is older than ``b``."""
-    if a < b:
-        return b - a <= 0x7FFFFFFF
-    return a - b > 0x7FFFFFFF
 
 
 _WITH_TARGETS = frozenset((w.MX, w.SRV, w.SVCB, w.HTTPS))
@@ -359,7 +286,7 @@ class ZoneData:
             return self.owire
         if n < 0:
             return None
-        return qwire[offs[n]:] if n < len(offs) else _ROOT
+        return qwire[offs[n]:] if n < len(offs) else ROOT
 
     def _delegation(self, node, qwire, qtype, do):
         ns = node.types.get(w.NS)
@@ -655,205 +582,3 @@ class ZoneData:
 
 def _rename(rrs, name):
     return [w.RR(name, rr.rtype, rr.ttl, rr.rdata, rr.rclass) for rr in rrs]
-
-
-# -- reading ---------------------------------------------------------------------
-
-_INCLUDE = re.compile(r"^(\$INCLUDE[ \t]+)(\S+)", re.M | re.I)
-
-
-def _absolute_includes(text, path):
-    """``text`` of the master file ``path`` with every relative ``$INCLUDE``
-    path made absolute against that file's directory (miekg/dns's rule, at
-    every level of nesting)."""
-    base = os.path.dirname(os.path.abspath(path))
-
-    def absolute(m):
-        p = m.group(2)
-        if p.startswith('"') and p.endswith('"') and len(p) > 1:
-            p = p[1:-1]
-        if not os.path.isabs(p):
-            p = os.path.join(base, p)
-        return m.group(1) + p
-    return _INCLUDE.sub(absolute, text)
-
-
-def _open_included(filename, encoding="utf-8", **kw):
-    """What dnspython's zone reader opens for ``$INCLUDE``: the file with
-    its own relative includes resolved against its directory."""
-    import io
-    with open(filename, encoding=encoding, errors="surrogateescape") as f:
-        return io.StringIO(_absolute_includes(f.read(), filename))
-
-
-def parse_file(path, origin):
-    """Read the master file ``path`` for ``origin`` into a ZoneData.
-
-    Raises ZoneError (unreadable, syntax error, no SOA, NSEC3) and
-    OSError (cannot open).  ``$INCLUDE`` paths are taken relative to the
-    including file's directory, at every level.
-    """
-    import dns.exception
-    import dns.zone
-    import dns.zonefile
-    # dnspython opens included files with its module's open(): route that
-    # through the resolver of relative include paths.
-    dns.zonefile.open = _open_included
-    with open(path, encoding="utf-8", errors="surrogateescape") as f:
-        text = f.read()
-    text = _absolute_includes(text, path)
-    try:
-        z = dns.zone.from_text(text, origin=origin, relativize=False,
-                               check_origin=False, filename=path,
-                               allow_include=True)
-    except (dns.exception.DNSException, ValueError, OSError) as e:
-        raise ZoneError("failed to parse file %s for origin %s with error "
-                        "%s" % (_q(path), origin, e))
-    data = ZoneData(origin)
-    for name, node in z.nodes.items():
-        owner = name.to_wire()
-        for rds in node.rdatasets:
-            for rd in rds:
-                data.insert(owner, w.RR("", rd.rdtype, rds.ttl, rd.to_wire(),
-                                        rd.rdclass))
-    if data.soa is None:
-        raise ZoneError("file %s has no SOA record for origin %s"
-                        % (_q(path), origin))
-    return data.finish()
-
-
-def from_records(origin, rrs):
-    """A ZoneData from transferred records (RR objects, any order)."""
-    data = ZoneData(origin)
-    for rr in rrs:
-        if rr.rtype == w.SOA and data.soa is not None:
-            continue
-        data.insert(w.name_to_wire(rr.name),
-                    w.RR("", rr.rtype, rr.ttl, rr.rdata, rr.rclass))
-    return data.finish()
-
-
-def _q(s):
-    """Go's %q for plain strings."""
-    return '"%s"' % s.replace("\\", "\\\\").replace('"', '\\"')
-
-
-# -- serving -----------------------------------------------------------------------
-
-@implementer(ITransferer)
-class ZoneServer(Plugin):
-    """Serving shared by file, auto and secondary: ``self.zone_map`` maps
-    an origin to its ZoneData (or None until loaded), ``self.fall`` is the
-    fallthrough, ``names`` the origins matched longest first."""
-
-    fall = None
-    #: auto clears AA on every delegation; file keeps it for alias answers.
-    aa_on_alias_delegation = True
-    #: file and secondary act on NOTIFY; auto answers it as a query.
-    handles_notify = True
-
-    def __init__(self):
-        self.zone_map = {}
-        self.names = []
-        self.expired = set()
-
-    def find_zone(self, qname):
-        best = None
-        for z in self.names:
-            if qname == z or z == "." or qname.endswith("." + z):
-                if best is None or len(z) > len(best):
-                    best = z
-        return best
-
-    def upstream(self, name, qtype, req):
-        app = self.block.config.app if self.block is not None else None
-        if app is None:
-            return defer.succeed(None)
-        return app.lookup(name, qtype, parent=req, do=req.do)
-
-    def not_ours(self, req):
-        if self.next is END:
-            return self.respond(req, w.REFUSED, aa=False)
-        return self.next.serve(req)
-
-    def serve(self, req):
-        origin = self.find_zone(req.qname)
-        if origin is None:
-            return self.not_ours(req)
-        return self.serve_zone(req, origin, self.zone_map.get(origin))
-
-    def serve_zone(self, req, origin, z):
-        if z is None:
-            return self.respond(req, w.SERVFAIL, aa=False)
-        if req.qtype == w.AXFR or req.qtype == w.IXFR:
-            return self.respond(req, w.REFUSED, aa=False)
-        if req.opcode == w.OPCODE_NOTIFY and self.handles_notify:
-            return self.notify_received(req, origin)
-        if origin in self.expired:
-            logger.error(self.name, "Zone %s is expired" % origin)
-            return self.respond(req, w.SERVFAIL, aa=False)
-        out = z.lookup(req, self.upstream)
-        if type(out) is tuple:
-            return self._write(out, req)
-        return out.addCallback(self._write, req)
-
-    def notify_received(self, req, origin):
-        logger.info(self.name, "Dropping notify from %s for %s" % (req.client,
-                                                                origin))
-        return drop()
-
-    def _write(self, out, req):
-        answer, ns, extra, result = out
-        if not answer and result in (NAME_ERROR, SUCCESS) and (
-                self.fall is not None and self.fall.through(req.qname)):
-            return self.next.serve(req)
-        rcode = w.NOERROR
-        aa = True
-        if result == NAME_ERROR:
-            rcode = w.NXDOMAIN
-        elif result == DELEGATION:
-            if not answer or not self.aa_on_alias_delegation:
-                aa = False
-        elif result == SERVER_FAILURE:
-            if not answer:
-                return self.respond(req, w.SERVFAIL, aa=False)
-            rcode = w.SERVFAIL
-        return self.respond(req, rcode, answer, ns, extra, aa=aa)
-
-    # Transferer interface ---------------------------------------------------
-
-    def transfer_records(self, zone, serial):
-        """RR batches for an outgoing transfer of ``zone`` (see the
-        transfer plugin), or None when this plugin does not hold it."""
-        if self.find_zone(zone) != zone:
-            return None
-        z = self.zone_map.get(zone)
-        if z is None or z.soa is None:
-            return None
-        return z.transfer(serial)
-
-    def notify_peers(self, zone):
-        """Tell the transfer plugin of this block that ``zone`` changed."""
-        t = self.block.plugin("transfer") if self.block is not None else None
-        if t is not None and callable(getattr(t, "notify", None)):
-            return t.notify(zone)
-        return None
-
-
-def drop():
-    """An answer that writes nothing to the client (CoreDNS returns
-    success without writing, e.g. for a NOTIFY it ignores)."""
-    from corednstw.core.request import Response
-    r = Response(w.NOERROR, plugin="")
-    r.wire = b""
-    return r
-
-
-def reload_option(c):
-    """The ``reload DURATION`` option of file and auto, in seconds."""
-    if not c.args:
-        raise c.error("reload duration value is expected")
-    try:
-        return parse_duration(c.args[0])
-    except ValueError as e:
-        raise c.error(str(e))

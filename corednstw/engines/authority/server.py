@@ -1,0 +1,133 @@
+"""``ZoneServer``: the serving logic shared by the file, auto and secondary
+plugins (zone matching, answering from ZoneData, fallthrough, NOTIFY and
+the transferer hook), plus their shared ``reload`` option."""
+
+from twisted.internet import defer
+from zope.interface import implementer
+
+from corednstw.core import dnswire as w
+from corednstw.core import logger
+from corednstw.core.durations import parse_duration
+from corednstw.core.interfaces import ITransferer
+from corednstw.core.plugin import END, Plugin
+
+from .zone import DELEGATION, NAME_ERROR, SERVER_FAILURE, SUCCESS
+
+
+@implementer(ITransferer)
+class ZoneServer(Plugin):
+    """Serving shared by file, auto and secondary: ``self.zone_map`` maps
+    an origin to its ZoneData (or None until loaded), ``self.fall`` is the
+    fallthrough, ``names`` the origins matched longest first."""
+
+    fall = None
+    #: auto clears AA on every delegation; file keeps it for alias answers.
+    aa_on_alias_delegation = True
+    #: file and secondary act on NOTIFY; auto answers it as a query.
+    handles_notify = True
+
+    def __init__(self):
+        self.zone_map = {}
+        self.names = []
+        self.expired = set()
+
+    def find_zone(self, qname):
+        best = None
+        for z in self.names:
+            if qname == z or z == "." or qname.endswith("." + z):
+                if best is None or len(z) > len(best):
+                    best = z
+        return best
+
+    def upstream(self, name, qtype, req):
+        app = self.block.config.app if self.block is not None else None
+        if app is None:
+            return defer.succeed(None)
+        return app.lookup(name, qtype, parent=req, do=req.do)
+
+    def not_ours(self, req):
+        if self.next is END:
+            return self.respond(req, w.REFUSED, aa=False)
+        return self.next.serve(req)
+
+    def serve(self, req):
+        origin = self.find_zone(req.qname)
+        if origin is None:
+            return self.not_ours(req)
+        return self.serve_zone(req, origin, self.zone_map.get(origin))
+
+    def serve_zone(self, req, origin, z):
+        if z is None:
+            return self.respond(req, w.SERVFAIL, aa=False)
+        if req.qtype == w.AXFR or req.qtype == w.IXFR:
+            return self.respond(req, w.REFUSED, aa=False)
+        if req.opcode == w.OPCODE_NOTIFY and self.handles_notify:
+            return self.notify_received(req, origin)
+        if origin in self.expired:
+            logger.error(self.name, "Zone %s is expired" % origin)
+            return self.respond(req, w.SERVFAIL, aa=False)
+        out = z.lookup(req, self.upstream)
+        if type(out) is tuple:
+            return self._write(out, req)
+        return out.addCallback(self._write, req)
+
+    def notify_received(self, req, origin):
+        logger.info(self.name, "Dropping notify from %s for %s" % (req.client,
+                                                                origin))
+        return drop()
+
+    def _write(self, out, req):
+        answer, ns, extra, result = out
+        if not answer and result in (NAME_ERROR, SUCCESS) and (
+                self.fall is not None and self.fall.through(req.qname)):
+            return self.next.serve(req)
+        rcode = w.NOERROR
+        aa = True
+        if result == NAME_ERROR:
+            rcode = w.NXDOMAIN
+        elif result == DELEGATION:
+            if not answer or not self.aa_on_alias_delegation:
+                aa = False
+        elif result == SERVER_FAILURE:
+            if not answer:
+                return self.respond(req, w.SERVFAIL, aa=False)
+            rcode = w.SERVFAIL
+        return self.respond(req, rcode, answer, ns, extra, aa=aa)
+
+    # Transferer interface ---------------------------------------------------
+
+    def transfer_records(self, zone, serial):
+        """RR batches for an outgoing transfer of ``zone`` (see the
+        transfer plugin), or None when this plugin does not hold it."""
+        if self.find_zone(zone) != zone:
+            return None
+        z = self.zone_map.get(zone)
+        if z is None or z.soa is None:
+            return None
+        return z.transfer(serial)
+
+    def notify_peers(self, zone):
+        """Tell the transfer plugin of this block that ``zone`` changed."""
+        t = self.block.plugin("transfer") if self.block is not None else None
+        if t is not None and callable(getattr(t, "notify", None)):
+            return t.notify(zone)
+        return None
+
+
+def drop():
+    """An answer that writes nothing to the client (CoreDNS returns
+    success without writing, e.g. for a NOTIFY it ignores)."""
+    from corednstw.core.request import Response
+    r = Response(w.NOERROR, plugin="")
+    r.wire = b""
+    return r
+
+
+def reload_option(c):
+    """The ``reload DURATION`` option of file and auto, in seconds."""
+    if not c.args:
+        raise c.error("reload duration value is expected")
+    try:
+        return parse_duration(c.args[0])
+    except ValueError as e:
+        raise c.error(str(e))

@@ -33,7 +33,6 @@ from corednstw.core.request import parse_response
 NAME = "loadbalance"
 DEFAULT_WEIGHT_RELOAD = 30.0
 
-_ADDRESS = (w.A, w.AAAA)
 _MAPPED = b"\x00" * 10 + b"\xff\xff"
 
 

@@ -8,7 +8,9 @@ from twisted.internet import defer
 from twisted.trial import unittest
 
 from corednstw.core import corefile
+from corednstw.engines import response
 from corednstw.plugins import cache as cachemod
+from corednstw.plugins.cache import plugin as cacheplugin
 from tests.support import util
 from tests.test_forward import build as _build
 from tests.support.upstream import Upstream
@@ -331,7 +333,7 @@ class WireTest(unittest.TestCase):
         r.answer.append(dns.rrset.from_text("x.example.", 77, "IN", "A",
                                             "192.0.2.1", "192.0.2.2"))
         wire = r.to_wire()
-        p = cachemod.parse(wire)
+        p = response.parse(wire)
         self.assertEqual(p.counts, (2, 0, 0))
         self.assertEqual(p.ttls, [77, 77])
         self.assertEqual(len(p.segs), 3)
@@ -340,7 +342,7 @@ class WireTest(unittest.TestCase):
         rebuilt = rebuilt[:10] + b"\x00\x00" + rebuilt[12:]
         m = dns.message.from_wire(rebuilt)
         self.assertEqual(m.answer[0].ttl, 77)
-        self.assertEqual(cachemod.typify(p), cachemod.NOERROR)
+        self.assertEqual(response.typify(p), response.NOERROR)
 
     def test_parse_owner_names(self):
         # Owners that point at the question and owners written out (other
@@ -353,11 +355,11 @@ class WireTest(unittest.TestCase):
                                             "Y.example."))
         r.answer.append(dns.rrset.from_text("Y.EXAMPLE.", 5, "IN", "A",
                                             "192.0.2.1"))
-        p = cachemod.parse(r.to_wire())
+        p = response.parse(r.to_wire())
         self.assertEqual(p.qname, "x.example.")
         self.assertEqual([a[0] for a in p.answers],
                          ["x.example.", "y.example."])
-        self.assertTrue(cachemod.answers_question(p))
+        self.assertTrue(response.answers_question(p))
 
     def test_refresh_request(self):
         # The AD-flagged copy equals what parsing its bytes gives.
@@ -366,7 +368,7 @@ class WireTest(unittest.TestCase):
                                  do=True), "::1", 53, "tcp")
         req.parse_question(*req.parse_header()[1:])
         req.zone, req.start = "example.", 3.5
-        got = cachemod._refresh_request(req)
+        got = cacheplugin._refresh_request(req)
         want = req.copy(data=got.data)
         self.assertEqual(got.data[2:4], b"\x01\x20")
         for attr in ("id", "flags", "opcode", "qname", "name", "qtype",
@@ -816,7 +818,7 @@ class BehaviourTableTest(unittest.TestCase):
         h.ask("example.org.")
         q = util.make_query("example.org.", "A")
         fail = h.rcode_backend(dns.rcode.SERVFAIL, 5)(q).to_wire()
-        p = cachemod.parse(fail, int(h.clock.t))
+        p = response.parse(fail, int(h.clock.t))
         key = ("example.org.", 1, 1, False, False)
         h.cache.ncache.add(key, cachemod.Item(p, h.clock.t, 5))
         h.clock.t += 1
@@ -1281,7 +1283,7 @@ class PreferPositiveTest(unittest.TestCase):
             nx = h.rcode_backend(dns.rcode.NXDOMAIN, 300)(q).to_wire()
             key = ("example.org.", 1, 1, False, False)
             h.cache.ncache.add(key, cachemod.Item(
-                cachemod.parse(nx, int(h.clock.t)), h.clock.t, 300))
+                response.parse(nx, int(h.clock.t)), h.clock.t, 300))
             self.assertEqual(h.ask("example.org.").rcode(), rcode, policy)
 
     def test_non_answer_not_preferred(self):
@@ -1297,9 +1299,9 @@ class PreferPositiveTest(unittest.TestCase):
         now = h.clock.t
         for cache, msg, ttl in ((h.cache.pcache, dangling, 60),
                                 (h.cache.ncache, nx, 300)):
-            p = cachemod.parse(msg.to_wire(), int(now))
+            p = response.parse(msg.to_wire(), int(now))
             item = cachemod.Item(p, now, ttl)
-            item.answering = cachemod.answers_question(p)
+            item.answering = response.answers_question(p)
             cache.add(key, item)
         self.assertEqual(h.ask("alias.example.org.").rcode(), 3)
         self.assertEqual(h.calls, 0)

@@ -182,6 +182,25 @@ class RawTest(unittest.TestCase):
         out = plugin._after(resp, q)
         self.assertEqual([r.rtype for r in out.answer], [w.A, w.TXT])
 
+    def test_section_types(self):
+        # One walk gives each section's types, the OPT left out.
+        q = Request(make_query("a.example.", w.A, edns=1232))
+        q.parse_question(*q.parse_header()[1:])
+        wire = Response(0, [CNAME("c", "endpoint"), A(EP, "10.0.0.1")],
+                        authority=[rr("example. 300 IN NS ns.example.")],
+                        additional=[A("ns.example.", "10.0.0.53")]
+                        ).finish(q)
+        self.assertEqual(wire[10:12], b"\x00\x02")   # the OPT included
+        self.assertEqual(lb._section_types(wire),
+                         ([w.CNAME, w.A], [w.NS], [w.A]))
+        self.assertRaises(w.FormatError, lb._section_types, wire[:-15])
+
+    def test_malformed_stays_raw(self):
+        q, resp = self.raw([MX(1), A("a.example.", "10.0.0.1"),
+                            A("a.example.", "10.0.0.2")])
+        resp.raw = resp.raw[:-3]
+        self.assertIs(lb.LoadBalance()._after(resp, q), resp)
+
 
 class PreferTest(unittest.TestCase):
 

@@ -221,6 +221,16 @@ class ClassifyTest(unittest.TestCase):
         self.assertEqual((o.type(), o.cls()), ("NODATA", "denial"))
         self.assertEqual(o.size, len(wire))
 
+    def test_raw_malformed(self):
+        # An answer that cannot be walked counts no records: the rcode
+        # alone decides (the SOA cut short is not seen).
+        req = _req()
+        wire = Response(0, authority=[soa()]).finish(req)
+        for rcode, typ in ((0, "NOERROR"), (3, "NXDOMAIN")):
+            cut = wire[:3] + bytes([wire[3] | rcode]) + wire[4:-4]
+            o = logplugin.Outcome(req, RawResponse(cut))
+            self.assertEqual(o.type(), typ)
+
 
 class ClassTest(Base):
 

@@ -316,10 +316,6 @@ def aaaa_rdata(ip):
     return socket.inet_pton(socket.AF_INET6, ip)
 
 
-def srv_rdata(priority, weight, port, target):
-    return struct.pack("!HHH", priority, weight, port) + name_to_wire(target)
-
-
 def soa_rdata(mname, rname, serial, refresh, retry, expire, minimum):
     return (name_to_wire(mname) + name_to_wire(rname)
             + struct.pack("!IIIII", serial, refresh, retry, expire, minimum))
@@ -336,10 +332,6 @@ def txt_rdata(*strings):
             if not b:
                 break
     return bytes(out)
-
-
-def mx_rdata(pref, exchange):
-    return _H.pack(pref) + name_to_wire(exchange)
 
 
 # -- EDNS0 -------------------------------------------------------------------
@@ -431,6 +423,57 @@ def skip_rr(data, off):
     if end > len(data):
         raise FormatError("rdata overruns message")
     return end, rtype, rclass, ttl, data[off:end]
+
+
+def skip_question(data, off):
+    """Offset past the question (name, type, class) at ``off``.
+
+    An uncompressed name of legal length (every question seen in
+    practice) is stepped over label by label without decoding; anything
+    else goes through read_name, so its checks and errors apply.
+    """
+    start = off
+    length = len(data)
+    while True:
+        if off >= length:
+            return read_name(data, start)[1] + 4
+        n = data[off]
+        if n == 0:
+            off += 1
+            break
+        if n & 0xC0:
+            return read_name(data, start)[1] + 4
+        off += n + 1
+    if off - start > 255:
+        return read_name(data, start)[1] + 4
+    return off + 4
+
+
+def iter_records(data, off, count, backward=True):
+    """Walk ``count`` resource records starting at ``off``.
+
+    Yields ``(owner, rtype, rclass, ttl, rdata, end)`` per record: the
+    offsets of its owner name and of its rdata, its header fields, and the
+    offset just past it (where the next record starts).  Nothing is
+    copied or decoded, so every reader of a whole message (cache's store
+    step, log's classification, loadbalance's check) shares one walk.
+    FormatError when a record overruns the message.  ``backward``: owner
+    compression pointers must point back into what came before (which
+    rules out loops); without it any pointer is stepped over.
+    """
+    length = len(data)
+    unpack = _RRHEAD.unpack_from
+    for _ in range(count):
+        hdr = skip_name(data, off, off if backward else None)
+        rd = hdr + 10
+        if rd > length:
+            raise FormatError("truncated RR")
+        rtype, rclass, ttl, rdlen = unpack(data, hdr)
+        end = rd + rdlen
+        if end > length:
+            raise FormatError("rdata overruns message")
+        yield off, rtype, rclass, ttl, rd, end
+        off = end
 
 
 # -- message encoding -----------------------------------------------------

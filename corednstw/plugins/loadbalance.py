@@ -33,7 +33,6 @@ from corednstw.core.request import parse_response
 NAME = "loadbalance"
 DEFAULT_WEIGHT_RELOAD = 30.0
 
-_ADDRESS = (w.A, w.AAAA)
 _MAPPED = b"\x00" * 10 + b"\xff\xff"
 
 
@@ -242,42 +241,22 @@ def _needs(types, weighted, prefer):
     return prefer and any(_changes(t, _prefer_group, (1,)) for t in (an, ar))
 
 
-def _skip_question_name(raw, off):
-    """Offset past the question name at ``off``.  An uncompressed name of
-    legal length (every question we see) is walked without decoding it;
-    anything else takes read_name, whose checks and errors then apply."""
-    start = off
-    length = len(raw)
-    while True:
-        if off >= length:
-            return w.read_name(raw, start)[1]
-        n = raw[off]
-        if n == 0:
-            off += 1
-            break
-        if n & 0xC0:
-            return w.read_name(raw, start)[1]
-        off += n + 1
-    if off - start > 255:
-        return w.read_name(raw, start)[1]
-    return off
-
-
 def _section_types(raw):
     """Record types of the three sections of a wire message (OPT left
-    out)."""
+    out): one walk, nothing decoded."""
     _, _, qd, an, ns, ar = w.unpack_header(raw)
     off = 12
     for _ in range(qd):
-        off = _skip_question_name(raw, off) + 4
-    out = []
-    for count in (an, ns, ar):
-        types = []
-        for _ in range(count):
-            off, rtype = w.skip_rr(raw, off)[:2]
-            if rtype != w.OPT:
-                types.append(rtype)
-        out.append(types)
+        off = w.skip_question(raw, off)
+    out = ([], [], [])
+    opt = w.OPT
+    auth_end = an + ns
+    i = 0
+    for rec in w.iter_records(raw, off, auth_end + ar):
+        rtype = rec[1]
+        if rtype != opt:
+            out[0 if i < an else 1 if i < auth_end else 2].append(rtype)
+        i += 1
     return out
 
 

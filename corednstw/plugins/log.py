@@ -16,6 +16,7 @@ from twisted.internet import defer
 from corednstw.core import dnswire as w
 from corednstw.core import logger as clog
 from corednstw.core.plugin import Plugin, match
+from corednstw.engines import response
 from corednstw.plugins import metadata
 
 NAME = "log"
@@ -27,17 +28,18 @@ COMMON = ('{remote}:{port} ' + EMPTY + ' {>id} "{type} {class} {name} '
 COMBINED = COMMON + ' "{>opcode}"'
 DEFAULT = COMMON
 
-CLASSES = ("all", "success", "denial", "error")
+CLASSES = response.CLASSES
 
 _FLAGS = ((w.QR, "qr"), (w.AA, "aa"), (w.TC, "tc"), (w.RD, "rd"),
           (w.RA, "ra"), (0x0040, "z"), (w.AD, "ad"), (w.CD, "cd"))
 
 
-# -- response classification (CoreDNS's response.Typify and Classify) ---------
+# -- response classification (the response engine) ---------------------------
 
 class Outcome:
     """What a rule needs to know about the answer: wire flags, rcode, size,
-    and (lazily) its response type and class."""
+    and (lazily) its response type and class (CoreDNS's response.Typify
+    and Classify)."""
 
     __slots__ = ("req", "resp", "flags", "rcode", "size", "_type")
 
@@ -62,68 +64,34 @@ class Outcome:
     def type(self):
         """NOERROR, NXDOMAIN, SERVERERROR, NODATA, DELEGATION, META,
         UPDATE or OTHERERROR."""
-        if self._type is None:
-            self._type = self._typify()
-        return self._type
+        return response.type_text(self._typified())
 
     def cls(self):
-        t = self.type()
-        if t in ("NOERROR", "DELEGATION"):
-            return "success"
-        if t in ("NXDOMAIN", "NODATA"):
-            return "denial"
-        return "error"
+        """success, denial or error."""
+        return response.classify(self._typified())
 
-    def _typify(self):
-        req = self.req
-        opcode = (self.flags >> 11) & 0xF
-        if opcode == 5:
-            return "UPDATE"
-        if opcode == w.OPCODE_NOTIFY:
-            return "META"
-        if req.qtype in (w.AXFR, w.IXFR):
-            return "META"
-        rcode = self.rcode
-        an, ns_types = self._sections()
-        if an and rcode == w.NOERROR:
-            return "NOERROR"
-        if an and rcode == w.NXDOMAIN:
-            return "OTHERERROR"
-        soa = w.SOA in ns_types
-        if soa and rcode == w.NOERROR:
-            return "NODATA"
-        if rcode == w.NXDOMAIN:
-            return "NXDOMAIN"
-        if rcode in (w.SERVFAIL, w.NOTIMP):
-            return "SERVERERROR"
-        if w.NS in ns_types and rcode == w.NOERROR:
-            return "DELEGATION"
-        if rcode == w.NOERROR:
-            return "NOERROR"
-        return "OTHERERROR"
+    def _typified(self):
+        t = self._type
+        if t is None:
+            an, ns_types = self._sections()
+            # No clock: signatures are not checked for expiry here.
+            t = self._type = response.typify_parts(
+                (self.flags >> 11) & 0xF, self.req.qtype, self.rcode, an,
+                ns_types)
+        return t
 
     def _sections(self):
-        """(answer count, set of authority types) of the answer."""
+        """(answer count, authority types) of the answer; a message that
+        cannot be walked counts no records."""
         resp = self.resp
         if resp is None:
             return 0, ()
         if resp.raw is None:
             return len(resp.answer), {rr.rtype for rr in resp.authority}
-        wire = resp.finish(self.req)
         try:
-            _, _, qd, an, ns, _ = w.unpack_header(wire)
-            off = 12
-            for _ in range(qd):
-                off = w.read_name(wire, off)[1] + 4
-            for _ in range(an):
-                off = w.skip_rr(wire, off)[0]
-            types = set()
-            for _ in range(ns):
-                off, rtype = w.skip_rr(wire, off)[:2]
-                types.add(rtype)
+            return response.sections(resp.finish(self.req))
         except (w.FormatError, struct.error):
             return 0, ()
-        return an, types
 
 
 # -- formats --------------------------------------------------------------------

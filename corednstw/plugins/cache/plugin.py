@@ -1,0 +1,413 @@
+"""cache's plugin: the hit path and the miss, prefetch and serve_stale
+paths (CoreDNS's cache).
+
+Entries are kept in wire form: the message body after the question, cut at
+every TTL field (the OPT record dropped).  A hit joins the pieces with the
+one remaining TTL, puts the client's header and question in front and the
+client's OPT behind: no decoding, no record objects.  Layout and rules are
+CoreDNS's: 256 shards, capacity rounded down to a multiple of 256 (at least
+4 per shard), every record of an answer given the same TTL (the smallest
+TTL of the message, clamped to [MINTTL, TTL]), AA set on hits, DO and CD
+part of the key, truncated answers never stored.  What a response is and
+whether it may be stored is decided by the response engine.
+"""
+
+import math
+import struct
+import time
+
+from twisted.internet import defer
+
+from corednstw.core import dnswire as w
+from corednstw.core import metrics
+from corednstw.core import request as rq
+from corednstw.core.plugin import Plugin, match, then
+from corednstw.core.request import RawResponse
+from corednstw.engines.response import (
+    DELEGATION, DENIAL, META, NAMEERROR, NODATA, NOERROR, OTHERERROR,
+    SERVERERROR, SUCCESS, UPDATE, answers_question, cacheable, minimal_ttl,
+    parse, response_type)
+from corednstw.plugins.cache.store import Item, Store
+
+DEFAULT_CAP = 10000
+MAX_TTL = 3600
+MIN_TTL = 5
+MAX_NTTL = 1800
+MIN_NTTL = 5
+
+_HDR = struct.Struct("!HHHHHH")
+_TTL = struct.Struct("!I")
+
+ENTRIES = metrics.gauge(
+    "coredns_cache_entries", "The number of elements in the cache.",
+    ("server", "type", "zones", "view"))
+REQUESTS = metrics.counter(
+    "coredns_cache_requests_total", "The count of cache requests.",
+    ("server", "zones", "view"))
+HITS = metrics.counter(
+    "coredns_cache_hits_total", "The count of cache hits.",
+    ("server", "type", "zones", "view"))
+MISSES = metrics.counter(
+    "coredns_cache_misses_total",
+    "The count of cache misses. Deprecated, derive misses from cache "
+    "hits/requests counters.", ("server", "zones", "view"))
+PREFETCHES = metrics.counter(
+    "coredns_cache_prefetch_total",
+    "The number of times the cache has prefetched a cached item.",
+    ("server", "zones", "view"))
+DROPS = metrics.counter(
+    "coredns_cache_drops_total",
+    "The number responses that are not cached, because the reply is "
+    "malformed.", ("server", "zones", "view"))
+SERVED_STALE = metrics.counter(
+    "coredns_cache_served_stale_total",
+    "The number of requests served from stale cache entries.",
+    ("server", "zones", "view"))
+EVICTIONS = metrics.counter(
+    "coredns_cache_evictions_total", "The count of cache evictions.",
+    ("server", "type", "zones", "view"))
+
+
+# -- the plugin ---------------------------------------------------------------
+
+class Cache(Plugin):
+    name = "cache"
+
+    def __init__(self):
+        self.zones = ["."]
+        self.zlabel = "."
+        self.pcap = self.ncap = DEFAULT_CAP
+        self.pttl = MAX_TTL
+        self.minpttl = MIN_TTL
+        self.nttl = MAX_NTTL
+        self.minnttl = MIN_NTTL
+        self.failttl = MIN_NTTL
+        self.prefetch = 0
+        self.window = 60.0
+        self.percentage = 10
+        self.stale_up_to = 0.0
+        self.verify_stale = False
+        self.verify_timeout = 0.0
+        self.stale_ttl = 0
+        self.stale_recheck = 0.0
+        self.pexcept = []
+        self.nexcept = []
+        self.keepttl = False
+        self.prefer_positive = False
+        #: The clock (Unix seconds); tests swap it for a fake one.
+        self.now = time.time
+        self.all_zones = True
+        self._opts = {}
+        self.pcache = self.ncache = None
+
+    def build(self):
+        self.pcache = Store(self.pcap)
+        self.ncache = Store(self.ncap)
+        self.all_zones = "." in self.zones
+
+    # -- the hit path ---------------------------------------------------------
+
+    def serve(self, req):
+        qname = req.qname
+        if not self.all_zones and match(self.zones, qname) is None:
+            return self.next.serve(req)
+        e = req.edns
+        do = e is not None and (e.ttl & 0x8000) != 0
+        rflags = req.flags
+        key = (qname, req.qtype, req.qclass, do, (rflags & w.CD) != 0)
+        labels = (req.server, self.zlabel, req.view)
+        REQUESTS.inc(labels)
+        now = self.now()
+        item = self._lookup(key, now, labels)
+        if item is None:
+            MISSES.inc(labels)
+            # The next plugin is asked with AD set (CoreDNS's
+            # authenticatedRefreshState): the stored answer then carries
+            # the upstream's AD for every later client, whatever this
+            # client asked for.
+            ask = req if rflags & w.AD else _refresh_request(req)
+            return self._refresh(ask, key, do, labels, None, client=req)
+        ttl = item.orig_ttl - int(now - item.stored)
+        if ttl <= 0:
+            return self._stale(req, key, do, labels, item, now, ttl)
+        if self.prefetch and self._should_prefetch(item, now, ttl):
+            self._try_prefetch(req, key, do, labels, item, now, False)
+        if self.keepttl:
+            ttl = item.orig_ttl
+        return self._answer(req, item, ttl, do)
+
+    def _lookup(self, key, now, labels):
+        stale = self.stale_up_to
+        if self.prefer_positive and stale > 0:
+            i = self.pcache.get(key)
+            if i is not None:
+                i = i.answering_item()
+                if i is not None:
+                    ttl = i.orig_ttl - int(now - i.stored)
+                    if ttl > 0 or -ttl < int(stale):
+                        HITS.inc((labels[0], SUCCESS) + labels[1:])
+                        return i
+        i = self.ncache.get(key)
+        if i is not None:
+            ttl = i.orig_ttl - int(now - i.stored)
+            if ttl > 0 or (stale > 0 and -ttl < int(stale)):
+                if i.rcode == w.SERVFAIL:
+                    p = self.pcache.get(key)
+                    if p is not None:
+                        pt = p.orig_ttl - int(now - p.stored)
+                        if pt > 0 or (stale > 0 and -pt < int(stale)):
+                            HITS.inc((labels[0], SUCCESS) + labels[1:])
+                            return p
+                HITS.inc((labels[0], DENIAL) + labels[1:])
+                return i
+        i = self.pcache.get(key)
+        if i is not None:
+            ttl = i.orig_ttl - int(now - i.stored)
+            if ttl > 0 or (stale > 0 and -ttl < int(stale)):
+                HITS.inc((labels[0], SUCCESS) + labels[1:])
+                return i
+        return None
+
+    def _answer(self, req, item, ttl, do, aa=True, flags=None):
+        """Bytes for ``req`` from ``item`` with every TTL set to ``ttl``."""
+        data = req.data
+        qend = req.qend
+        rflags = req.flags
+        if flags is None:
+            hf = 0x8400 | item.hflags  # QR, AA, RA as stored
+            if item.ad and (do or rflags & w.AD):
+                hf |= w.AD
+        else:
+            hf = w.QR | (flags & 0x07F0)
+            if not do and not rflags & w.AD:
+                hf &= ~w.AD
+        hf |= (rflags & 0x7910) | item.rcode   # opcode, RD, CD
+        e = req.edns
+        body = _TTL.pack(ttl if ttl > 0 else 0).join(item.segs)
+        if qend - 12 != item.qlen:
+            return None
+        if e is None:
+            out = (_HDR.pack(req.id, hf, 1, item.an, item.ns, item.ar)
+                   + data[12:qend] + body)
+            limit = 512 if req.proto == "udp" else 65535
+        else:
+            out = (_HDR.pack(req.id, hf, 1, item.an, item.ns, item.ar + 1)
+                   + data[12:qend] + body + self._opt(e))
+            limit = 65535 if req.proto != "udp" else (
+                e.size if e.size > 512 else 512)
+        if len(out) > limit:
+            # Too big for this client: the structured path truncates.
+            resp = rq.parse_response(out)
+            resp.plugin = "cache"
+            return resp
+        return RawResponse.prebuilt(out, "cache", final=True)
+
+    def _opt(self, e):
+        opts = e.options
+        if opts and rq.SUPPORTED_OPTIONS:
+            kept = [o for o in opts if o[0] in rq.SUPPORTED_OPTIONS]
+            if kept:
+                return w.opt_wire(e.size, e.ttl & 0x8000, kept)
+        k = (e.size, e.ttl & 0x8000)
+        o = self._opts.get(k)
+        if o is None:
+            if len(self._opts) > 1024:
+                self._opts.clear()
+            o = self._opts[k] = w.opt_wire(e.size, e.ttl & 0x8000)
+        return o
+
+    # -- misses, prefetch, stale ----------------------------------------------
+
+    def _refresh(self, req, key, do, labels, prefetch, verify=False,
+                 client=None):
+        """Ask the next plugin with ``req`` and store what it answers; the
+        answer is built for ``client`` (default: ``req``).  ``verify``:
+        only a usable NOERROR/NXDOMAIN answer counts (else None)."""
+        return then(self.next.serve(req), self._store, client or req, key,
+                    do, labels, prefetch, verify)
+
+    def _store(self, resp, req, key, do, labels, prefetch, verify):
+        if resp is None:
+            return None
+        raw = resp.raw
+        if raw is None:
+            # Encode without the client's size limit: the cache keeps the
+            # whole answer (the server truncates what it sends).
+            proto, req.proto = req.proto, "tcp"
+            try:
+                raw = rq.encode(req, resp)
+            finally:
+                req.proto = proto
+        now = self.now()
+        p = parse(raw, int(now))
+        if p is None:
+            return None if verify else resp
+        mt = response_type(p)
+        matches = (p.qname == req.qname and p.qtype == req.qtype
+                   and p.flags & w.QR)
+        silent = False
+        if verify:
+            if p.flags & w.TC or not matches:
+                return None
+            if self.prefer_positive:
+                # Only an answer to the question replaces the stale entry;
+                # anything else is stored (when cacheable) but not used.
+                silent = not (mt == NOERROR and answers_question(p))
+            elif not _refreshable(p, mt):
+                return None
+        if mt in (NAMEERROR, NODATA):
+            dur = min(max(minimal_ttl(p, mt, self.nttl), self.minnttl),
+                      self.nttl)
+        elif mt == SERVERERROR:
+            dur = self.failttl
+        else:
+            dur = min(max(minimal_ttl(p, mt, self.pttl), self.minpttl),
+                      self.pttl)
+        dur = int(dur)
+        item = Item(p, now, dur)
+        if self.prefer_positive:
+            item.answering = answers_question(p)
+        if dur > 0 and cacheable(p, mt):
+            if matches:
+                self._set(key, item, mt, p.qname, labels, prefetch)
+            else:
+                DROPS.inc(labels)
+        if silent:
+            return None
+        if prefetch is not None:
+            return resp
+        out = self._answer(req, item, dur, do, flags=p.flags)
+        if out is None:
+            return resp
+        out.plugin = resp.plugin
+        return out
+
+    def _set(self, key, item, mt, qname, labels, prefetch):
+        if mt in (NOERROR, DELEGATION):
+            if self.pexcept and match(self.pexcept, qname) is not None:
+                return False
+            prefer = self.prefer_positive
+            if prefer and not item.answering:
+                prev = self.pcache.get(key)
+                if prev is not None:
+                    item.lkg = prev.answering_item()
+            if self.pcache.add(key, item):
+                EVICTIONS.inc((labels[0], SUCCESS) + labels[1:])
+            # The newest positive state replaces a denial; with
+            # prefer_positive only when it answers the question.
+            if item.answering if prefer else prefetch is not None:
+                self.ncache.remove(key)
+        elif mt in (NAMEERROR, NODATA, SERVERERROR):
+            if self.nexcept and match(self.nexcept, qname) is not None:
+                return False
+            if self.ncache.add(key, item):
+                EVICTIONS.inc((labels[0], DENIAL) + labels[1:])
+        else:
+            return False
+        ENTRIES.set((labels[0], SUCCESS) + labels[1:], len(self.pcache))
+        ENTRIES.set((labels[0], DENIAL) + labels[1:], len(self.ncache))
+        return True
+
+    def _should_prefetch(self, item, now, ttl):
+        item.update(self.window, now)
+        threshold = math.ceil(self.percentage / 100 * item.orig_ttl)
+        return item.hits >= self.prefetch and ttl <= threshold
+
+    def _try_prefetch(self, req, key, do, labels, item, now, stale):
+        recheck = self.stale_recheck if stale else 0.0
+        if not item.begin_refresh(self.now(), recheck):
+            return
+        PREFETCHES.inc(labels)
+        preq = _refresh_request(req)
+        hits = item.hits
+
+        def done(resp):
+            refreshed = resp is not None
+            item.end_refresh(self.now(), recheck, refreshed)
+            if refreshed:
+                new = self.ncache.get(key) or self.pcache.get(key)
+                if new is not None and new is not item:
+                    new.hits = hits
+                    new.last = now
+            return None
+
+        def failed(f):
+            item.end_refresh(self.now(), recheck, False)
+            return None
+        r = self._refresh(preq, key, do, labels, item, verify=stale)
+        if isinstance(r, defer.Deferred):
+            r.addCallbacks(done, failed)
+        else:
+            done(r)
+
+    def _stale(self, req, key, do, labels, item, now, ttl):
+        if self.verify_stale:
+            recheck = self.stale_recheck
+            if recheck <= 0 or item.begin_refresh(now, recheck):
+                return self._verify(req, key, do, labels, item, now)
+        else:
+            self._try_prefetch(req, key, do, labels, item, now, True)
+        return self._serve_stale(req, item, do, labels)
+
+    def _serve_stale(self, req, item, do, labels):
+        SERVED_STALE.inc(labels)
+        return self._answer(req, item, self.stale_ttl, do)
+
+    def _verify(self, req, key, do, labels, item, now):
+        """serve_stale verify: ask the next plugin first; serve the stale
+        entry only when no usable answer comes (within the timeout)."""
+        recheck = self.stale_recheck
+        r = self._refresh(_refresh_request(req), key, do, labels, None,
+                          verify=True, client=req)
+        if not isinstance(r, defer.Deferred):
+            if recheck > 0:
+                item.end_refresh(self.now(), recheck, r is not None)
+            if r is None:
+                return self._serve_stale(req, item, do, labels)
+            return self._verified(req, key, do, item, r)
+        result = defer.Deferred()
+        timer = None
+
+        def got(fresh):
+            if recheck > 0:
+                item.end_refresh(self.now(), recheck, fresh is not None)
+            if timer is not None and timer.active():
+                timer.cancel()
+            if result.called:
+                return
+            if fresh is None:
+                return result.callback(self._serve_stale(req, item, do,
+                                                         labels))
+            result.callback(self._verified(req, key, do, item, fresh))
+        r.addCallbacks(got, lambda f: got(None))
+        if self.verify_timeout > 0 and not result.called:
+            timer = self.reactor.callLater(
+                self.verify_timeout, lambda: result.called or result.callback(
+                    self._serve_stale(req, item, do, labels)))
+        return result
+
+    def _verified(self, req, key, do, stale, fresh):
+        """The answer to a successful verify.  With a verify timeout
+        CoreDNS answers from the entry it just stored (cache reply
+        shaping: AA, the entry's TTL); without one, as the upstream did."""
+        if self.verify_timeout > 0:
+            new = self.ncache.get(key) or self.pcache.get(key)
+            if new is not None and new is not stale:
+                ttl = new.orig_ttl if self.keepttl else \
+                    new.orig_ttl - int(self.now() - new.stored)
+                out = self._answer(req, new, ttl, do)
+                if out is not None:
+                    return out
+        return fresh
+
+
+def _refreshable(p, mt):
+    """A refresh that may replace a stale entry (verifyStaleResponseWriter)."""
+    if p.flags & w.TC or mt in (OTHERERROR, META, UPDATE):
+        return False
+    return p.rcode in (w.NOERROR, w.NXDOMAIN)
+
+
+def _refresh_request(req):
+    """A copy of ``req`` with AD set, for prefetches and verifies."""
+    return req.with_flags(req.flags | w.AD)

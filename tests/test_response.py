@@ -1,0 +1,206 @@
+"""The response engine: Typify and Classify (CoreDNS's typify_test.go
+cases), reading a wire response, cacheability and the minimal TTL."""
+
+import dns.flags
+import dns.message
+import dns.rrset
+from twisted.trial import unittest
+
+from corednstw.core import dnswire as w
+from corednstw.engines import response as r
+
+
+def msg(qname="example.org.", qtype="A", rcode=0, answer=(), ns=(),
+        extra=(), edns=None, do=False):
+    q = dns.message.make_query(qname, qtype)
+    m = dns.message.make_response(q)
+    m.set_rcode(rcode)
+    for section, lines in ((m.answer, answer), (m.authority, ns),
+                           (m.additional, extra)):
+        for line in lines:
+            name, ttl, cls, rtype, rdata = line.split(None, 4)
+            section.append(dns.rrset.from_text(name, int(ttl), cls, rtype,
+                                               rdata))
+    if edns is not None or do:
+        m.use_edns(0, dns.flags.DO if do else 0, edns or 1232)
+    return m
+
+
+def parsed(m, now=None):
+    return r.parse(m.to_wire(), now)
+
+
+SOA = ("example.org. 1800 IN SOA ns.example.org. admin.example.org. "
+       "1 7200 3600 1209600 3600")
+NS = "example.org. 300 IN NS ns.example.org."
+A = "example.org. 300 IN A 192.0.2.1"
+# An RRSIG valid only during April 2017.
+RRSIG = ("example.org. 300 IN RRSIG NS 8 2 300 20170501000000 "
+         "20170401000000 12345 example.org. AAAA")
+IN_APRIL_2017 = 1492768281
+
+
+class TypifyTest(unittest.TestCase):
+
+    def test_parts(self):
+        t = r.typify_parts
+        cases = [
+            # (opcode, qtype, rcode, an, ns types, expected)
+            (0, w.A, w.NOERROR, 1, (), r.NOERROR),
+            (0, w.A, w.NOERROR, 0, (), r.NOERROR),
+            (0, w.A, w.NOERROR, 0, (w.SOA,), r.NODATA),
+            (0, w.A, w.NOERROR, 0, (w.NS,), r.DELEGATION),
+            (0, w.A, w.NOERROR, 0, (w.NS, w.SOA), r.NODATA),
+            (0, w.A, w.NXDOMAIN, 0, (w.SOA,), r.NAMEERROR),
+            (0, w.A, w.NXDOMAIN, 0, (), r.NAMEERROR),
+            (0, w.A, w.NXDOMAIN, 1, (), r.OTHERERROR),
+            (0, w.A, w.SERVFAIL, 0, (), r.SERVERERROR),
+            (0, w.A, w.NOTIMP, 0, (), r.SERVERERROR),
+            (0, w.A, w.REFUSED, 0, (), r.OTHERERROR),
+            (0, w.A, w.REFUSED, 0, (w.NS,), r.OTHERERROR),
+            (0, w.AXFR, w.NOERROR, 3, (), r.META),
+            (0, w.IXFR, w.NOERROR, 3, (), r.META),
+            (w.OPCODE_NOTIFY, w.SOA, w.NOERROR, 0, (), r.META),
+            (5, w.SOA, w.NOERROR, 0, (), r.UPDATE),
+        ]
+        for opcode, qtype, rcode, an, ns, want in cases:
+            self.assertEqual(r.typify_parts(opcode, qtype, rcode, an, ns),
+                             want, (opcode, qtype, rcode, an, ns))
+        # Expired signatures make an answer an error, but meta stays meta.
+        self.assertEqual(t(0, w.A, 0, 1, (), expired=True), r.OTHERERROR)
+        self.assertEqual(t(0, w.AXFR, 0, 1, (), expired=True), r.META)
+
+    def test_names_and_classes(self):
+        self.assertEqual(
+            [(r.type_text(t), r.classify(t)) for t in range(8)],
+            [("NOERROR", "success"), ("NXDOMAIN", "denial"),
+             ("SERVERERROR", "error"), ("NODATA", "denial"),
+             ("DELEGATION", "success"), ("META", "error"),
+             ("UPDATE", "error"), ("OTHERERROR", "error")])
+        self.assertEqual(r.CLASSES, ("all", "success", "denial", "error"))
+
+    def test_parsed(self):
+        cases = [
+            (msg(answer=[A]), r.NOERROR),
+            (msg(ns=[SOA]), r.NODATA),
+            (msg(rcode=3, ns=[SOA]), r.NAMEERROR),
+            (msg(ns=[NS]), r.DELEGATION),
+            (msg(rcode=2), r.SERVERERROR),
+            (msg(qtype="AXFR", answer=[SOA]), r.META),
+        ]
+        for m, want in cases:
+            self.assertEqual(r.typify(parsed(m)), want, m)
+
+    def test_rrsig_expiry(self):
+        # Outside its period the signature only counts with DO set, and
+        # only when the parse had a clock (as cache parses).
+        m = msg(ns=[NS, RRSIG])
+        self.assertEqual(r.typify(parsed(m, IN_APRIL_2017)), r.DELEGATION)
+        self.assertEqual(r.typify(parsed(m, IN_APRIL_2017 + 90 * 86400)),
+                         r.DELEGATION)
+        m = msg(ns=[NS, RRSIG], do=True)
+        self.assertEqual(r.typify(parsed(m, IN_APRIL_2017)), r.DELEGATION)
+        late = parsed(m, IN_APRIL_2017 + 90 * 86400)
+        self.assertTrue(late.expired)
+        self.assertEqual(r.typify(late), r.OTHERERROR)
+        self.assertEqual(r.typify(parsed(m)), r.DELEGATION)
+
+
+class SectionsTest(unittest.TestCase):
+
+    def test_counts_and_types(self):
+        m = msg(answer=[A], ns=[NS, SOA], extra=[A], edns=1232)
+        an, types = r.sections(m.to_wire())
+        self.assertEqual((an, types), (1, {w.NS, w.SOA}))
+
+    def test_malformed(self):
+        wire = msg(ns=[SOA]).to_wire()
+        self.assertRaises(w.FormatError, r.sections, wire[:-4])
+
+
+class ParseTest(unittest.TestCase):
+
+    def test_opt_dropped(self):
+        p = parsed(msg(answer=[A], extra=[A], edns=1232, do=True))
+        self.assertEqual(p.counts, (1, 0, 1))
+        self.assertEqual(p.ttls, [300, 300])
+        self.assertTrue(p.do)
+        self.assertEqual(len(p.segs), 3)
+
+    def test_refused(self):
+        q = dns.message.make_query("example.org.", "A")
+        two = msg(answer=[A]).to_wire()
+        wire = bytearray(two)
+        wire[5] = 2       # two questions
+        self.assertIsNone(r.parse(bytes(wire)))
+        self.assertIsNone(r.parse(two[:-2]))
+        self.assertIsNone(r.parse(q.to_wire()[:8]))
+
+    def test_opt_not_last(self):
+        m = msg(answer=[A], edns=1232)
+        wire = m.to_wire()
+        # Claim one more additional record after the OPT.
+        wire = bytearray(wire[:11] + bytes([2]) + wire[12:]) + \
+            w.name_to_wire("example.org.") + \
+            bytes([0, 1, 0, 1, 0, 0, 0, 5, 0, 4, 192, 0, 2, 9])
+        self.assertIsNone(r.parse(bytes(wire)))
+
+    def test_answers_question(self):
+        chain = ["www.example.org. 300 IN CNAME a.example.org.",
+                 "a.example.org. 300 IN A 192.0.2.1"]
+        p = parsed(msg("www.example.org.", answer=chain))
+        self.assertTrue(r.answers_question(p))
+        self.assertEqual(r.response_type(p), r.NOERROR)
+        dangling = parsed(msg("www.example.org.", answer=chain[:1],
+                              ns=[SOA]))
+        self.assertFalse(r.answers_question(dangling))
+        self.assertTrue(r.is_nodata(dangling))
+        # NOERROR by Typify, NODATA for the cache (SOA, no answer).
+        self.assertEqual(r.typify(dangling), r.NOERROR)
+        self.assertEqual(r.response_type(dangling), r.NODATA)
+        loop = parsed(msg("www.example.org.", answer=[
+            "www.example.org. 300 IN CNAME a.example.org.",
+            "a.example.org. 300 IN CNAME www.example.org."]))
+        self.assertFalse(r.answers_question(loop))
+
+
+class CacheRulesTest(unittest.TestCase):
+
+    def test_cacheable(self):
+        cases = [
+            (msg(answer=[A]), True),
+            (msg(ns=[SOA]), True),
+            (msg(rcode=3, ns=[SOA]), True),
+            (msg(rcode=3), False),                     # no SOA
+            (msg(rcode=2), True),
+            (msg(rcode=5), False),
+            (msg(qtype="AXFR", answer=[SOA]), False),
+            (msg(qtype="AAAA", answer=[A]), False),    # no answer, no SOA
+        ]
+        for m, want in cases:
+            p = parsed(m)
+            self.assertEqual(r.cacheable(p, r.response_type(p)), want, m)
+        tc = msg(answer=[A])
+        tc.flags |= dns.flags.TC
+        p = parsed(tc)
+        self.assertFalse(r.cacheable(p, r.response_type(p)))
+
+    def test_minimal_ttl(self):
+        # dnsutil's TestMinimalTTL: the SOA's own TTL, not its minimum.
+        p = parsed(msg("z.alm.im.", ns=[
+            "alm.im. 1800 IN SOA ivan.ns.cloudflare.com. "
+            "dns.cloudflare.com. 2025042470 10000 2400 604800 3600"]))
+        self.assertEqual(r.typify(p), r.NODATA)
+        self.assertEqual(r.minimal_ttl(p, r.NODATA), 1800)
+        self.assertEqual(r.minimal_ttl(p, r.NODATA, 600), 600)
+        # The smallest TTL of every section; the OPT's does not count.
+        p = parsed(msg(answer=[A], ns=[NS.replace("300", "40")],
+                       extra=["ns.example.org. 20 IN A 192.0.2.53"],
+                       edns=1232, do=True))
+        self.assertEqual(r.minimal_ttl(p, r.NOERROR), 20)
+        # No records (or only the OPT), other types: the default.
+        p = parsed(msg(edns=1232))
+        self.assertEqual(r.minimal_ttl(p, r.NOERROR), 5)
+        p = parsed(msg(answer=[A]))
+        self.assertEqual(r.minimal_ttl(p, r.SERVERERROR), 5)
+        self.assertEqual(r.minimal_ttl(p, r.DELEGATION), 5)

@@ -12,7 +12,7 @@ from twisted.trial import unittest
 from corednstw.core import corefile
 from corednstw.engines import upstream as engine
 from corednstw.plugins import forward as fwd
-from corednstw.plugins.forward.setup import _parse_to
+from corednstw.plugins.forward.directive import _parse_to
 from corednstw.service.app import App
 from tests.support import util
 from tests.support.unbound import Unbound

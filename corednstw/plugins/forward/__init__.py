@@ -19,7 +19,7 @@ The package: ``plugin`` (``Forward`` and the attempts of one query),
 from corednstw.plugins.forward.plugin import (DEADLINE, HEALTHCHECK_BROKEN,
                                               MAX_CONCURRENT_REJECTS,
                                               Forward)
-from corednstw.plugins.forward.setup import MAX_UPSTREAMS, setup
+from corednstw.plugins.forward.directive import MAX_UPSTREAMS, setup
 
 __all__ = ["DEADLINE", "Forward", "HEALTHCHECK_BROKEN",
            "MAX_CONCURRENT_REJECTS", "MAX_UPSTREAMS", "setup"]

@@ -10,9 +10,7 @@ import sys
 from twisted.python import usage
 
 from corednstw import COREDNS_VERSION, __version__
-from corednstw.core import corefile
-from corednstw.core import directives
-from corednstw.core import logger
+from corednstw.core import corefile, directives, logger
 
 
 class Options(usage.Options):
@@ -41,7 +39,7 @@ class Options(usage.Options):
         try:
             self["dns-port"] = int(self["dns-port"])
         except ValueError:
-            raise usage.UsageError("--dns-port must be a number")
+            raise usage.UsageError("--dns-port must be a number") from None
         if self["plugins"]:
             print("Server types:\n  dns\n\nCaddyfile loaders:\n  flag\n"
                   "  default\n\nOther plugins:")

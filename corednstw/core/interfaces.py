@@ -68,6 +68,9 @@ class IForwarderTap(Interface):
     """Receives the messages a forwarder exchanges with its upstreams
     (dnstap's FORWARDER_QUERY / FORWARDER_RESPONSE)."""
 
+    full = Attribute("True when the tap keeps message bytes: only then "
+                     "does a forwarder pass the reply's ``wire``.")
+
     def tap_forwarder_query(req: Request, upstream: Address,
                             wire: Optional[bytes] = None, proto: str = "udp",
                             local: Optional[Address] = None,

@@ -4,7 +4,7 @@
         [--seconds 10] [--check MODULE:FUNCTION]
 
 The server is pinned to core 0 and dnsperf to core 1 (``-c 50 -T 1 -q 500``,
-as the issue's budget says).  Afterwards the script verifies: dnsperf lost
+the load every benchmark uses).  Afterwards the script verifies: dnsperf lost
 no query, every query is counted in coredns_dns_requests_total (scraped from
 the server's /metrics), and a sample of answers is right (a check function
 gets the dnspython reply and the question).  Exit status 1 on any mismatch.

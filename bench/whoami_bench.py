@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/whoami_bench.py [--seconds 10] [--runs 3]
 
-Target (issue "Core"): >= 45,000 QPS on one core with every query counted.
+Target: >= 45,000 QPS on one core with every query counted.
 Every sampled answer must carry the client's address and port.
 """
 

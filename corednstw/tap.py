@@ -10,9 +10,9 @@ import sys
 from twisted.python import usage
 
 from corednstw import COREDNS_VERSION, __version__
-from corednstw.core import corefile
-from corednstw.core import directives
-from corednstw.core import logger
+from corednstw.core import corefile, directives, logger
+
+
 class Options(usage.Options):
     synopsis = "[options]"
     longdesc = "Serve DNS as CoreDNS does, configured by a Corefile."
@@ -39,7 +39,7 @@ class Options(usage.Options):
         try:
             self["dns-port"] = int(self["dns-port"])
         except ValueError:
-            raise usage.UsageError("--dns-port must be a number")
+            raise usage.UsageError("--dns-port must be a number") from None
         if self["plugins"]:
             print("Server types:\n  dns\n\nCaddyfile loaders:\n  flag\n"
                   "  default\n\nOther plugins:")
@@ -54,16 +54,8 @@ class Options(usage.Options):
         if self["check"]:
             sys.exit(check(self["conf"], self["dns-port"], self["dump"]))
         if self.parent is not None and not self.parent.get("logger"):
+            # Chosen here: twistd creates its logger before makeService.
             self.parent["logger"] = "corednstw.core.logger.observer_factory"
-        from corednstw.service.app import App
-        self.app = App(self["conf"], dns_port=self["dns-port"])
-        try:
-            self.app.config = self.app.load()
-        except (corefile.CorefileError, OSError) as e:
-            # As CoreDNS: the error alone, on stdout, and exit 1 (no usage
-            # text: the command line was fine, the Corefile was not).
-            print(str(e), flush=True)
-            sys.exit(1)
 
 
 def check(path, dns_port, dump):
@@ -87,8 +79,28 @@ def check(path, dns_port, dump):
     return 0
 
 
+def load_app(options, reactor=None):
+    """The App for the parsed options, its Corefile loaded and nothing
+    bound yet.  A Corefile that cannot be used ends the process as CoreDNS
+    does: the error alone on stdout, exit 1 (no usage text: the command
+    line was fine, the Corefile was not)."""
+    from corednstw.service.app import App
+    app = App(options["conf"], reactor=reactor,
+              dns_port=options["dns-port"])
+    try:
+        app.config = app.load()
+    except (corefile.CorefileError, OSError) as e:
+        print(str(e), flush=True)
+        sys.exit(1)
+    return app
+
+
 def makeService(options):
+    """twistd's entry point: the App, with CoreDNS's signal handling
+    (service/signals.py) installed once the reactor runs."""
     from twisted.internet import reactor
+
     from corednstw.service import signals
-    reactor.callWhenRunning(signals.install, options.app)
-    return options.app
+    app = load_app(options, reactor)
+    reactor.callWhenRunning(signals.install, app)
+    return app

@@ -1,10 +1,14 @@
-"""Turn trial's closing line into 'N passed, N failed[, N skipped]'."""
+"""Turn trial's closing line into 'N passed, N failed[, N skipped]'.
+
+``summary.py TRIAL_OUTPUT [CHECKS]``: CHECKS, when given, holds one line
+per linter run ("ok NAME" or "FAILED NAME"), each counted as one test.
+"""
 
 import re
 import sys
 
 
-def main(path):
+def main(path, checks=None):
     text = open(path, errors="replace").read()
     counts = {}
     for m in re.finditer(r"^(PASSED|FAILED) \(([^)]*)\)\s*$", text, re.M):
@@ -15,6 +19,12 @@ def main(path):
               + counts.get("unexpectedSuccesses", 0))
     if not counts and "Ran 0 tests" not in text:
         failed = max(failed, 1)  # trial did not finish: count as a failure
+    if checks:
+        for line in open(checks, errors="replace"):
+            if line.startswith("ok "):
+                passed += 1
+            elif line.startswith("FAILED "):
+                failed += 1
     skipped = counts.get("skips", 0)
     line = "%d passed, %d failed" % (passed, failed)
     if skipped:
@@ -23,4 +33,4 @@ def main(path):
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    main(*sys.argv[1:3])

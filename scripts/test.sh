@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Installs everything the tests need (a venv with the package, Debian
-# servers the integration tests start) and runs the whole trial suite.
-# Ends with a line "N passed, N failed[, N skipped]".
+# servers the integration tests start), runs the linters (ruff over the
+# tree, mypy over the typed contract modules: each counts as one test) and
+# the whole trial suite.  Ends with a line "N passed, N failed[, N skipped]";
+# exits non-zero when anything failed.
 set -u
 cd "$(dirname "$0")/.."
 
@@ -27,9 +29,29 @@ PY=${PYTHON:-python3}
 .venv/bin/pip install -q --upgrade pip >/dev/null 2>&1
 .venv/bin/pip install -q -e '.[test]' --config-settings editable_mode=compat 2>&1 | grep -v -i "warning" >&2
 
+# Linters first; a failure is reported but the trial suite still runs.
+checks=$(mktemp)
+check() {
+  local name=$1
+  shift
+  echo "== $name"
+  if "$@"; then
+    echo "ok $name" >>"$checks"
+  else
+    echo "FAILED $name" >>"$checks"
+    echo "== $name FAILED (see above)"
+  fi
+}
+check "ruff check ." .venv/bin/ruff check --output-format=concise .
+check "mypy" .venv/bin/mypy
+
 out=$(mktemp)
 .venv/bin/trial --reporter=text ${TRIAL_ARGS:-} "${@:-tests}" 2>&1 | tee "$out"
 status=${PIPESTATUS[0]}
-.venv/bin/python scripts/summary.py "$out"
-rm -f "$out"
+if grep -q "^FAILED" "$checks"; then
+  sed 's/^/lint: /' "$checks"
+  status=1
+fi
+.venv/bin/python scripts/summary.py "$out" "$checks"
+rm -f "$out" "$checks"
 exit "$status"

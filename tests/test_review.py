@@ -338,9 +338,10 @@ class CommandLineTest(unittest.TestCase):
 
     def test_p_is_dns_port(self):
         # CoreDNS has -p as the short form of -dns.port.
-        from corednstw.tap import Options
+        from corednstw.tap import Options, load_app
         d = util.write_files(self, {"Corefile": ". {\n    whoami\n}\n"})
         o = Options()
         o.parseOptions(["-p", "1053", "-c", os.path.join(d, "Corefile")])
         self.assertEqual(o["dns-port"], 1053)
-        self.assertEqual(o.app.config.blocks[0].keys[0].port, "1053")
+        app = load_app(o)
+        self.assertEqual(app.config.blocks[0].keys[0].port, "1053")

@@ -5,12 +5,21 @@ switched: a reload that fails keeps the old configuration) and groups the
 blocks into listeners, one per (transport, address, port).
 """
 
-import os
+from __future__ import annotations
 
-from corednstw.core import corefile
-from corednstw.core import directives
+import os
+from collections.abc import Callable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Optional
+
+from corednstw.core import corefile, directives
 from corednstw.core.interfaces import IHTTPEndpointOwner, IReadiness
-from corednstw.core.plugin import END
+from corednstw.core.plugin import END, Plugin
+
+if TYPE_CHECKING:
+    from zope.interface.interface import InterfaceClass
+
+    from corednstw.core.request import Request
+    from corednstw.service.app import App
 
 SUPPORTED_TRANSPORTS = ("dns",)
 
@@ -24,28 +33,30 @@ class Block:
     debug, ...) and register HTTP endpoints through ``config``.
     """
 
-    def __init__(self, source, config, index):
+    def __init__(self, source: corefile.ServerBlock, config: Config,
+                 index: int) -> None:
         self.source = source
         self.config = config
         self.index = index
-        self.keys = list(source.keys)
-        self.zones = []
+        self.keys: list[corefile.ZoneAddr] = list(source.keys)
+        self.zones: list[str] = []
         for k in self.keys:
             if k.zone not in self.zones:
                 self.zones.append(k.zone)
-        self.plugins = []
-        self.chain = END
-        self.filters = []
+        self.plugins: list[Plugin] = []
+        self.chain: Plugin = END
+        self.filters: list[Callable[[Request], bool]] = []
         self.view = ""
-        self.bind = None        # list of addresses, set by the bind plugin
+        # list of addresses, set by the bind plugin
+        self.bind: Optional[list[str]] = None
         self.debug = False
-        self.settings = {}
+        self.settings: dict[str, Any] = {}
 
     @property
-    def app(self):
+    def app(self) -> App:
         return self.config.app
 
-    def path(self, name):
+    def path(self, name: str) -> str:
         """``name`` resolved against the block's ``root`` directory when it
         is relative (CoreDNS's root plugin); unchanged otherwise."""
         root = self.settings.get("root")
@@ -53,47 +64,50 @@ class Block:
             return os.path.join(root, name)
         return name
 
-    def accepts(self, req):
+    def accepts(self, req: Request) -> bool:
         for f in self.filters:
             if not f(req):
                 return False
         return True
 
-    def plugin(self, name):
+    def plugin(self, name: str) -> Optional[Plugin]:
         """The first plugin of directive ``name`` in this block, or None."""
         for p in self.plugins:
             if p.name == name:
                 return p
         return None
 
-    def find(self, interface):
+    def find(self, interface: InterfaceClass) -> list[Any]:
         """The plugins of this block that provide ``interface`` (one of
         corednstw.core.interfaces), in chain order: plugins find each
         other by interface, never by import or method name."""
         return [p for p in self.plugins if interface.providedBy(p)]
 
-    def directive_names(self):
+    def directive_names(self) -> list[str]:
         return [p.name for p in self.plugins]
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return "<Block %s>" % " ".join(str(k) for k in self.keys)
 
 
 class Config:
     """A whole configuration: blocks, listeners, HTTP endpoints."""
 
-    def __init__(self, app, path, blocks):
+    def __init__(self, app: App, path: str,
+                 blocks: list[corefile.ServerBlock]) -> None:
         self.app = app
         self.path = path
         self.sources = blocks
-        self.blocks = []
+        self.blocks: list[Block] = []
         # (transport, host or None, port) -> [(zone, block)]
-        self.listeners = {}
-        # address -> {path: twisted.web resource}
-        self.http = {}
+        self.listeners: dict[tuple[str, Optional[str], str],
+                             list[tuple[str, Block]]] = {}
+        # address -> {path: (twisted.web resource, directive name)}
+        self.http: dict[str, dict[str, tuple[Any, str]]] = {}
         self.files = [path]
 
-    def handle_http(self, address, path, resource, d):
+    def handle_http(self, address: str, path: str, resource: Any,
+                    d: corefile.Directive) -> None:
         """Register an HTTP endpoint for directive ``d``.  Several blocks of
         one directive may share it (``prometheus :9153`` everywhere); two
         different directives on one path clash."""
@@ -104,20 +118,21 @@ class Config:
         if path not in paths:
             paths[path] = (resource, d.name)
 
-    def plugins(self):
+    def plugins(self) -> Iterator[Plugin]:
         for b in self.blocks:
             yield from b.plugins
 
-    def find(self, interface):
+    def find(self, interface: InterfaceClass) -> list[Any]:
         """Every plugin of every block that provides ``interface``."""
         return [p for b in self.blocks for p in b.find(interface)]
 
-    def ready_reporters(self):
+    def ready_reporters(self) -> list[Any]:
         """The IReadiness providers, for the ready plugin."""
         return self.find(IReadiness)
 
 
-def build(app, path, blocks, errors=None):
+def build(app: App, path: str, blocks: list[corefile.ServerBlock],
+          errors: Optional[list[corefile.CorefileError]] = None) -> Config:
     """Set up every block; CorefileError on the first problem.
 
     With an ``errors`` list (``--check``), every directive error is
@@ -132,7 +147,9 @@ def build(app, path, blocks, errors=None):
     return cfg
 
 
-def _build_block(cfg, sb, index, errors=None):
+def _build_block(cfg: Config, sb: corefile.ServerBlock, index: int,
+                 errors: Optional[list[corefile.CorefileError]] = None
+                 ) -> Block:
     block = Block(sb, cfg, index)
     for key in block.keys:
         if key.transport not in SUPPORTED_TRANSPORTS:
@@ -172,7 +189,7 @@ def _build_block(cfg, sb, index, errors=None):
         block.plugins.append(plugin)
         if plugin.in_chain:
             chain.append(plugin)
-    nxt = END
+    nxt: Plugin = END
     for p in reversed(chain):
         p.next = nxt
         nxt = p
@@ -180,14 +197,14 @@ def _build_block(cfg, sb, index, errors=None):
     return block
 
 
-def _setup(d, block):
+def _setup(d: corefile.Directive, block: Block) -> Optional[Plugin]:
     mod = directives.load(d.name)
     if mod is None:
         raise d.error("not supported yet")
     return mod.setup(d, block)
 
 
-def _group_listeners(cfg):
+def _group_listeners(cfg: Config) -> None:
     """One listener per (transport, address, port).  Blocks may share a
     zone on one port only when bind or view filters tell them apart
     (corefile.check_duplicates, CoreDNS's overlap rules)."""
@@ -195,7 +212,7 @@ def _group_listeners(cfg):
         cfg.sources, [(tuple(b.bind or ()), bool(b.filters))
                       for b in cfg.blocks])
     for block in cfg.blocks:
-        hosts = block.bind or [None]
+        hosts: Sequence[Optional[str]] = block.bind or [None]
         for key in block.keys:
             for host in hosts:
                 entries = cfg.listeners.setdefault(
@@ -204,7 +221,7 @@ def _group_listeners(cfg):
                     entries.append((key.zone, block))
 
 
-def server_label(transport, host, port):
+def server_label(transport: str, host: Optional[str], port: Any) -> str:
     """The ``server`` metrics label, as CoreDNS prints its address."""
     if host is None:
         return "%s://:%s" % (transport, port)

@@ -18,7 +18,18 @@ against the declaration.
 See docs/development.md for an example of each hook.
 """
 
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Optional
+
 from zope.interface import Attribute, Interface
+
+if TYPE_CHECKING:
+    from corednstw.core.dnswire import RR
+    from corednstw.core.request import Request
+
+#: An address as a socket gives it: (host, port).
+Address = tuple[str, int]
 
 
 class IReadiness(Interface):
@@ -28,7 +39,7 @@ class IReadiness(Interface):
     True; the names of those that do not are listed in the 503 body.
     """
 
-    def ready():
+    def ready() -> bool:
         """True once the plugin can answer (e.g. its data is synced)."""
 
 
@@ -37,7 +48,7 @@ class IMetadataProvider(Interface):
     metadata.Provider).  Called once per query in the metadata plugin's
     zones, before the rest of the chain runs."""
 
-    def metadata(req):
+    def metadata(req: Request) -> None:
         """Set values with ``plugins.metadata.set_value(req, key, value)``;
         a value may be a callable evaluated when first read."""
 
@@ -46,7 +57,8 @@ class ITransferer(Interface):
     """Holds zones the ``transfer`` plugin can send out (CoreDNS's
     transfer.Transferer)."""
 
-    def transfer_records(zone, serial):
+    def transfer_records(zone: str,
+                         serial: int) -> Optional[list[list[RR]]]:
         """Batches of ``dnswire.RR`` lists for an AXFR of ``zone`` (the
         first and last record the SOA), or for IXFR when ``serial`` is
         current a single SOA; None when this plugin does not hold ``zone``."""
@@ -56,13 +68,21 @@ class IForwarderTap(Interface):
     """Receives the messages a forwarder exchanges with its upstreams
     (dnstap's FORWARDER_QUERY / FORWARDER_RESPONSE)."""
 
-    def tap_forwarder_query(req, upstream, wire=None, proto="udp",
-                            local=None, start=None):
+    full = Attribute("True when the tap keeps message bytes: only then "
+                     "does a forwarder pass the reply's ``wire``.")
+
+    def tap_forwarder_query(req: Request, upstream: Address,
+                            wire: Optional[bytes] = None, proto: str = "udp",
+                            local: Optional[Address] = None,
+                            start: Optional[int] = None) -> int:
         """A query sent to ``upstream`` (host, port); returns the send time
         (ns) to pass back with the response."""
 
-    def tap_forwarder_response(req, upstream, wire=None, proto="udp",
-                               local=None, start=None):
+    def tap_forwarder_response(req: Request, upstream: Address,
+                               wire: Optional[bytes] = None,
+                               proto: str = "udp",
+                               local: Optional[Address] = None,
+                               start: Optional[int] = None) -> None:
         """The reply ``wire`` received from ``upstream``."""
 
 
@@ -70,7 +90,7 @@ class IInheritable(Interface):
     """Takes over the state of its predecessor across a reload (a
     kubernetes watch and store survive an unchanged block)."""
 
-    def inherit(old):
+    def inherit(old: Any) -> bool:
         """``old`` is the same directive, with the same arguments, in a block
         with the same zones, from the configuration being replaced.  Return
         True when its state was taken (the old plugin is then not stopped)."""
@@ -80,7 +100,7 @@ class IZoneAdder(Interface):
     """Learns zones that appear at run time (CoreDNS's AddZone: ``auto``
     tells ``prometheus`` which zone label to use for new zones)."""
 
-    def add_zone(zone):
+    def add_zone(zone: str) -> None:
         """``zone``, a lower-case FQDN, is now served by this block."""
 
 
@@ -96,7 +116,7 @@ class IHTTPEndpointOwner(Interface):
     configuration binds each address once and mounts every owner's paths on
     it; two directives claiming one path on one address is a setup error."""
 
-    def http_endpoints():
+    def http_endpoints() -> list[tuple[str, str, Any]]:
         """A list of ``(address, path, resource)``: ``address`` as written in
         the Corefile (``:8080``, ``127.0.0.1:9153``), ``resource`` a
         twisted.web resource."""

@@ -14,18 +14,30 @@ configures something (bind, root, health, ...) sets ``in_chain = False`` and
 is kept out of the request path.
 """
 
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar, Optional, Union
+
 from twisted.internet import defer
 
 from corednstw.core import dnswire as w
-from corednstw.core.request import Response
+from corednstw.core.request import Request, Response
+
+if TYPE_CHECKING:
+    from corednstw.core.config import Block
+    from corednstw.core.corefile import Directive
+
+#: What ``serve`` returns: an answer now, one later, or nothing written.
+Result = Union[Response, "defer.Deferred[Optional[Response]]", None]
 
 
-def _normalize(name):
+def _normalize(name: str) -> list[str]:
     from corednstw.core import names
     return names.normalize(name)
 
 
-def match(zones, qname):
+def match(zones: Iterable[str], qname: str) -> Optional[str]:
     """The longest zone of ``zones`` containing ``qname`` (both lower-case
     FQDNs), or None.  CoreDNS's plugin.Zones.Matches."""
     best = None
@@ -36,7 +48,7 @@ def match(zones, qname):
     return best
 
 
-def is_deferred(result):
+def is_deferred(result: object) -> bool:
     """``isinstance(result, Deferred)``, quick for the usual results.
 
     Deferred's metaclass is ABCMeta, whose isinstance costs ten times a
@@ -48,7 +60,7 @@ def is_deferred(result):
     return isinstance(result, defer.Deferred)
 
 
-def then(result, fn, *args):
+def then(result: Result, fn: Callable[..., Any], *args: Any) -> Any:
     """Apply ``fn(result, *args)`` now, or when the Deferred fires.
 
     Middleware uses this so the synchronous path stays free of Deferreds.
@@ -70,41 +82,47 @@ class Plugin:
     path imports the global reactor).
     """
 
-    name = "plugin"
+    name: str = "plugin"
     #: False for configuration-only plugins (not placed in the chain).
-    in_chain = True
+    in_chain: ClassVar[bool] = True
     #: True when CoreDNS refuses the directive twice in one server block.
-    once = True
+    once: ClassVar[bool] = True
 
-    next = None
-    block = None
-    reactor = None
-    zones = ()
+    # None until config.build links the plugin in, once setup() returned.
+    next: Plugin = None  # type: ignore[assignment]
+    block: Block = None  # type: ignore[assignment]
+    #: The App's reactor, or the task.Clock a test passes.
+    reactor: Any = None
+    directive: Directive
+    zones: Sequence[str] = ()
 
-    def serve(self, req):
+    def serve(self, req: Request) -> Result:
         return self.next.serve(req)
 
     # Life cycle -------------------------------------------------------------
 
-    def start(self):
+    def start(self) -> Any:
         """Called when the configuration goes live (may return a Deferred)."""
 
-    def stop(self):
+    def stop(self) -> Any:
         """Called when the configuration is retired (may return a Deferred)."""
 
     # Helpers for subclasses -------------------------------------------------
 
-    def match_zone(self, qname):
+    def match_zone(self, qname: str) -> Optional[str]:
         """The longest of the plugin's zones that contains ``qname``."""
         return match(self.zones, qname)
 
-    def respond(self, req, rcode=w.NOERROR, answer=None, authority=None,
-                additional=None, aa=True):
+    def respond(self, req: Request, rcode: int = w.NOERROR,
+                answer: Optional[list[w.RR]] = None,
+                authority: Optional[list[w.RR]] = None,
+                additional: Optional[list[w.RR]] = None,
+                aa: bool = True) -> Response:
         """A Response written by this plugin."""
         return Response(rcode, answer, authority, additional, aa=aa,
                         plugin=self.name)
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return "<%s %s>" % (type(self).__name__, " ".join(self.zones))
 
 
@@ -113,7 +131,7 @@ class End(Plugin):
 
     name = ""
 
-    def serve(self, req):
+    def serve(self, req: Request) -> Result:
         return None
 
 
@@ -126,11 +144,11 @@ class Fallthrough:
 
     __slots__ = ("zones",)
 
-    def __init__(self, zones=None):
+    def __init__(self, zones: Optional[list[str]] = None) -> None:
         self.zones = zones  # None: off; [] or ['.']: everything
 
     @classmethod
-    def parse(cls, args):
+    def parse(cls, args: Sequence[str]) -> Fallthrough:
         if not args:
             return cls(["."])
         out = []
@@ -138,7 +156,7 @@ class Fallthrough:
             out.extend(_normalize(a))
         return cls(out)
 
-    def through(self, qname):
+    def through(self, qname: str) -> bool:
         """True when an NXDOMAIN for ``qname`` should fall through."""
         z = self.zones
         if z is None:
@@ -147,11 +165,11 @@ class Fallthrough:
             return True
         return match(z, qname) is not None
 
-    def __bool__(self):
+    def __bool__(self) -> bool:
         return self.zones is not None
 
 
-def zones_from_args(args, block):
+def zones_from_args(args: Sequence[str], block: Block) -> list[str]:
     """A plugin's zones: its arguments (CIDRs expanded) or the block's keys."""
     if not args:
         return list(block.zones)

@@ -7,9 +7,18 @@ bytes once, at the end of the chain (or earlier by middleware that needs the
 size), with CoreDNS's EDNS echo and truncation rules.
 """
 
+from __future__ import annotations
+
 import struct
+from typing import TYPE_CHECKING, Any, Optional
 
 from corednstw.core import dnswire as w
+
+if TYPE_CHECKING:
+    from corednstw.core.config import Block
+
+#: (host, port) of a socket; host None when bound to every address.
+Address = tuple[Optional[str], int]
 
 _HEADER = struct.Struct("!HHHHHH")
 _QTAIL = struct.Struct("!HH")
@@ -27,7 +36,7 @@ _REPLY_BITS = (w.RD | w.CD,) + (0,) * 15
 SUPPORTED_OPTIONS = {3, 9, 10, 11, 12}
 
 
-def support_option(code):
+def support_option(code: int) -> None:
     """Let EDNS0 option ``code`` from the query be echoed in responses."""
     SUPPORTED_OPTIONS.add(code)
 
@@ -54,8 +63,39 @@ class Request:
                  "port", "proto", "family", "local", "server", "zone", "view",
                  "block", "metadata", "depth", "_message", "tsig", "start")
 
-    def __init__(self, data, client="127.0.0.1", port=0, proto="udp",
-                 local=None, server=""):
+    data: bytes
+    id: int
+    flags: int
+    opcode: int
+    qname: str
+    name: str
+    qtype: int
+    qclass: int
+    qwire: bytes
+    qend: int
+    edns: Optional[w.EDNS]
+    arcount: int
+    client: str
+    port: int
+    proto: str
+    family: int
+    local: Optional[Address]
+    server: str
+    zone: str
+    view: str
+    block: Optional[Block]
+    #: label -> value (a string or a callable), see plugins/metadata.py
+    metadata: Optional[dict[str, Any]]
+    depth: int
+    _message: Any
+    #: offset of a TSIG record in ``data``, for the tsig plugin
+    tsig: Optional[int]
+    start: float
+
+    def __init__(self, data: bytes, client: str = "127.0.0.1",
+                 port: int = 0, proto: str = "udp",
+                 local: Optional[Address] = None,
+                 server: str = "") -> None:
         self.data = data
         self.client = client
         self.port = port
@@ -75,14 +115,14 @@ class Request:
 
     # -- parsing -------------------------------------------------------------
 
-    def parse_header(self):
+    def parse_header(self) -> tuple[int, int, int, int]:
         """Read the header; returns (qd, an, ns, ar) counts."""
         self.id, self.flags, qd, an, ns, ar = _HEADER.unpack_from(self.data, 0)
         self.opcode = (self.flags >> 11) & 0xF
         self.arcount = ar
         return qd, an, ns, ar
 
-    def parse_question(self, an, ns, ar):
+    def parse_question(self, an: int, ns: int, ar: int) -> None:
         """Parse the question and find the OPT record (FormatError if bad)."""
         data = self.data
         end = 12
@@ -121,7 +161,7 @@ class Request:
         elif self.qend != ln:
             self.data = data[:self.qend]
 
-    def _parse_rest(self, skip, ar):
+    def _parse_rest(self, skip: int, ar: int) -> None:
         """Walk the answer/authority/additional records for OPT and TSIG.
 
         A record that cannot be read raises RecordError (FORMERR with the
@@ -151,7 +191,7 @@ class Request:
                 elif rtype == 250:  # TSIG: last; kept for the tsig plugin
                     self.tsig = start
         except w.FormatError as e:
-            raise RecordError(str(e))
+            raise RecordError(str(e)) from e
         if counts[0] != skip or counts[1] != ar:
             an, ns = _HEADER.unpack_from(data, 0)[3:5]
             an = min(an, counts[0])
@@ -163,22 +203,22 @@ class Request:
             # passed on (to an upstream, to dnstap) is the message alone.
             self.data = data[:off]
 
-    # -- derived values --------------------------------------------------------
+    # -- derived values ------------------------------------------------------
 
     @property
-    def do(self):
+    def do(self) -> bool:
         """DNSSEC OK bit of the query's OPT record."""
         e = self.edns
         return e is not None and bool(e.ttl & 0x8000)
 
     @property
-    def bufsize(self):
+    def bufsize(self) -> int:
         """The client's advertised EDNS0 size (0 without OPT), for logs."""
         e = self.edns
         return e.size if e is not None else 0
 
     @property
-    def size(self):
+    def size(self) -> int:
         """How many bytes the answer may take (CoreDNS's request.Size)."""
         if self.proto == "tcp":
             return w.MAX_MSG_SIZE
@@ -188,14 +228,14 @@ class Request:
         return e.size
 
     @property
-    def rd(self):
+    def rd(self) -> bool:
         return bool(self.flags & w.RD)
 
     @property
-    def cd(self):
+    def cd(self) -> bool:
         return bool(self.flags & w.CD)
 
-    def message(self):
+    def message(self) -> Any:
         """The whole query decoded by dnspython (lazily, then cached)."""
         if self._message is None:
             import dns.message
@@ -203,13 +243,14 @@ class Request:
                 self.data, ignore_trailing=True, keyring=False)
         return self._message
 
-    def meta(self):
+    def meta(self) -> dict[str, Any]:
         """The request's metadata dict (created on first use)."""
         if self.metadata is None:
             self.metadata = {}
         return self.metadata
 
-    def copy(self, qname=None, qtype=None, data=None):
+    def copy(self, qname: Optional[str] = None, qtype: Optional[int] = None,
+             data: Optional[bytes] = None) -> Request:
         """A new Request for a rewritten question (for rewrite, upstream)."""
         if data is None:
             qwire = self.qwire if qname is None else w.name_to_wire(qname)
@@ -226,7 +267,7 @@ class Request:
         r.metadata, r.depth, r.start = self.metadata, self.depth, self.start
         return r
 
-    def with_flags(self, flags):
+    def with_flags(self, flags: int) -> Request:
         """A copy whose header carries ``flags`` (same question, OPT and
         context), made without parsing the message again."""
         data = self.data
@@ -247,7 +288,7 @@ class Request:
 _PLAIN_BYTES = bytes(range(33, 127)).translate(None, b'.\\;()"@')
 
 
-def _wire_text(qwire):
+def _wire_text(qwire: bytes) -> str:
     """Presentation text of an uncompressed wire name.
 
     Fast path: turn the length bytes into dots in one copy; a name with a
@@ -270,8 +311,9 @@ def _wire_text(qwire):
     return w.read_name(qwire, 0)[0]
 
 
-def make_query(name, qtype, qclass=w.CLASS_IN, msgid=0, rd=True, edns=None,
-               do=False):
+def make_query(name: str, qtype: int, qclass: int = w.CLASS_IN,
+               msgid: int = 0, rd: bool = True, edns: Optional[int] = None,
+               do: bool = False) -> bytes:
     """Wire bytes of a query (for upstream lookups, probes and tests)."""
     flags = w.RD if rd else 0
     ar = 1 if edns is not None or do else 0
@@ -297,12 +339,26 @@ class Response:
     __slots__ = ("rcode", "flags", "answer", "authority", "additional",
                  "plugin", "opt", "wire", "raw", "_error")
 
+    rcode: int
+    flags: int
+    answer: list[w.RR]
+    authority: list[w.RR]
+    additional: list[w.RR]
+    plugin: str
+    opt: Optional[w.EDNS]
+    wire: Optional[bytes]
+    raw: Optional[bytes]
+    _error: Optional[str]
+
     #: Further messages to send after this one (zone transfers over TCP);
     #: a class default so the hot path reads it without a getattr fallback.
-    more = None
+    more: Optional[list[bytes]] = None
 
-    def __init__(self, rcode=0, answer=None, authority=None, additional=None,
-                 aa=False, plugin="", flags=0, ra=False, tc=False):
+    def __init__(self, rcode: int = 0, answer: Optional[list[w.RR]] = None,
+                 authority: Optional[list[w.RR]] = None,
+                 additional: Optional[list[w.RR]] = None,
+                 aa: bool = False, plugin: str = "", flags: int = 0,
+                 ra: bool = False, tc: bool = False) -> None:
         self.rcode = rcode
         self.flags = flags | (w.AA if aa else 0) | (w.RA if ra else 0) | (
             w.TC if tc else 0)
@@ -316,38 +372,38 @@ class Response:
         self._error = None
 
     @property
-    def error(self):
+    def error(self) -> Optional[str]:
         """The plugin's error text, or None.  A property over a slot so
         subclasses that skip __init__ (ready-made answers) read None."""
         return getattr(self, "_error", None)
 
     @error.setter
-    def error(self, text):
+    def error(self, text: Optional[str]) -> None:
         self._error = text
 
     @property
-    def aa(self):
+    def aa(self) -> bool:
         return bool(self.flags & w.AA)
 
     @property
-    def tc(self):
+    def tc(self) -> bool:
         return bool(self.flags & w.TC)
 
-    def set_flag(self, bit, on=True):
+    def set_flag(self, bit: int, on: bool = True) -> None:
         if on:
             self.flags |= bit
         else:
             self.flags &= ~bit
         self.wire = None
 
-    def finish(self, req):
+    def finish(self, req: Request) -> bytes:
         """Encode for ``req`` once and return the bytes (cached)."""
         wire = self.wire
         if wire is None:
             wire = self.wire = encode(req, self)
         return wire
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return "<Response %s an=%d ns=%d ar=%d by %s>" % (
             w.rcode_text(self.rcode), len(self.answer), len(self.authority),
             len(self.additional), self.plugin or "-")
@@ -361,7 +417,7 @@ class RawResponse(Response):
 
     __slots__ = ()
 
-    def __init__(self, raw, plugin=""):
+    def __init__(self, raw: bytes, plugin: str = "") -> None:
         super().__init__(plugin=plugin)
         self.raw = raw
         hdr = _HEADER.unpack_from(raw, 0)
@@ -369,7 +425,8 @@ class RawResponse(Response):
         self.rcode = hdr[1] & 0xF
 
     @classmethod
-    def prebuilt(cls, raw, plugin, final=False):
+    def prebuilt(cls, raw: bytes, plugin: str,
+                 final: bool = False) -> RawResponse:
         """The one way to hand over an answer whose bytes already exist, on
         hot paths (forward's relayed reply, cache's hit): no generic
         constructor work, rcode and flags read straight from the header.
@@ -397,11 +454,11 @@ class NoReply(Response):
 
     __slots__ = ()
 
-    def finish(self, req):
+    def finish(self, req: Request) -> bytes:
         return b""
 
 
-def encode(req, resp):
+def encode(req: Request, resp: Response) -> bytes:
     """Encode ``resp`` as the answer to ``req`` (CoreDNS's SizeAndDo + Scrub).
 
     The question is copied byte for byte from the query (0x20 case kept).
@@ -421,7 +478,7 @@ def encode(req, resp):
     if edns is not None:
         # SizeAndDo: version 0, the flags' upper byte (DO and Z) kept from
         # the answer's OPT (client's DO added) or from the client's.
-        opts = ()
+        opts: list[tuple[int, bytes]] | tuple[()] = ()
         ttl = edns.ttl & 0xFF00
         if resp.opt is not None:
             opts = resp.opt.options
@@ -477,13 +534,13 @@ def encode(req, resp):
     return bytes(buf)
 
 
-def _encode_raw(req, resp):
+def _encode_raw(req: Request, resp: Response) -> bytes:
     """Send a ready-made message (an upstream's answer): patch the ID and
     flags, copy the client's question bytes, and make the OPT what
     CoreDNS's SizeAndDo makes it (the client's size and DO bit, the
     upstream's options).  Anything unusual, or an answer too big for the
     client, goes through the structured path instead."""
-    raw = resp.raw
+    raw: bytes = resp.raw  # type: ignore[assignment]  # encode checked
     try:
         _id, _fl, qd, an, ns, ar = _HEADER.unpack_from(raw, 0)
         qend = w.skip_name(raw, 12) + 4 if qd == 1 else -1
@@ -510,7 +567,8 @@ def _encode_raw(req, resp):
     return out
 
 
-def _size_and_do(raw, qend, skip, ar, edns):
+def _size_and_do(raw: bytes, qend: int, skip: int, ar: int,
+                 edns: w.EDNS) -> tuple[bytes, int]:
     """The body after the question with the OPT set to the client's size
     and DO (kept ext-rcode and options), or the client's OPT appended when
     the answer has none.  Returns (body, additional count)."""
@@ -540,7 +598,7 @@ def _size_and_do(raw, qend, skip, ar, edns):
             ar + 1)
 
 
-def _restructure(data, resp):
+def _restructure(data: bytes, resp: Response) -> Response:
     """A structured Response from raw bytes, keeping the plugin label."""
     try:
         out = parse_response(data)
@@ -551,7 +609,7 @@ def _restructure(data, resp):
     return out
 
 
-def parse_response(data, req=None):
+def parse_response(data: bytes, req: Optional[Request] = None) -> Response:
     """Decode a whole response into a Response (for upstream answers that
     need re-encoding, and for tests)."""
     msgid, flags, qd, an, ns, ar = _HEADER.unpack_from(data, 0)
@@ -581,10 +639,12 @@ _COMPRESSIBLE = frozenset((w.NS, w.CNAME, w.SOA, w.PTR, w.MX, 3, 4, 7, 8, 9,
                            14, 17, 18, 21, 26, w.SRV, 35, 36, w.DNAME))
 
 
-def _decompress_rdata(data, start, rdlen, rtype, rclass):
+def _decompress_rdata(data: bytes, start: int, rdlen: int, rtype: int,
+                      rclass: int) -> bytes:
     """Rdata with embedded compressed names expanded (so it can be moved)."""
     if rtype not in _COMPRESSIBLE:
         return bytes(data[start:start + rdlen])
     import dns.rdata
-    rd = dns.rdata.from_wire(rclass, rtype, data, start, rdlen)
-    return rd.to_wire()
+    rd = dns.rdata.from_wire(rclass, rtype,  # type: ignore[arg-type]
+                             data, start, rdlen)
+    return rd.to_wire()  # type: ignore[return-value]  # bytes, no file

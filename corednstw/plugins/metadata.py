@@ -1,8 +1,9 @@
 """metadata: collects metadata from the plugins of the block that provide
 it, for every query in its zones, before the rest of the chain runs.
 
-``metadata [ZONES...]``.  A *provider* is any plugin of the block with a
-``metadata(req)`` method; it publishes values with ``set_value(req,
+``metadata [ZONES...]``.  A *provider* is a plugin of the block that
+declares ``IMetadataProvider`` (core/interfaces.py); its ``metadata(req)``
+publishes values with ``set_value(req,
 "plugin/name", value)`` (or straight into ``req.meta()``), where ``value`` is
 a string or a callable returning one, called only when someone reads it
 (``value(req, label)``; log's ``{/label}``, dnstap's ``extra``).  The empty

@@ -1,0 +1,73 @@
+"""view: route queries to a server block by expression (CoreDNS's view).
+
+``view NAME { expr EXPRESSION ... }``.  Several server blocks may then
+serve the same zone on the same port: the block mux tries them in Corefile
+order and takes the first whose filters accept the query (a block without
+``view`` accepts everything, so it belongs last).  Every ``expr`` must give
+the boolean ``true``; anything else, a runtime error too, refuses.
+
+The expressions are compiled at setup (docs/expressions.md) and run as the
+block's filter before its chain; when the block has the *metadata* plugin,
+metadata is collected first, as CoreDNS does, so ``metadata('...')`` works.
+The view's name is the ``view`` label of the server metrics and the
+``view/name`` metadata value.  The plugin itself is not on the request
+path.
+"""
+
+from zope.interface import implementer
+
+from corednstw.core.interfaces import IMetadataProvider
+from corednstw.core.plugin import Plugin
+from corednstw.engines import expressions as ex
+from corednstw.plugins import metadata as md
+
+
+@implementer(IMetadataProvider)
+class View(Plugin):
+    name = "view"
+    in_chain = False
+
+    def __init__(self, view_name, programs):
+        self.view_name = view_name
+        self.programs = programs
+        self._collect = None
+
+    def start(self):
+        meta = self.block.plugin("metadata")
+        self._collect = meta.collect if meta is not None else None
+
+    def filter(self, req):
+        """True when every expression is true for ``req``."""
+        collect = self._collect
+        if collect is not None:
+            collect(req)
+        scope = ex.Scope(req)
+        for prog in self.programs:
+            if not prog.truth(scope):
+                return False
+        return True
+
+    def metadata(self, req):
+        md.set_value(req, "view/name", self.view_name)
+
+    def __repr__(self):
+        return "<View %s>" % self.view_name
+
+
+def setup(d, block):
+    if len(d.args) != 1:
+        raise d.arg_error()
+    env = ex.default_env()
+    programs = []
+    for c in d.children:
+        if c.name != "expr":
+            raise c.error("unknown property '%s'" % c.name)
+        source = " ".join(c.args)
+        try:
+            programs.append(ex.compile_expr(source, env))
+        except ex.ExpressionError as e:
+            raise c.error("%s: %s" % (source, e))
+    plugin = View(d.args[0], programs)
+    block.filters.append(plugin.filter)
+    block.view = d.args[0]
+    return plugin

@@ -643,3 +643,61 @@ class OldCorefileTest(Served, unittest.TestCase):
         self.assertEqual(m.rcode(), 0)
         yield util.query(port, "www.example.com", "A")
         self.assertEqual(up.count(name="www.example.com."), 1)
+
+
+class DnstapTest(Served, unittest.TestCase):
+    """FORWARDER_QUERY / FORWARDER_RESPONSE for each attempt, as 1.4's
+    toDnstap wrote them."""
+
+    @defer.inlineCallbacks
+    def serve_tapped(self, body):
+        import tempfile
+        from tests.support import framestream as fs
+        d = tempfile.mkdtemp(prefix="proxy-tap-")
+        self.addCleanup(__import__("shutil").rmtree, d, True)
+        sock = os.path.join(d, "tap.sock")
+        self.col = fs.Collector()
+        lp = reactor.listenUNIX(sock, self.col)
+        self.addCleanup(lp.stopListening)
+        port = yield self.serve(" dnstap %s full\n %s" % (sock, body))
+        return port
+
+    def messages(self, mtype):
+        from tests.support import framestream as fs
+        want = getattr(fs.Message, mtype)
+        return [f.message for f in self.col.frames
+                if f.message.type == want]
+
+    @defer.inlineCallbacks
+    def test_failed_then_answered(self):
+        dead = dead_addr()
+        good = self.upstream()
+        port = yield self.serve_tapped(
+            "proxy . %s %s {\n policy sequential\n max_fails 1\n"
+            " protocol dns force_tcp\n }" % (dead, good.addr()))
+        q = util.make_query("a.example", "A")
+        q.id = 4242
+        wire = q.to_wire()
+        yield util.send_udp(port, wire)
+        yield util.wait_for(lambda: len(self.messages("FORWARDER_RESPONSE"))
+                            == 1 and len(self.col.frames) >= 5)
+        fqs = self.messages("FORWARDER_QUERY")
+        (fr,) = self.messages("FORWARDER_RESPONSE")
+        self.assertEqual([m.response_port for m in fqs],
+                         [int(dead.split(":")[1]), good.port])
+        self.assertEqual(fr.response_port, good.port)
+        for m in fqs + [fr]:
+            self.assertEqual(m.socket_protocol, 2)     # force_tcp
+        self.assertEqual(fqs[1].query_message, wire)
+        self.assertEqual(fr.response_message[:2], wire[:2])
+        self.assertEqual(fr.response_message[2:], good.replies[0][2:])
+        self.assertEqual(len({(x.query_time_sec, x.query_time_nsec)
+                              for x in fqs + [fr]}), 1)
+
+    @defer.inlineCallbacks
+    def test_no_tap_without_dnstap(self):
+        up = self.upstream()
+        port = yield self.serve(" proxy . %s" % up.addr())
+        self.assertEqual(self.plugin().taps, ())
+        m = yield util.query(port, "a.example", "A")
+        self.assertEqual(m.rcode(), 0)

@@ -9,10 +9,13 @@ connections, trying hosts until one answers, none is left up, or
 ``TRY_DURATION`` has passed.
 """
 
+import time
+
 from twisted.internet import defer
 
 from corednstw.core import dnswire as w
 from corednstw.core import metrics
+from corednstw.core.interfaces import IForwarderTap
 from corednstw.core.plugin import Plugin
 from corednstw.core.request import RawResponse, Response
 from corednstw.engines.upstream import (REQUEST_DURATION, CachedClosed,
@@ -148,11 +151,14 @@ class ProxyPlugin(Plugin):
     def __init__(self):
         self.groups = []
         self.clock = None
+        #: The dnstap plugins of the block (FORWARDER_QUERY/RESPONSE).
+        self.taps = ()
 
     def start(self):
         app = self.block.config.app
         reactor = app.reactor
         self.clock = getattr(reactor, "seconds", app.clock)
+        self.taps = tuple(self.block.find(IForwarderTap))
         for g in self.groups:
             g.start(reactor, self.clock)
 
@@ -181,7 +187,7 @@ class _Exchange:
     callbacks).  The engine's connections call ``reply`` or ``fail``."""
 
     __slots__ = ("p", "g", "req", "d", "host", "start", "deadline",
-                 "attempts", "err", "labels")
+                 "attempts", "err", "proto", "tstart")
 
     def __init__(self, p, g, req):
         self.p = p
@@ -193,7 +199,9 @@ class _Exchange:
         self.deadline = self.start + TRY_DURATION
         self.attempts = 0
         self.err = None
-        self.labels = None
+        self.proto = "udp"
+        # dnstap's query time: when proxy started on this query.
+        self.tstart = time.time_ns() if p.taps else 0
 
     def run(self):
         self._next()
@@ -220,8 +228,8 @@ class _Exchange:
         host.conns += 1
         req = self.req
         REQUEST_COUNT.inc(self._labels(host))
-        proto = "tcp" if self.g.force_tcp else req.proto
-        host.proxy.query(req.data, proto, self, self.p.clock())
+        self.proto = "tcp" if self.g.force_tcp else req.proto
+        host.proxy.query(req.data, self.proto, self, self.p.clock())
 
     def _labels(self, host):
         req = self.req
@@ -236,6 +244,8 @@ class _Exchange:
         if len(data) > req.size and conn is not None and \
                 conn.proto == "udp":
             data = truncated(data)
+        if self.p.taps:
+            self._tap(data)
         if not matches(req, data):
             return self._finish(Response(w.FORMERR, plugin="proxy"))
         REQUEST_DURATION.observe(host.proxy.duration_labels(data[3] & 0xF),
@@ -250,12 +260,32 @@ class _Exchange:
             return host.proxy.query(self.req.data, conn.proto, self,
                                     self.p.clock())
         host.conns -= 1
+        if self.p.taps:
+            self._tap(None)
         self.err = error_text(exc, host.proxy, conn)
         if not _timeout(exc):
             # 1.4 did not hold a timeout against the host: the upstream's
             # own upstream may be the slow one.
             self.g.failed(host)
         self._next()
+
+
+    def _tap(self, data):
+        """FORWARDER_QUERY, and FORWARDER_RESPONSE when a reply came, to
+        every dnstap of the block, as 1.4's toDnstap: the upstream as the
+        response address, the transport asked for, the time proxy started
+        on the query; the messages carry the client's ID."""
+        req = self.req
+        upstream = (self.host.proxy.host, self.host.proxy.port)
+        reply = None
+        for tap in self.p.taps:
+            tap.tap_forwarder_query(req, upstream, req.data, self.proto,
+                                    None, self.tstart)
+            if data is not None:
+                if reply is None and tap.full:
+                    reply = req.data[:2] + data[2:]
+                tap.tap_forwarder_response(req, upstream, reply,
+                                           self.proto, None, self.tstart)
 
 
 def _timeout(exc):

@@ -701,3 +701,29 @@ class DnstapTest(Served, unittest.TestCase):
         self.assertEqual(self.plugin().taps, ())
         m = yield util.query(port, "a.example", "A")
         self.assertEqual(m.rcode(), 0)
+
+
+class StopTest(Served, unittest.TestCase):
+
+    @defer.inlineCallbacks
+    def test_stop_with_a_query_in_flight(self):
+        """Queries the stop cuts short are not failures of their host."""
+        up = self.upstream()
+        up.held = True
+        yield self.serve(" proxy . %s" % up.addr())
+        p = self.plugin()
+        (g,) = p.groups
+        d = p.serve(_request("a.example"))
+        yield util.wait_for(lambda: up.count() == 1)
+        yield self.app.stopService()
+        r = yield d
+        self.assertEqual(r.rcode, dns.rcode.SERVFAIL)
+        self.assertEqual((g.hosts[0].fails, g.timers), (0, set()))
+
+
+def _request(name):
+    from corednstw.core.request import Request
+    req = Request(util.make_query(name, "A").to_wire(), "127.0.0.1", 5353,
+                  "udp")
+    req.parse_question(*req.parse_header()[1:])
+    return req

@@ -61,6 +61,7 @@ class Group:
         self.reactor = None
         self.checker = None
         self.timers = set()
+        self.stopped = False
 
     # -- matching -------------------------------------------------------------
 
@@ -102,6 +103,8 @@ class Group:
     def failed(self, host):
         """Count a failed exchange against ``host`` and forget it again
         after ``fail_timeout``."""
+        if self.stopped:
+            return      # the queries the stop itself failed
         host.fails += 1
         fails = host.fails
         if self.reactor is None:
@@ -123,6 +126,7 @@ class Group:
 
     def start(self, reactor, clock):
         self.reactor = reactor
+        self.stopped = False
         for h in self.hosts:
             h.proxy.start(reactor, clock)
         if self.hc_path:
@@ -131,6 +135,7 @@ class Group:
             self.checker.start()
 
     def stop(self):
+        self.stopped = True
         if self.checker is not None:
             self.checker.stop()
             self.checker = None
@@ -217,6 +222,8 @@ class _Exchange:
         self._finish(r)
 
     def _next(self):
+        if self.g.stopped:
+            return self._servfail(self.err or "no upstream host")
         if self.p.clock() >= self.deadline or \
                 self.attempts >= MAX_ATTEMPTS:
             return self._servfail(self.err or "no upstream host")

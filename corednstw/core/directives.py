@@ -1,4 +1,5 @@
-"""The one ordered list of directives (CoreDNS 1.14 plugin.cfg).
+"""The one ordered list of directives (CoreDNS 1.14 plugin.cfg, plus
+``proxy`` of CoreDNS 1.0-1.4 right after ``forward``, where 1.4 had it).
 
 A request passes the plugins of its server block in this order, whatever
 order the Corefile writes them in.  A directive is implemented by the module
@@ -16,8 +17,8 @@ ORDER = (
     "chaos", "loadbalance", "tsig", "rewrite", "autopath", "acl", "cache",
     "header", "dnssec", "tls", "minimal", "template", "transfer", "hosts",
     "route53", "azure", "clouddns", "k8s_external", "kubernetes", "file",
-    "auto", "secondary", "etcd", "loop", "forward", "grpc", "erratic",
-    "whoami", "on", "sign", "view", "nomad",
+    "auto", "secondary", "etcd", "loop", "forward", "proxy", "grpc",
+    "erratic", "whoami", "on", "sign", "view", "nomad",
 )
 
 _POSITION = {name: i for i, name in enumerate(ORDER)}

@@ -9,6 +9,7 @@ import os
 
 from corednstw.core import corefile
 from corednstw.core import directives
+from corednstw.core import logger
 from corednstw.core.interfaces import IHTTPEndpointOwner, IReadiness
 from corednstw.core.plugin import END
 
@@ -92,6 +93,8 @@ class Config:
         # address -> {path: twisted.web resource}
         self.http = {}
         self.files = [path]
+        # (file, line, text) of the deprecation notices logged
+        self.notices = []
 
     def handle_http(self, address, path, resource, d):
         """Register an HTTP endpoint for directive ``d``.  Several blocks of
@@ -126,6 +129,7 @@ def build(app, path, blocks, errors=None):
     cfg = Config(app, path, blocks)
     for i, sb in enumerate(blocks):
         cfg.blocks.append(_build_block(cfg, sb, i, errors))
+        _notify(cfg, sb.directives)
     if errors:
         raise errors[0]
     _group_listeners(cfg)
@@ -178,6 +182,21 @@ def _build_block(cfg, sb, index, errors=None):
         nxt = p
     block.chain = nxt
     return block
+
+
+def _notify(cfg, ds):
+    """Log the deprecation notices plugins left on ``ds`` (and on their
+    sub-directives), each (file, line, text) once per configuration: a
+    snippet imported into several blocks is reported once."""
+    for d in ds:
+        for msg in d.notices:
+            key = (d.file, d.line, msg)
+            if key not in cfg.notices:
+                cfg.notices.append(key)
+                logger.warning(d.plugin, "%s (%s:%d)" % (msg, d.file,
+                                                        d.line))
+        d.notices = []
+        _notify(cfg, d.children)
 
 
 def _setup(d, block):

@@ -89,6 +89,7 @@ class Directive:
     file: str
     line: int
     plugin: str = ""
+    notices: list = field(default_factory=list, repr=False, compare=False)
 
     def __post_init__(self):
         self.plugin = self.plugin or self.name
@@ -97,6 +98,16 @@ class Directive:
         """An error at this line, prefixed like CoreDNS's plugin errors."""
         return CorefileError(self.file, self.line,
                              "plugin/%s: %s" % (self.plugin, msg), self.plugin)
+
+    def deprecated(self, msg):
+        """Accept old syntax CoreDNS has since removed, with a notice.
+
+        ``msg`` says what changed and names today's equivalent.  The
+        notice is logged once when the configuration is built (at start,
+        on reload and by ``--check``, which is how users find what to
+        modernise), as ``[WARNING] plugin/NAME: msg (file:line)``.
+        """
+        self.notices.append(msg)
 
     def arg_error(self, after=None):
         """CoreDNS's wrong-argument-count error, after the last token read

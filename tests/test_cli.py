@@ -66,6 +66,15 @@ class CheckTest(unittest.TestCase):
             'deprecated: write "response set ra" instead of "set ra" '
             '(%s:3)' % os.path.join(d, "Corefile")])
 
+    def test_check_warns_tls_without_certificate(self):
+        d = util.write_files(self, {"Corefile": (
+            "tls://example.net:1853 {\n    whoami\n}\n")})
+        r = run("--check", "-c", os.path.join(d, "Corefile"))
+        self.assertEqual((r.returncode, r.stdout.splitlines()), (0, [
+            "[WARNING] plugin/tls: tls://example.net.:1853 has no "
+            "certificate (no tls directive): serving plain DNS over TCP "
+            "only"]))
+
     def test_check_dump_matches_golden(self):
         # The dump through the real command equals the parser's golden
         # file (markers of plugins built later aside).

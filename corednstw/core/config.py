@@ -14,6 +14,10 @@ from corednstw.core.interfaces import IHTTPEndpointOwner, IReadiness
 from corednstw.core.plugin import END
 
 SUPPORTED_TRANSPORTS = ("dns",)
+#: Transports served over TCP alone (no UDP socket).  A ``tls://`` block
+#: without a ``tls`` directive has no certificate: CoreDNS then serves it
+#: as plain DNS on a TCP listener and opens nothing on UDP.
+STREAM_ONLY = ("tls",)
 
 
 class Block:
@@ -139,7 +143,9 @@ def build(app, path, blocks, errors=None):
 def _build_block(cfg, sb, index, errors=None):
     block = Block(sb, cfg, index)
     for key in block.keys:
-        if key.transport not in SUPPORTED_TRANSPORTS:
+        if _plain_tls(sb, key):
+            _warn_no_certificate(cfg, key)
+        elif key.transport not in SUPPORTED_TRANSPORTS:
             e = corefile.CorefileError(
                 sb.file, sb.line,
                 "%s: transport %s:// not supported yet" % (key.key,
@@ -182,6 +188,22 @@ def _build_block(cfg, sb, index, errors=None):
         nxt = p
     block.chain = nxt
     return block
+
+
+def _plain_tls(sb, key):
+    """A ``tls://`` key of a block with no ``tls`` directive: no
+    certificate, so plain DNS over TCP (what CoreDNS does then)."""
+    return key.transport == "tls" and not any(
+        d.name == "tls" for d in sb.directives)
+
+
+def _warn_no_certificate(cfg, key):
+    """Say once per key that a tls:// block is not encrypted."""
+    text = ("%s has no certificate (no tls directive): serving plain DNS "
+            "over TCP only" % key)
+    if ("", 0, text) not in cfg.notices:
+        cfg.notices.append(("", 0, text))
+        logger.warning("tls", text)
 
 
 def _notify(cfg, ds):

@@ -57,14 +57,16 @@ class App(service.Service):
 
     # -- configuration ---------------------------------------------------------
 
-    def parse(self):
-        """Parse the Corefile (or the default one) into server blocks."""
+    def parse(self, strict=True):
+        """Parse the Corefile (or the default one) into server blocks;
+        ``strict=False``: the grammar alone (corefile.parse)."""
         if self.text is not None:
-            return corefile.parse(self.text, self.path or "Corefile")
+            return corefile.parse(self.text, self.path or "Corefile",
+                                  strict=strict)
         if self.path is None:
             return corefile.parse(DEFAULT_COREFILE % self.dns_port,
-                                  "Corefile")
-        return corefile.load(self.path)
+                                  "Corefile", strict=strict)
+        return corefile.load(self.path, strict=strict)
 
     def load(self, errors=None):
         """Parse and build; raises CorefileError.  Nothing is started.

@@ -53,6 +53,28 @@ class CheckTest(unittest.TestCase):
         self.assertIn("Corefile:5 - Error during parsing: plugin/health",
                       lines[1])
 
+    def test_check_prints_deprecations(self):
+        # --check is how a user finds what to modernise: the notices a
+        # start would log, and exit 0 (the Corefile works).
+        d = util.write_files(self, {"Corefile": (
+            ".:1053 {\n    header {\n        set ra\n    }\n"
+            "    whoami\n}\n")})
+        r = run("--check", "-c", os.path.join(d, "Corefile"))
+        self.assertEqual(r.returncode, 0, r.stdout)
+        self.assertEqual(r.stdout.splitlines(), [
+            '[WARNING] plugin/header: a rule without a selector is '
+            'deprecated: write "response set ra" instead of "set ra" '
+            '(%s:3)' % os.path.join(d, "Corefile")])
+
+    def test_check_warns_tls_without_certificate(self):
+        d = util.write_files(self, {"Corefile": (
+            "tls://example.net:1853 {\n    whoami\n}\n")})
+        r = run("--check", "-c", os.path.join(d, "Corefile"))
+        self.assertEqual((r.returncode, r.stdout.splitlines()), (0, [
+            "[WARNING] plugin/tls: tls://example.net.:1853 has no "
+            "certificate (no tls directive): serving plain DNS over TCP "
+            "only"]))
+
     def test_check_dump_matches_golden(self):
         # The dump through the real command equals the parser's golden
         # file (markers of plugins built later aside).

@@ -100,3 +100,66 @@ class ReloadTest(unittest.TestCase):
             answered.extend(results)
         self.assertEqual(len(answered), 900)
         self.assertTrue(all(m.rcode() == 0 for m in answered))
+
+
+class PollingFailureTest(unittest.TestCase):
+    """What the reload plugin's own check does with a broken Corefile: one
+    that reads but fails its setup is a change and a failed reload
+    (counted); one that does not read is only logged, as in CoreDNS."""
+
+    @defer.inlineCallbacks
+    def setUp(self):
+        self.log = util.capture_log(self)
+        self.app = yield util.start(self, V1)
+        self.plugin = self.app.config.blocks[0].plugin("reload")
+
+    def tick(self, text):
+        """Write ``text`` and run one check now (no waiting for the
+        interval); the number of failed reloads it added."""
+        before = reloadmod.FAILED.get()
+        rewrite(self.app, text)
+        self.plugin.stop()
+        self.plugin._tick()
+        return reloadmod.FAILED.get() - before
+
+    def failed_lines(self):
+        return [x for x in self.log.lines if x.startswith(
+            "[ERROR] Corefile changed but reload failed: ")]
+
+    def assert_kept(self):
+        self.assertIn("whoami", self.app.config.blocks[0].directive_names())
+
+    def test_unknown_directive(self):
+        self.assertEqual(self.tick(V1.replace("whoami", "whoam")), 1)
+        [line] = self.failed_lines()
+        self.assertIn("Unknown directive 'whoam'", line)
+        self.assert_kept()
+
+    def test_bad_argument(self):
+        self.assertEqual(self.tick(BROKEN), 1)
+        [line] = self.failed_lines()
+        self.assertIn("plugin/whoami: Wrong argument count", line)
+        self.assert_kept()
+
+    def test_bad_key(self):
+        self.assertEqual(self.tick(V1.replace(".:0", ".:0 a..b:0")), 1)
+        self.assertEqual(len(self.failed_lines()), 1)
+        self.assert_kept()
+
+    def test_same_broken_file_tried_once(self):
+        self.assertEqual(self.tick(BROKEN), 1)
+        self.assertEqual(self.tick(BROKEN), 0)
+
+    def test_unreadable_corefile_only_logged(self):
+        self.assertEqual(self.tick(V1 + "{\n"), 0)
+        self.assertEqual(self.failed_lines(), [])
+        self.assertTrue(any(x.startswith(
+            "[WARNING] plugin/reload: Corefile parse failed: ")
+            for x in self.log.lines), self.log.lines)
+        self.assert_kept()
+
+    def test_fixed_file_reloads(self):
+        self.tick(BROKEN)
+        self.assertEqual(self.tick(V2), 0)
+        self.assertEqual(self.app.config.blocks[-1].zones,
+                         ["example.org."])

@@ -420,9 +420,12 @@ class HeaderTest(unittest.TestCase):
         cases = [
             ("header", "Wrong argument count"),
             ("header {\n    }", "Wrong argument count"),
-            ("header {\n        set ra\n    }",
-             "setting up rule: invalid selector=set should be query or "
+            ("header {\n        toggle ra\n    }",
+             "setting up rule: invalid selector=toggle should be query or "
              "response"),
+            ("header {\n        set\n    }",
+             "setting up rule: invalid length for flags, at least one "
+             "should be provided"),
             ("header {\n        response\n    }",
              "setting up rule: no flag action provided"),
             ("header {\n        response set\n    }",
@@ -437,6 +440,26 @@ class HeaderTest(unittest.TestCase):
         for text, msg in cases:
             err = setup_error(self, ".:0 {\n    %s\n}\n" % text)
             self.assertIn("plugin/header: " + msg, err)
+
+    @defer.inlineCallbacks
+    def test_old_form_without_selector(self):
+        # CoreDNS before 1.12.4: "set ra" meant "response set ra".
+        log = util.capture_log(self)
+        app = yield util.start(
+            self, ".:0 {\n    header {\n        set ra aa\n"
+                  "        clear rd\n    }\n    erratic {\n"
+                  "        drop 0\n    }\n}\n")
+        m = yield util.query(app.port(), "example.org.", "A")
+        self.assertEqual(flag_names(m), ["QR", "AA", "RA"])
+        warnings = [x for x in log.lines if x.startswith("[WARNING]")]
+        self.assertEqual(len(warnings), 2, log.lines)
+        self.assertTrue(warnings[0].startswith(
+            '[WARNING] plugin/header: a rule without a selector is '
+            'deprecated: write "response set ra aa" instead of '
+            '"set ra aa" ('), warnings[0])
+        self.assertTrue(warnings[0].endswith("Corefile:3)"), warnings[0])
+        self.assertIn('"response clear rd"', warnings[1])
+        self.assertTrue(warnings[1].endswith("Corefile:4)"), warnings[1])
 
     def test_mixed_case_accepted(self):
         d = util.Direct(self, ".:0 {\n    header {\n        RESPONSE Set RA\n"

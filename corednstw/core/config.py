@@ -11,7 +11,7 @@ import os
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Optional
 
-from corednstw.core import corefile, directives
+from corednstw.core import corefile, directives, logger
 from corednstw.core.interfaces import IHTTPEndpointOwner, IReadiness
 from corednstw.core.plugin import END, Plugin
 
@@ -22,6 +22,10 @@ if TYPE_CHECKING:
     from corednstw.service.app import App
 
 SUPPORTED_TRANSPORTS = ("dns",)
+#: Transports served over TCP alone (no UDP socket).  A ``tls://`` block
+#: without a ``tls`` directive has no certificate: CoreDNS then serves it
+#: as plain DNS on a TCP listener and opens nothing on UDP.
+STREAM_ONLY = ("tls",)
 
 
 class Block:
@@ -105,6 +109,8 @@ class Config:
         # address -> {path: (twisted.web resource, directive name)}
         self.http: dict[str, dict[str, tuple[Any, str]]] = {}
         self.files = [path]
+        # (file, line, text) of the deprecation notices logged
+        self.notices = []
 
     def handle_http(self, address: str, path: str, resource: Any,
                     d: corefile.Directive) -> None:
@@ -141,6 +147,7 @@ def build(app: App, path: str, blocks: list[corefile.ServerBlock],
     cfg = Config(app, path, blocks)
     for i, sb in enumerate(blocks):
         cfg.blocks.append(_build_block(cfg, sb, i, errors))
+        _notify(cfg, sb.directives)
     if errors:
         raise errors[0]
     _group_listeners(cfg)
@@ -152,7 +159,9 @@ def _build_block(cfg: Config, sb: corefile.ServerBlock, index: int,
                  ) -> Block:
     block = Block(sb, cfg, index)
     for key in block.keys:
-        if key.transport not in SUPPORTED_TRANSPORTS:
+        if _plain_tls(sb, key):
+            _warn_no_certificate(cfg, key)
+        elif key.transport not in SUPPORTED_TRANSPORTS:
             e = corefile.CorefileError(
                 sb.file, sb.line,
                 "%s: transport %s:// not supported yet" % (key.key,
@@ -195,6 +204,37 @@ def _build_block(cfg: Config, sb: corefile.ServerBlock, index: int,
         nxt = p
     block.chain = nxt
     return block
+
+
+def _plain_tls(sb, key):
+    """A ``tls://`` key of a block with no ``tls`` directive: no
+    certificate, so plain DNS over TCP (what CoreDNS does then)."""
+    return key.transport == "tls" and not any(
+        d.name == "tls" for d in sb.directives)
+
+
+def _warn_no_certificate(cfg, key):
+    """Say once per key that a tls:// block is not encrypted."""
+    text = ("%s has no certificate (no tls directive): serving plain DNS "
+            "over TCP only" % key)
+    if ("", 0, text) not in cfg.notices:
+        cfg.notices.append(("", 0, text))
+        logger.warning("tls", text)
+
+
+def _notify(cfg, ds):
+    """Log the deprecation notices plugins left on ``ds`` (and on their
+    sub-directives), each (file, line, text) once per configuration: a
+    snippet imported into several blocks is reported once."""
+    for d in ds:
+        for msg in d.notices:
+            key = (d.file, d.line, msg)
+            if key not in cfg.notices:
+                cfg.notices.append(key)
+                logger.warning(d.plugin, "%s (%s:%d)" % (msg, d.file,
+                                                        d.line))
+        d.notices = []
+        _notify(cfg, d.children)
 
 
 def _setup(d: corefile.Directive, block: Block) -> Optional[Plugin]:

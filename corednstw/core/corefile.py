@@ -89,6 +89,7 @@ class Directive:
     file: str
     line: int
     plugin: str = ""
+    notices: list = field(default_factory=list, repr=False, compare=False)
 
     def __post_init__(self):
         self.plugin = self.plugin or self.name
@@ -97,6 +98,16 @@ class Directive:
         """An error at this line, prefixed like CoreDNS's plugin errors."""
         return CorefileError(self.file, self.line,
                              "plugin/%s: %s" % (self.plugin, msg), self.plugin)
+
+    def deprecated(self, msg):
+        """Accept old syntax CoreDNS has since removed, with a notice.
+
+        ``msg`` says what changed and names today's equivalent.  The
+        notice is logged once when the configuration is built (at start,
+        on reload and by ``--check``, which is how users find what to
+        modernise), as ``[WARNING] plugin/NAME: msg (file:line)``.
+        """
+        self.notices.append(msg)
 
     def arg_error(self, after=None):
         """CoreDNS's wrong-argument-count error, after the last token read
@@ -198,8 +209,9 @@ class _Frame:
 
 
 class _Parser:
-    def __init__(self, text, filename, env):
+    def __init__(self, text, filename, env, strict=True):
         self.env = env
+        self.strict = strict
         self.root = filename
         self.snippets = {}
         self.frames = [_Frame(tokenize(text, filename),
@@ -412,7 +424,7 @@ class _Parser:
         """One line: name, args up to the end of the line, and any ``{...}``
         block opened on it (its lines become children)."""
         name = expand_env(tok.text, self.env)
-        if plugin is None and not _directives.known(name):
+        if plugin is None and self.strict and not _directives.known(name):
             raise self.err(tok, "Unknown directive '%s'" % name, name)
         d = Directive(name, [], [], tok.file, tok.line, plugin or name)
         while True:
@@ -450,7 +462,9 @@ class _Parser:
             try:
                 addrs.extend(resolve_key(text))
             except ValueError as e:
-                raise self.err(tok, str(e))
+                if self.strict:
+                    raise self.err(tok, str(e))
+                addrs.append(ZoneAddr("", "", "", text))
         first = keys[0][1]
         return ServerBlock(addrs, body, first.file, first.line, self.root)
 
@@ -466,23 +480,31 @@ def resolve_key(key):
     return [ZoneAddr(transport, names.normalize_name(h), port, key) for h in hosts]
 
 
-def parse(text, filename="Corefile", env=None):
+def parse(text, filename="Corefile", env=None, strict=True):
     """Parse Corefile ``text``; ``filename`` names it in errors and anchors
-    relative imports; ``env`` (default ``os.environ``) feeds ``{$VAR}``."""
-    return _Parser(text, filename, os.environ if env is None else env).parse()
+    relative imports; ``env`` (default ``os.environ``) feeds ``{$VAR}``.
+
+    ``strict=False`` reads only the grammar, as Caddy's parser does for
+    CoreDNS's reload: unknown directives are kept and keys that are no
+    zone are kept unresolved (transport, zone and port empty), so a
+    Corefile whose only fault is there counts as changed, and then fails
+    its setup.
+    """
+    env = os.environ if env is None else env
+    return _Parser(text, filename, env, strict).parse()
 
 
-def load(path, env=None):
+def load(path, env=None, strict=True):
     """Read and parse the Corefile at ``path`` (``stdin``: standard input;
     its relative imports resolve against the working directory)."""
     if path == "stdin":
-        return parse(sys.stdin.read(), "stdin", env)
+        return parse(sys.stdin.read(), "stdin", env, strict)
     try:
         with open(path, encoding="utf-8") as fh:
             text = fh.read()
     except (OSError, UnicodeDecodeError) as e:
         raise CorefileError(path, 0, "Could not read Corefile: %s" % e)
-    return parse(text, path, env)
+    return parse(text, path, env, strict)
 
 
 def check_duplicates(blocks, filters=None):

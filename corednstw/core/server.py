@@ -485,12 +485,15 @@ def default_host():
         return "0.0.0.0"
 
 
-def listen(reactor, host, port, mux, timeouts=None):
+def listen(reactor, host, port, mux, timeouts=None, udp=True):
     """Open UDP and TCP on host:port (port 0: one free port for both).
 
     Returns (udp_port, tcp_port, actual_port).  The reactor adopts sockets
-    we made, because listenUDP/listenTCP cannot set SO_REUSEPORT.
+    we made, because listenUDP/listenTCP cannot set SO_REUSEPORT.  With
+    ``udp`` False only TCP is opened and udp_port is None.
     """
+    if not udp:
+        return (None,) + _listen_tcp(reactor, host, port, mux, timeouts)
     for _ in range(20):
         u = _socket(host, port, socket.SOCK_DGRAM)
         actual = u.getsockname()[1]
@@ -516,3 +519,17 @@ def listen(reactor, host, port, mux, timeouts=None):
         u.close()
         t.close()
     return udp, tcp, actual
+
+
+def _listen_tcp(reactor, host, port, mux, timeouts):
+    """TCP alone on host:port: (tcp_port, actual_port)."""
+    t = _socket(host, port, socket.SOCK_STREAM)
+    try:
+        t.listen(1024)
+        actual = t.getsockname()[1]
+        tcp = reactor.adoptStreamPort(
+            t.fileno(), _family(host),
+            DNSStreamFactory(mux, (host, actual), timeouts))
+    finally:
+        t.close()
+    return tcp, actual

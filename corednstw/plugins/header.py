@@ -1,9 +1,10 @@
 """header: set or clear header flags of queries and responses.
 
 ``header { query|response set|clear FLAG... }`` with the flags CoreDNS
-supports (aa, ra, rd).  Rules run in Corefile order, the last one wins.
-Query rules change the request every later plugin (and an upstream) sees;
-response rules change what the client gets.
+supports (aa, ra, rd); the old ``set|clear FLAG...`` (no selector) means
+``response``, with a deprecation notice.  Rules run in Corefile order, the
+last one wins.  Query rules change the request every later plugin (and an
+upstream) sees; response rules change what the client gets.
 """
 
 import struct
@@ -79,18 +80,33 @@ class Header(Plugin):
         return resp
 
 
+def _rule_line(c):
+    """(selector, action, flags) of one rule line.
+
+    Before CoreDNS 1.12.4 the selector could be left out (``set ra``) and
+    meant ``response``; such Corefiles still work, with a notice naming
+    the explicit form.
+    """
+    selector = c.name.lower()
+    if selector in ("set", "clear"):
+        rule = " ".join([c.name] + c.args)
+        c.deprecated('a rule without a selector is deprecated: write '
+                     '"response %s" instead of "%s"' % (rule, rule))
+        return "response", c.name, c.args
+    if selector not in ("query", "response"):
+        raise c.error("setting up rule: invalid selector=%s should be "
+                      "query or response" % selector)
+    return selector, (c.args[0] if c.args else ""), c.args[1:]
+
+
 def setup(d, block):
     if d.args:
         raise d.arg_error()
     query, response = [], []
     for c in d.children:
-        selector = c.name.lower()
-        if selector not in ("query", "response"):
-            raise c.error("setting up rule: invalid selector=%s should be "
-                          "query or response" % selector)
-        action = c.args[0] if c.args else ""
+        selector, action, flags = _rule_line(c)
         try:
-            rules = new_rules(action, c.args[1:])
+            rules = new_rules(action, flags)
         except ValueError as e:
             raise c.error("setting up rule: %s" % e)
         (response if selector == "response" else query).extend(rules)

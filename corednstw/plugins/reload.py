@@ -2,10 +2,14 @@
 
 ``reload [INTERVAL] [JITTER]`` (30s and 15s by default; interval at least
 2s; jitter 0 or at least 1s, and at most half the interval).  Every interval
-the Corefile is parsed again (imports expanded) and the SHA512 of its parsed
-form compared with the running one's; on a change the App builds the whole
-new configuration and switches to it (App.reload), or keeps the old one when
-anything fails.
+the Corefile is parsed again (imports expanded; the grammar only, as
+Caddy's parser) and the SHA512 of its parsed form compared with the running
+one's; on a change the App builds the whole new configuration and switches
+to it (App.reload), or keeps the old one when anything fails: an unknown
+directive, a bad argument, a port in use.  A failure is logged as
+"Corefile changed but reload failed" and counted in
+coredns_reload_failed_total; a Corefile that does not even read is only
+logged ("Corefile parse failed"), as in CoreDNS.
 """
 
 import hashlib
@@ -75,7 +79,9 @@ class Reload(Plugin):
         self.call = None
         app = self.block.config.app
         try:
-            blocks = app.parse()
+            # The grammar only: a Corefile that reads but names an unknown
+            # directive or a bad key is a change, and a failed reload.
+            blocks = app.parse(strict=False)
         except (corefile.CorefileError, OSError) as e:
             logger.warning("reload", "Corefile parse failed: %s" % e)
             self._schedule()

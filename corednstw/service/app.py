@@ -57,14 +57,16 @@ class App(service.Service):
 
     # -- configuration ---------------------------------------------------------
 
-    def parse(self):
-        """Parse the Corefile (or the default one) into server blocks."""
+    def parse(self, strict=True):
+        """Parse the Corefile (or the default one) into server blocks;
+        ``strict=False``: the grammar alone (corefile.parse)."""
         if self.text is not None:
-            return corefile.parse(self.text, self.path or "Corefile")
+            return corefile.parse(self.text, self.path or "Corefile",
+                                  strict=strict)
         if self.path is None:
             return corefile.parse(DEFAULT_COREFILE % self.dns_port,
-                                  "Corefile")
-        return corefile.load(self.path)
+                                  "Corefile", strict=strict)
+        return corefile.load(self.path, strict=strict)
 
     def load(self, errors=None):
         """Parse and build; raises CorefileError.  Nothing is started.
@@ -120,8 +122,7 @@ class App(service.Service):
     def _shutdown(self):
         ds = []
         for lst in self.listeners.values():
-            ds.append(defer.maybeDeferred(lst.udp.stopListening))
-            ds.append(defer.maybeDeferred(lst.tcp.stopListening))
+            ds.append(defer.maybeDeferred(lst.stop))
             ds.append(lst.tcp.factory.close_all())
         for site in self.http.values():
             ds.append(defer.maybeDeferred(site.stopListening))
@@ -172,13 +173,21 @@ class App(service.Service):
                 if default is None:
                     default = server.default_host()
                 bind_host = default
-            timeouts = _timeouts(cfg.listeners[lk])
-            udp, tcp, actual = server.listen(self.reactor, bind_host,
-                                             int(port), mux, timeouts)
-            self.listeners[lk] = Listener(mux, udp, tcp, bind_host, actual)
+            self.listeners[lk] = self._listen(lk, bind_host, mux,
+                                              cfg.listeners[lk])
             self.muxes.append(mux)
         for address, paths in cfg.http.items():
             self.http[address] = httpd.serve(self.reactor, address, paths)
+
+    def _listen(self, lk, host, mux, entries):
+        """Open the sockets of listener ``lk`` on ``host``: UDP and TCP, or
+        TCP alone for stream-only transports (a tls:// block without a
+        certificate)."""
+        transport, _, port = lk
+        udp, tcp, actual = server.listen(
+            self.reactor, host, int(port), mux, _timeouts(entries),
+            udp=transport not in configlib.STREAM_ONLY)
+        return Listener(mux, udp, tcp, host, actual)
 
     # -- reload ------------------------------------------------------------------
 
@@ -208,15 +217,11 @@ class App(service.Service):
                 if host is None:
                     default = default or server.default_host()
                     host = default
-                udp, tcp, actual = server.listen(
-                    self.reactor, host, int(lk[2]), mux,
-                    _timeouts(new.listeners[lk]))
-                opened[lk] = Listener(mux, udp, tcp, host, actual)
+                opened[lk] = self._listen(lk, host, mux, new.listeners[lk])
             new_http = self._bind_http(new)
         except Exception as e:
             for lst in opened.values():
-                lst.udp.stopListening()
-                lst.tcp.stopListening()
+                lst.stop()
             logger.error("", "Corefile changed but reload failed: %s" % e)
             reloadmod.FAILED.inc()
             return False
@@ -232,17 +237,14 @@ class App(service.Service):
                 lst = opened[lk]
             else:
                 old_mux = lst.mux
-                lst.mux = mux
-                lst.udp.protocol.mux = mux
-                lst.tcp.factory.mux = mux
+                lst.switch(mux)
                 # New connections get the new configuration's limits.
                 lst.tcp.factory.timeouts = _timeouts(new.listeners[lk])
                 self._retired.append(old_mux)
             self.listeners[lk] = lst
             self.muxes.append(mux)
         for lst in old_listeners.values():
-            lst.udp.stopListening()
-            lst.tcp.stopListening()
+            lst.stop()
             lst.tcp.factory.close_all()
             self._retired.append(lst.mux)
         old_http, self.http = self.http, new_http
@@ -375,7 +377,7 @@ def _tree(d):
 
 
 class Listener:
-    """One UDP+TCP pair on an address."""
+    """One UDP+TCP pair on an address (``udp`` None: TCP alone)."""
 
     def __init__(self, mux, udp, tcp, host, port):
         self.mux = mux
@@ -383,6 +385,20 @@ class Listener:
         self.tcp = tcp
         self.host = host
         self.port = port
+
+    def switch(self, mux):
+        """Send the next queries to ``mux`` (a reload's)."""
+        self.mux = mux
+        if self.udp is not None:
+            self.udp.protocol.mux = mux
+        self.tcp.factory.mux = mux
+
+    def stop(self):
+        """Stop listening (open TCP connections are closed separately);
+        fires when both ports are closed."""
+        ds = [defer.maybeDeferred(p.stopListening)
+              for p in (self.udp, self.tcp) if p is not None]
+        return defer.gatherResults(ds)
 
 
 def _default_ports(blocks, dns_port):

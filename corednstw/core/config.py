@@ -110,7 +110,7 @@ class Config:
         self.http: dict[str, dict[str, tuple[Any, str]]] = {}
         self.files = [path]
         # (file, line, text) of the deprecation notices logged
-        self.notices = []
+        self.notices: list[tuple[str, int, str]] = []
 
     def handle_http(self, address: str, path: str, resource: Any,
                     d: corefile.Directive) -> None:
@@ -206,14 +206,14 @@ def _build_block(cfg: Config, sb: corefile.ServerBlock, index: int,
     return block
 
 
-def _plain_tls(sb, key):
+def _plain_tls(sb: corefile.ServerBlock, key: corefile.ZoneAddr) -> bool:
     """A ``tls://`` key of a block with no ``tls`` directive: no
     certificate, so plain DNS over TCP (what CoreDNS does then)."""
     return key.transport == "tls" and not any(
         d.name == "tls" for d in sb.directives)
 
 
-def _warn_no_certificate(cfg, key):
+def _warn_no_certificate(cfg: Config, key: corefile.ZoneAddr) -> None:
     """Say once per key that a tls:// block is not encrypted."""
     text = ("%s has no certificate (no tls directive): serving plain DNS "
             "over TCP only" % key)
@@ -222,7 +222,7 @@ def _warn_no_certificate(cfg, key):
         logger.warning("tls", text)
 
 
-def _notify(cfg, ds):
+def _notify(cfg: Config, ds: Sequence[corefile.Directive]) -> None:
     """Log the deprecation notices plugins left on ``ds`` (and on their
     sub-directives), each (file, line, text) once per configuration: a
     snippet imported into several blocks is reported once."""

@@ -1046,7 +1046,7 @@ def multi_block_dir(testcase):
 
 class MultiBlockCheckTest(unittest.TestCase):
 
-    def test_rewrite_not_supported_yet(self):
+    def test_check_passes(self):
         d = multi_block_dir(self)
         with open(os.path.join(d, "resolv.conf"), "w") as fh:
             fh.write("nameserver 127.0.0.1\n")
@@ -1058,14 +1058,12 @@ class MultiBlockCheckTest(unittest.TestCase):
                  "        endpoint http://127.0.0.1:1\n    }\n"),
                 ("/etc/resolv.conf", "resolv.conf")))
         r = run_check(d, "multi-block.Corefile")
-        self.assertEqual((r.returncode, r.stdout), (1, (
-            "multi-block.Corefile:22 - Error during parsing: "
-            "plugin/rewrite: not supported yet\n")), r.stderr)
+        self.assertEqual((r.returncode, r.stdout), (0, ""), r.stderr)
 
 
 class MultiBlockTest(unittest.TestCase):
     """multi-block.Corefile: four blocks on two ports, routed by the
-    longest zone (rewrite removed: not built yet, see the check test)."""
+    longest zone; the root block rewrites one name into the cluster."""
 
     @defer.inlineCallbacks
     def setUp(self):
@@ -1084,7 +1082,6 @@ class MultiBlockTest(unittest.TestCase):
             (":53 {", ":0 {"),
             (" zones/", " %s/zones/" % self.dir),
             ("    health\n", "    health 127.0.0.1:0\n"),
-            (REWRITE, ""),
             ("kubernetes cluster.local 10.0.0.0/24\n",
              "kubernetes cluster.local 10.0.0.0/24 {\n"
              "        endpoint %s\n    }\n" % self.api.url),
@@ -1151,6 +1148,20 @@ class MultiBlockTest(unittest.TestCase):
         m = yield util.query(self.port_a, "9.0.0.10.in-addr.arpa.", "PTR")
         self.assertEqual(m.rcode(), dns.rcode.NXDOMAIN)
         self.assertEqual(self.up.count(), 0)
+
+    @defer.inlineCallbacks
+    def test_rewrite_into_the_cluster(self):
+        self.assertIn(REWRITE, shared("multi-block.Corefile"))
+        for proto in ("udp", "tcp", "udp"):
+            m = yield util.query(self.port_a, "Foo.Example.COM.", "A",
+                                 proto=proto)
+            self.assertEqual(str(m.question[0].name), "Foo.Example.COM.")
+            self.assertEqual(util.rrs(m), ["Foo.Example.COM. 5 IN A 10.0.0.5"])
+            self.assertTrue(m.flags & dns.flags.AA)
+        # Other names of example.com are not rewritten: forwarded.
+        yield util.query(self.port_a, "bar.example.com.", "A")
+        self.assertEqual(self.up.count("bar.example.com."), 1)
+        self.assertEqual(self.up.count("foo.example.com."), 0)
 
     @defer.inlineCallbacks
     def test_log_only_where_configured(self):

@@ -61,7 +61,8 @@ class Request:
     __slots__ = ("data", "id", "flags", "opcode", "qname", "name", "qtype",
                  "qclass", "qwire", "qend", "edns", "arcount", "client",
                  "port", "proto", "family", "local", "server", "zone", "view",
-                 "block", "metadata", "depth", "_message", "tsig", "start")
+                 "block", "metadata", "depth", "_message", "tsig", "start",
+                 "sign")
 
     data: bytes
     id: int
@@ -112,6 +113,9 @@ class Request:
         self.tsig = None
         self.edns = None
         self.start = 0.0
+        # A callable the server applies to the final reply bytes (the
+        # tsig plugin's signer), or None.
+        self.sign = None
 
     # -- parsing -------------------------------------------------------------
 
@@ -265,6 +269,7 @@ class Request:
         r.parse_question(an, ns, ar)
         r.zone, r.view, r.block = self.zone, self.view, self.block
         r.metadata, r.depth, r.start = self.metadata, self.depth, self.start
+        r.sign = self.sign
         return r
 
     def with_flags(self, flags: int) -> Request:
@@ -279,7 +284,7 @@ class Request:
         r.qname, r.name, r.qwire, r.qend = (self.qname, self.name,
                                             self.qwire, self.qend)
         r.qtype, r.qclass = self.qtype, self.qclass
-        r.edns, r.tsig = self.edns, self.tsig
+        r.edns, r.tsig, r.sign = self.edns, self.tsig, self.sign
         r.zone, r.view, r.block = self.zone, self.view, self.block
         r.metadata, r.depth, r.start = self.metadata, self.depth, self.start
         return r

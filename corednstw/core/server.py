@@ -203,6 +203,8 @@ class Mux:
             return
         if not wire:
             return          # the plugin chose to write nothing
+        if req.sign is not None:
+            wire = req.sign(wire)
         send(wire)
         more = resp.more
         if more:            # further messages (zone transfers over TCP)

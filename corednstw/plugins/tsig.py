@@ -1,0 +1,264 @@
+"""tsig: verify TSIG-signed queries and sign the answers (RFC 8945).
+
+``tsig [ZONE...] { secret NAME KEY; secrets FILE; require [QTYPE...|all|
+none]; require_opcode [OPCODE...|all|none] }``.  For a query in the zones
+with a TSIG record, the MAC is checked with dnspython's ``dns.tsig``
+(HMAC-MD5, SHA-1, SHA-224, SHA-256, SHA-384 and SHA-512, the algorithm the
+client chose, as CoreDNS's library does), the record is taken off the
+query, and the answer is signed with the query's MAC as the RFC says.  A
+failed check is answered NOTAUTH with the TSIG error (BADKEY, BADSIG,
+BADTIME); an unsigned query of a required type or opcode is REFUSED.
+
+The answer is signed over its final bytes: the plugin leaves a signer on
+the Request (``req.sign``) that the server applies after encoding, so
+whatever plugins before this one change in the answer is covered.
+"""
+
+import struct
+
+import dns.exception
+import dns.name
+import dns.rdata
+import dns.rdataclass
+import dns.rdatatype
+import dns.rdtypes.ANY.TSIG
+import dns.tsig
+
+from corednstw.core import dnswire as w
+from corednstw.core import logger
+from corednstw.core.plugin import Plugin, match, zones_from_args
+from corednstw.core.request import Response
+
+TSIG = 250
+BADSIG, BADKEY, BADTIME = 16, 17, 18
+FUDGE = 300
+
+#: The algorithms CoreDNS's DNS library accepts.
+ALGORITHMS = frozenset(dns.name.from_text(a) for a in (
+    "hmac-md5.sig-alg.reg.int.", "hmac-sha1.", "hmac-sha224.",
+    "hmac-sha256.", "hmac-sha384.", "hmac-sha512."))
+
+OPCODES = {"QUERY": 0, "IQUERY": 1, "STATUS": 2, "NOTIFY": 4, "UPDATE": 5}
+
+_RRHEAD = struct.Struct("!HHIH")
+
+
+class Signer:
+    """Adds the TSIG record to the reply bytes: signed with the query's
+    MAC, or (for BADKEY and BADSIG) with no MAC at all."""
+
+    __slots__ = ("owner", "key", "algorithm", "request_mac", "error",
+                 "time_signed", "other", "clock")
+
+    def __init__(self, owner, key, algorithm, request_mac, error, clock,
+                 time_signed=0, other=b""):
+        self.owner = owner
+        self.key = key
+        self.algorithm = algorithm
+        self.request_mac = request_mac
+        self.error = error
+        self.clock = clock
+        self.time_signed = time_signed
+        self.other = other
+
+    def __call__(self, wire):
+        msgid = struct.unpack_from("!H", wire, 0)[0]
+        rd = dns.rdtypes.ANY.TSIG.TSIG(
+            dns.rdataclass.ANY, dns.rdatatype.TSIG, self.algorithm,
+            self.time_signed if self.error == BADTIME else 0, FUDGE, b"",
+            msgid, self.error, self.other)
+        if self.error not in (BADKEY, BADSIG):
+            now = self.time_signed or int(self.clock())
+            try:
+                rd, _ = dns.tsig.sign(wire, self.key, rd, now,
+                                      self.request_mac)
+            except Exception as e:       # noqa: BLE001 - never fail a reply
+                logger.error("tsig", "signing the reply: %s" % e)
+                return wire
+        rdata = rd.to_wire()
+        ar = struct.unpack_from("!H", wire, 10)[0] + 1
+        return (wire[:10] + struct.pack("!H", ar) + wire[12:]
+                + w.name_to_wire(self.owner)
+                + _RRHEAD.pack(TSIG, dns.rdataclass.ANY, 0, len(rdata))
+                + rdata)
+
+
+class TSIGServer(Plugin):
+    name = "tsig"
+
+    def __init__(self, zones, secrets, types, opcodes):
+        self.zones = zones
+        self.secrets = secrets
+        self.types = types          # None: all
+        self.opcodes = opcodes      # None: all
+
+    def required(self, qtype, opcode):
+        t, o = self.types, self.opcodes
+        return t is None or qtype in t or o is None or opcode in o
+
+    def serve(self, req):
+        off = req.tsig
+        if off is None and not self.required(req.qtype, req.opcode):
+            return self.next.serve(req)
+        if match(self.zones, req.qname) is None:
+            return self.next.serve(req)
+        if off is None:
+            logger.debug("tsig", "rejecting '%s' request without TSIG"
+                         % w.type_text(req.qtype))
+            return Response(w.REFUSED, plugin=self.name)
+        try:
+            owner, rdata = _read_tsig(req.data, off)
+        except (w.FormatError, dns.exception.DNSException, struct.error):
+            return Response(w.FORMERR, plugin=self.name)
+        error, key = self.check(req.data, off, owner, rdata)
+        _strip(req, off)
+        signer = Signer(owner, key, rdata.algorithm, rdata.mac, error,
+                        self.reactor.seconds)
+        if error == BADTIME:
+            signer.time_signed = rdata.time_signed
+            signer.other = struct.pack(
+                "!Q", int(self.reactor.seconds()))[2:]
+        req.sign = signer
+        if error:
+            logger.debug("tsig", "TSIG validation failed: %s %s"
+                         % (w.type_text(req.qtype), w.rcode_text(error)))
+            return Response(w.NOTAUTH, plugin=self.name)
+        return self.next.serve(req)
+
+    def check(self, data, off, owner, rdata):
+        """(TSIG error, key): 0 when the MAC and the time are right."""
+        secret = self.secrets.get(owner.lower())
+        if secret is None:
+            return BADKEY, None
+        if rdata.algorithm not in ALGORITHMS:
+            return BADSIG, None
+        try:
+            key = dns.tsig.Key(owner.lower(), secret, rdata.algorithm)
+            dns.tsig.validate(data, key, key.name, rdata,
+                              int(self.reactor.seconds()), None, off)
+        except dns.tsig.BadTime:
+            return BADTIME, key
+        except Exception:        # noqa: BLE001 - any failure is BADSIG
+            return BADSIG, None
+        return 0, key
+
+
+def _read_tsig(data, off):
+    """(owner text, TSIG rdata) of the record at ``off``."""
+    owner, end = w.read_name(data, off)
+    rtype, rclass, ttl, rdlen = _RRHEAD.unpack_from(data, end)
+    rd = dns.rdata.from_wire(rclass, rtype, data, end + 10, rdlen)
+    return owner, rd
+
+
+def _strip(req, off):
+    """Take the TSIG record off the query the rest of the chain sees."""
+    data = req.data
+    ar = struct.unpack_from("!H", data, 10)[0] - 1
+    req.data = data[:10] + struct.pack("!H", ar) + data[12:off]
+    req.arcount = ar
+    req.tsig = None
+    req._message = None
+
+
+# -- setup -------------------------------------------------------------------
+
+def parse_key_file(text):
+    """{name: secret} from a BIND-style key file; ValueError when it is
+    not one."""
+    secrets = {}
+    lines = iter(text.splitlines())
+    for line in lines:
+        fields = line.split()
+        if not fields:
+            continue
+        if fields[0] != "key":
+            raise ValueError("unexpected token %r" % fields[0])
+        name = fields[1].strip('"{') if len(fields) > 1 else ""
+        if not name:
+            raise ValueError("expected key name %r" % line)
+        name = _normalize(name)
+        if name in secrets:
+            raise ValueError("key %r redefined" % name)
+        for inner in lines:
+            f = inner.split()
+            if not f or f[0] == "algorithm":
+                continue
+            if f[0] == "secret":
+                secret = f[1].strip('";') if len(f) > 1 else ""
+                if not secret:
+                    raise ValueError("expected secret key %r" % inner)
+                secrets[name] = secret
+            elif f[0] in ("}", "};"):
+                break
+            else:
+                raise ValueError("unexpected token %r" % f[0])
+        if name not in secrets:
+            raise ValueError("expected secret for key %r" % name)
+    return secrets
+
+
+def _normalize(name):
+    name = name.lower()
+    return name if name.endswith(".") else name + "."
+
+
+def _requirement(c, table):
+    """The set a ``require``/``require_opcode`` line names; None for
+    ``all``.  Any mistake is CoreDNS's argument error."""
+    if not c.args:
+        raise c.arg_error()
+    if c.args[0] == "all":
+        return None
+    if c.args[0] == "none":
+        return frozenset()
+    out = set()
+    for a in c.args:
+        v = table(a)
+        if v is None:
+            raise c.arg_error()
+        out.add(v)
+    return frozenset(out)
+
+
+def _qtype(text):
+    if text != text.upper() or text.startswith("TYPE"):
+        return None
+    try:
+        return w.type_value(text)
+    except ValueError:
+        return None
+
+
+def setup(d, block):
+    secrets = {}
+    types = opcodes = frozenset()
+
+    def add(name, secret, c):
+        if name in secrets:
+            raise c.arg_error()
+        secrets[name] = secret
+
+    for c in d.children:
+        if c.name == "secret":
+            if len(c.args) != 2:
+                raise c.arg_error()
+            add(_normalize(c.args[0]), c.args[1], c)
+        elif c.name == "secrets":
+            if len(c.args) != 1:
+                raise c.arg_error()
+            try:
+                with open(block.path(c.args[0])) as fh:
+                    found = parse_key_file(fh.read())
+            except (OSError, ValueError):
+                raise c.arg_error()
+            for name, secret in found.items():
+                add(name, secret, c)
+        elif c.name == "require":
+            types = _requirement(c, _qtype)
+        elif c.name == "require_opcode":
+            opcodes = _requirement(c, OPCODES.get)
+        else:
+            raise c.arg_error()
+    return TSIGServer(zones_from_args(d.args, block), secrets, types,
+                      opcodes)

@@ -3,7 +3,6 @@
 import os
 import signal
 import subprocess
-import sys
 import time
 
 import dns.message
@@ -11,9 +10,8 @@ import dns.query
 from twisted.trial import unittest
 
 from tests.support import util
-from tests.support.util import free_port
+from tests.support.util import TWISTD, free_port
 
-TWISTD = os.path.join(os.path.dirname(sys.executable), "twistd")
 SHARED = os.path.join(util.REPO, "tests", "corefiles", "shared")
 
 

@@ -11,7 +11,7 @@ import dns.rcode
 from twisted.trial import unittest
 
 from tests.support import util
-from tests.test_cli import TWISTD, free_port
+from tests.support.util import TWISTD, free_port
 
 SERVING = """.:{port} {{
     whoami

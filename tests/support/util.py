@@ -5,6 +5,7 @@ the same thread)."""
 import os
 import socket
 import struct
+import sys
 import tempfile
 
 import dns.message
@@ -17,6 +18,9 @@ from corednstw.core import logger
 from corednstw.service.app import App
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+#: The twistd beside this interpreter (the service as a real process).
+TWISTD = os.path.join(os.path.dirname(sys.executable), "twistd")
 
 
 def free_port(host="127.0.0.1"):
@@ -97,6 +101,15 @@ def rewrite(path, text):
 def _rmtree(d):
     import shutil
     shutil.rmtree(d, ignore_errors=True)
+
+
+def build_plugins(testcase, corefile, name, files=None):
+    """Load Corefile text (no sockets, nothing started) and return the
+    plugins named ``name`` of every block, with the directory the
+    Corefile and ``files`` were written to."""
+    d = write_files(testcase, dict(files or {}, Corefile=corefile))
+    cfg = App(os.path.join(d, "Corefile"), dns_port=0).load()
+    return [p for p in cfg.plugins() if p.name == name], d
 
 
 def start(testcase, corefile, files=None):

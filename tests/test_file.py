@@ -347,18 +347,6 @@ class Reload(unittest.TestCase):
         util.rewrite(os.path.join(self.dir, "db.reload"), text)
 
     @defer.inlineCallbacks
-    def wait_answer(self, port, case):
-        """Ask until the reply matches ``case`` (the poller has run)."""
-        found = []
-        for _ in range(400):
-            reply = yield cases.ask(port, case)
-            found = cases.problems(case, reply)
-            if not found:
-                return
-            yield _tick()
-        self.fail("%s never answered:\n  %s" % (case, "\n  ".join(found)))
-
-    @defer.inlineCallbacks
     def test_serial_change_and_broken_file(self):
         app = yield self.start({"db.reload": SOA % (1, "192.0.2.10")})
         port = app.port()
@@ -366,7 +354,7 @@ class Reload(unittest.TestCase):
         # Same serial: the new data is not picked up.
         self.write(SOA % (1, "192.0.2.11"))
         self.write(SOA % (2, "192.0.2.12"))
-        yield self.wait_answer(port, www("192.0.2.12"))
+        yield cases.wait_for_answer(port, www("192.0.2.12"))
         yield util.wait_for(lambda: 'Successfully reloaded zone '
                             '"reload.test." in' in self.log.text())
         self.write("$ORIGIN reload.test.\n@ IN SOA ( broken\n")
@@ -382,7 +370,7 @@ class Reload(unittest.TestCase):
         yield cases.run(self, port, [Case("www.reload.test", "A",
                                           rcode="SERVFAIL")])
         self.write(SOA % (5, "192.0.2.50"))
-        yield self.wait_answer(port, www("192.0.2.50"))
+        yield cases.wait_for_answer(port, www("192.0.2.50"))
 
     @defer.inlineCallbacks
     def test_reload_by_mtime(self):
@@ -393,7 +381,7 @@ class Reload(unittest.TestCase):
         st = os.stat(path)
         self.write(SOA % (1, "192.0.2.13"))
         os.utime(path, (st.st_atime + 10, st.st_mtime + 10))
-        yield self.wait_answer(port, www("192.0.2.13"))
+        yield cases.wait_for_answer(port, www("192.0.2.13"))
 
 
 def www(addr):
@@ -401,11 +389,6 @@ def www(addr):
     return Case("www.reload.test", "A", aa=True,
                 answer=["www.reload.test. 300 IN A " + addr],
                 ns=["reload.test. 300 IN NS ns.reload.test."])
-
-
-def _tick():
-    from twisted.internet import reactor, task
-    return task.deferLater(reactor, 0.02, lambda: None)
 
 
 class Wire(unittest.TestCase):

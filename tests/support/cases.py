@@ -318,6 +318,25 @@ def run(testcase, target, table, proto="udp", host="127.0.0.1",
         check_response(testcase, case, reply, fields)
 
 
+@defer.inlineCallbacks
+def wait_for_answer(target, case, proto="udp", host="127.0.0.1",
+                    timeout=10.0, interval=0.03):
+    """Ask ``case`` until the reply matches it: for answers that change
+    once something happened (a reload, a transfer).  Fails after
+    ``timeout`` seconds with what still differed."""
+    from twisted.internet import reactor, task
+    deadline = reactor.seconds() + timeout
+    while True:
+        reply = yield ask(target, case, proto, host)
+        found = problems(case, reply)
+        if not found:
+            return reply
+        if reactor.seconds() > deadline:
+            raise AssertionError("%s never answered:\n  %s" % (
+                case, "\n  ".join(found)))
+        yield task.deferLater(reactor, interval, lambda: None)
+
+
 def run_direct(testcase, direct, table, proto="udp", fields=None):
     """``run`` for a ``util.Direct`` chain whose answers are synchronous:
     checks every row now (no Deferred to return)."""
@@ -327,6 +346,14 @@ def run_direct(testcase, direct, table, proto="udp", fields=None):
         if not got:
             testcase.fail("%s: no synchronous reply" % case)
         check_response(testcase, case, got[0], fields)
+
+
+def rrset(line):
+    """A dnspython RRset of one zone-file line (owner TTL class type
+    rdata), for scripting answers a plugin receives."""
+    import dns.rrset
+    name, ttl, rdclass, rdtype, rdata = line.split(None, 4)
+    return dns.rrset.from_text(name, int(ttl), rdclass, rdtype, rdata)
 
 
 def whoami(qname, proto="udp", client="127.0.0.1", port=ANY):

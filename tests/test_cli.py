@@ -116,3 +116,15 @@ class ServeTest(unittest.TestCase):
         out = self.stop(proc)
         self.assertIsNotNone(answer, out)
         self.assertEqual(len(answer.additional), 2)
+
+
+class CommandLineTest(unittest.TestCase):
+
+    def test_p_is_dns_port(self):
+        # CoreDNS has -p as the short form of -dns.port.
+        from corednstw.tap import Options
+        d = util.write_files(self, {"Corefile": ". {\n    whoami\n}\n"})
+        o = Options()
+        o.parseOptions(["-p", "1053", "-c", os.path.join(d, "Corefile")])
+        self.assertEqual(o["dns-port"], 1053)
+        self.assertEqual(o.app.config.blocks[0].keys[0].port, "1053")

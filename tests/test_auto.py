@@ -59,9 +59,11 @@ class Directory(unittest.TestCase):
         util.rewrite(os.path.join(d, "db.example.org"),
                      ZONE % ("example.org.", 2, "192.0.2.11"))
         os.remove(os.path.join(d, "sub", "db.example.net"))
-        yield cases.wait_for_answer(port, www("example.com.org.", "192.0.2.30"))
+        yield cases.wait_for_answer(port, www("example.com.org.",
+                                              "192.0.2.30"))
         yield cases.wait_for_answer(port, www("example.org.", "192.0.2.11"))
-        yield cases.wait_for_answer(port, Case("www.example.net", "A", "REFUSED"))
+        yield cases.wait_for_answer(port, Case("www.example.net", "A",
+                                               "REFUSED"))
         self.assertIn("[INFO] plugin/auto: Deleting zone `example.net.'",
                       log.text())
 

@@ -187,7 +187,8 @@ class CheckTest(unittest.TestCase):
         test.Section compares an SOA by its name server)."""
         def ns_only(rdtype, text):
             return text.split()[0] if rdtype == dns.rdatatype.SOA else text
-        case = Case("example.org.", "SOA", answer=[SOA.replace(" 1 2", " 9 2")])
+        case = Case("example.org.", "SOA",
+                    answer=[SOA.replace(" 1 2", " 9 2")])
         check_response(self, case, reply(case, answer=[SOA]), ns_only)
         self.assertRaises(self.failureException, check_response, self, case,
                           reply(case, answer=[SOA]))

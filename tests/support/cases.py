@@ -4,7 +4,8 @@ A ``Case`` names the question (``qname``, ``qtype``, the DO bit) and what
 the reply must hold: its rcode, the records of each section written as
 zone-file lines (``"www.example.org. 3600 IN A 127.0.0.1"``) and, when
 given, header flags.  ``check_response`` compares a dnspython reply to a
-case; ``run`` sends a whole table to a server (a port) or to a
+case (rcode, the question echoed with its case, flags, every section);
+``run`` sends a whole table to a server (a port) or to a
 ``util.Direct`` chain and checks every reply.
 
 Sections are compared as sets of records, sorted, as CoreDNS's
@@ -22,7 +23,8 @@ import dns.rcode
 import dns.rdata
 import dns.rdataclass
 import dns.rdatatype
-from twisted.internet import defer
+import dns.rrset
+from twisted.internet import defer, reactor, task
 
 from tests.support import util
 
@@ -30,10 +32,9 @@ from tests.support import util
 FLAGS = {"aa": dns.flags.AA, "tc": dns.flags.TC, "rd": dns.flags.RD,
          "ra": dns.flags.RA, "ad": dns.flags.AD, "cd": dns.flags.CD}
 
-#: Section keyword of ``Case``, dnspython's attribute, and its label.
-SECTIONS = (("answer", "answer", "answer"),
-            ("ns", "authority", "authority"),
-            ("extra", "additional", "additional"))
+#: Section keyword of ``Case`` and dnspython's name for the section.
+SECTIONS = (("answer", "answer"), ("ns", "authority"),
+            ("extra", "additional"))
 
 ANY = "*"
 
@@ -268,10 +269,10 @@ def problems(case, reply, fields=None):
                                                    _rcode_text(case.rcode)))
     out.extend(_question_problems(case, reply))
     out.extend(_flag_problems(case, reply))
-    for attr, section, label in SECTIONS:
+    for attr, section in SECTIONS:
         want = [parse_record(t, fields) for t in getattr(case, attr)]
         got = section_records(reply, section, fields)
-        out.extend(compare_section(label, want, got))
+        out.extend(compare_section(section, want, got))
     return out
 
 
@@ -324,7 +325,6 @@ def wait_for_answer(target, case, proto="udp", host="127.0.0.1",
     """Ask ``case`` until the reply matches it: for answers that change
     once something happened (a reload, a transfer).  Fails after
     ``timeout`` seconds with what still differed."""
-    from twisted.internet import reactor, task
     deadline = reactor.seconds() + timeout
     while True:
         reply = yield ask(target, case, proto, host)
@@ -351,7 +351,6 @@ def run_direct(testcase, direct, table, proto="udp", fields=None):
 def rrset(line):
     """A dnspython RRset of one zone-file line (owner TTL class type
     rdata), for scripting answers a plugin receives."""
-    import dns.rrset
     name, ttl, rdclass, rdtype, rdata = line.split(None, 4)
     return dns.rrset.from_text(name, int(ttl), rdclass, rdtype, rdata)
 

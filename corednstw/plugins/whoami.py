@@ -57,8 +57,8 @@ def address_rdata(client, family):
     """(type, rdata) of the client's address: A for IPv4 (``family`` 1,
     CoreDNS's numbering), AAAA for IPv6 (2).
 
-    Cached: a client asks again and again from the same address, and the
-    text-to-bytes conversion is most of the per-query work.
+    Cached: clients ask again and again from the same address, so the
+    text-to-bytes conversion runs once per client, not once per query.
     """
     if family == 2:
         return w.AAAA, w.aaaa_rdata(client)

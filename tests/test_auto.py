@@ -3,15 +3,14 @@
 import os
 import re
 
-import dns.message
-import dns.rcode
-from twisted.internet import defer, reactor, task
+from twisted.internet import defer
 from twisted.trial import unittest
 
 from corednstw.core import corefile
 from corednstw.service.app import App
 from corednstw.plugins import auto
-from tests.support import util
+from tests.support import cases, util
+from tests.support.cases import Case
 
 ZONE = ("$ORIGIN %s\n@ 300 IN SOA ns admin %d 7200 3600 1209600 60\n"
         "@ 300 IN NS ns\nns 300 IN A 192.0.2.1\nwww 300 IN A %s\n"
@@ -19,16 +18,12 @@ ZONE = ("$ORIGIN %s\n@ 300 IN SOA ns admin %d 7200 3600 1209600 60\n"
         "alias 300 IN CNAME www.sub\n")
 
 
-@defer.inlineCallbacks
-def wait_rcode(port, name, want, tries=300):
-    got = None
-    for _ in range(tries):
-        m = yield util.query(port, name, "A")
-        got = (m.rcode(), util.rrs(m))
-        if got == want:
-            return
-        yield task.deferLater(reactor, 0.03, lambda: None)
-    raise AssertionError("never got %r, last %r" % (want, got))
+def www(zone, addr):
+    """The answer for www in a ZONE above: the address, AA, and the
+    zone's NS in the authority section."""
+    return Case("www." + zone, "A", aa=True,
+                answer=["www.%s 300 IN A %s" % (zone, addr)],
+                ns=["%s 300 IN NS ns.%s" % (zone, zone)])
 
 
 class Directory(unittest.TestCase):
@@ -44,32 +39,31 @@ class Directory(unittest.TestCase):
                                "directory %s\n        reload 50ms\n    }\n"
                                "}\n" % d)
         port = app.port()
-        m = yield util.query(port, "www.example.org", "A")
-        self.assertEqual(util.rrs(m), ["www.example.org. 300 IN A 192.0.2.10"])
-        self.assertTrue(m.flags & 0x0400)
-        m = yield util.query(port, "www.example.net", "A")
-        self.assertEqual(util.rrs(m), ["www.example.net. 300 IN A 192.0.2.20"])
+        yield cases.run(self, port, [www("example.org.", "192.0.2.10"),
+                                     www("example.net.", "192.0.2.20")])
         self.assertIn("[INFO] plugin/auto: Inserting zone `example.org.' from:"
                       " %s" % os.path.join(os.path.realpath(d),
                                            "db.example.org"), log.text())
-        # Not loaded: the next plugin (none here) answers.
-        m = yield util.query(port, "www.other.org", "A")
-        self.assertEqual(m.rcode(), dns.rcode.REFUSED)
-        # auto clears AA on a CNAME into a delegation (file keeps it).
-        m = yield util.query(port, "alias.example.org", "A")
-        self.assertFalse(m.flags & 0x0400)
-        self.assertEqual(len(m.answer), 1)
+        yield cases.run(self, port, [
+            # Not loaded: the next plugin (none here) answers.
+            Case("www.other.org", "A", "REFUSED"),
+            # auto clears AA on a CNAME into a delegation (file keeps it).
+            Case("alias.example.org", "A", aa=False, answer=[
+                "alias.example.org. 300 IN CNAME www.sub.example.org."],
+                ns=["sub.example.org. 300 IN NS ns.sub.example.org."],
+                extra=["ns.sub.example.org. 300 IN A 192.0.2.2"]),
+        ])
         # A new zone, a new serial, a removed file.
-        with open(os.path.join(d, "db.example.com.org"), "w") as f:
-            f.write(ZONE % ("example.com.org.", 1, "192.0.2.30"))
-        with open(os.path.join(d, "db.example.org"), "w") as f:
-            f.write(ZONE % ("example.org.", 2, "192.0.2.11"))
+        util.rewrite(os.path.join(d, "db.example.com.org"),
+                     ZONE % ("example.com.org.", 1, "192.0.2.30"))
+        util.rewrite(os.path.join(d, "db.example.org"),
+                     ZONE % ("example.org.", 2, "192.0.2.11"))
         os.remove(os.path.join(d, "sub", "db.example.net"))
-        yield wait_rcode(port, "www.example.com.org",
-                         (0, ["www.example.com.org. 300 IN A 192.0.2.30"]))
-        yield wait_rcode(port, "www.example.org",
-                         (0, ["www.example.org. 300 IN A 192.0.2.11"]))
-        yield wait_rcode(port, "www.example.net", (dns.rcode.REFUSED, []))
+        yield cases.wait_for_answer(port, www("example.com.org.",
+                                              "192.0.2.30"))
+        yield cases.wait_for_answer(port, www("example.org.", "192.0.2.11"))
+        yield cases.wait_for_answer(port, Case("www.example.net", "A",
+                                               "REFUSED"))
         self.assertIn("[INFO] plugin/auto: Deleting zone `example.net.'",
                       log.text())
 
@@ -80,8 +74,8 @@ class Directory(unittest.TestCase):
         app = yield util.start(self, ".:0 {\n    auto example.org {\n        "
                                "directory %s zone-(.*)-v(\\d) {1}\n    }\n}\n"
                                % d)
-        m = yield util.query(app.port(), "www.example.org", "A")
-        self.assertEqual(util.rrs(m), ["www.example.org. 300 IN A 192.0.2.10"])
+        yield cases.run(self, app.port(), [www("example.org.",
+                                               "192.0.2.10")])
 
 
 class ServeTable(unittest.TestCase):
@@ -100,15 +94,16 @@ class ServeTable(unittest.TestCase):
             {"db.example.org": ZONE % ("example.org.", 1, "192.0.2.10")},
             "org:0 {\n    auto {\n        directory %s\n    }\n}\n")
         yield scanned
-        for qtype in ("AXFR", "IXFR"):
-            m = dd.query("test.example.org", qtype, proto="tcp")
-            self.assertEqual(m.rcode(), dns.rcode.REFUSED, qtype)
-        # In the plugin's zones but no zone loaded, nothing after: REFUSED.
-        m = dd.query("test.notfound.org", "A")
-        self.assertEqual(m.rcode(), dns.rcode.REFUSED)
-        m = dd.query("sub.test.example.org", "A")
-        self.assertEqual(m.rcode(), dns.rcode.NXDOMAIN)
-        self.assertTrue(m.flags & 0x0400)
+        cases.run_direct(self, dd, [
+            Case("test.example.org", "AXFR", "REFUSED"),
+            Case("test.example.org", "IXFR", "REFUSED")], proto="tcp")
+        cases.run_direct(self, dd, [
+            # In the plugin's zones but no zone loaded, nothing after.
+            Case("test.notfound.org", "A", "REFUSED"),
+            Case("sub.test.example.org", "A", "NXDOMAIN", aa=True, ns=[
+                "example.org. 300 IN SOA ns.example.org. admin.example.org. "
+                "1 7200 3600 1209600 60"]),
+        ])
 
     @defer.inlineCallbacks
     def test_outside_origins_go_on(self):
@@ -118,12 +113,13 @@ class ServeTable(unittest.TestCase):
             "    whoami\n}\n")
         yield scanned
         # example.org. is loaded but not in the plugin's zones: whoami.
-        m = dd.query("www.example.org", "A")
-        self.assertIn("www.example.org. 0 IN A 127.0.0.1",
-                      util.rrs(m, "additional"))
+        cases.run_direct(self, dd, [Case(
+            "www.example.org", "A", aa=True, extra=cases.whoami(
+                "www.example.org", port=40000))])
 
     @defer.inlineCallbacks
     def test_notify_answered_as_query(self):
+        import dns.message
         import dns.opcode
         dd, p, d, scanned = self.direct(
             {"db.example.org": ZONE % ("example.org.", 7, "192.0.2.10")},
@@ -148,8 +144,7 @@ class ServeTable(unittest.TestCase):
         dd = util.Direct(self, ".:0 {\n    auto {\n        directory %s "
                          "(.*)\\.zone {1}\n    }\n}\n" % link)
         yield dd.app.config.blocks[0].plugin("auto").scan()
-        m = dd.query("www.example.org", "A")
-        self.assertEqual(util.rrs(m), ["www.example.org. 300 IN A 192.0.2.10"])
+        cases.run_direct(self, dd, [www("example.org.", "192.0.2.10")])
         self.assertIn("Multiple zone files match origin", log.text())
 
 

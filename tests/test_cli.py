@@ -3,7 +3,6 @@
 import os
 import signal
 import subprocess
-import sys
 import time
 
 import dns.message
@@ -11,9 +10,8 @@ import dns.query
 from twisted.trial import unittest
 
 from tests.support import util
-from tests.support.util import free_port
+from tests.support.util import TWISTD, free_port
 
-TWISTD = os.path.join(os.path.dirname(sys.executable), "twistd")
 SHARED = os.path.join(util.REPO, "tests", "corefiles", "shared")
 
 
@@ -140,3 +138,16 @@ class ServeTest(unittest.TestCase):
         out = self.stop(proc)
         self.assertIsNotNone(answer, out)
         self.assertEqual(len(answer.additional), 2)
+
+
+class CommandLineTest(unittest.TestCase):
+
+    def test_p_is_dns_port(self):
+        # CoreDNS has -p as the short form of -dns.port.
+        from corednstw.tap import Options, load_app
+        d = util.write_files(self, {"Corefile": ". {\n    whoami\n}\n"})
+        o = Options()
+        o.parseOptions(["-p", "1053", "-c", os.path.join(d, "Corefile")])
+        self.assertEqual(o["dns-port"], 1053)
+        app = load_app(o)
+        self.assertEqual(app.config.blocks[0].keys[0].port, "1053")

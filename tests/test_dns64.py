@@ -3,14 +3,14 @@
 import ipaddress
 import os
 
-import dns.rcode
 from twisted.internet import defer
 from twisted.trial import unittest
 
 from corednstw.core import corefile
 from corednstw.service.app import App
 from corednstw.plugins import dns64 as mod
-from tests.support import util
+from tests.support import cases, util
+from tests.support.cases import Case
 from tests.support.unbound import Unbound
 from tests.support.upstream import Upstream
 
@@ -60,6 +60,12 @@ class ParseTest(unittest.TestCase):
                              ipaddress.ip_address(want), pfx)
 
 
+def upstream_soa(ttl=3600):
+    """The SOA the test upstream denies with."""
+    return ("example. %d IN SOA ns.example. host.example. 1 7200 1800 "
+            "86400 60" % ttl)
+
+
 class DNS64Test(unittest.TestCase):
 
     @defer.inlineCallbacks
@@ -74,38 +80,36 @@ class DNS64Test(unittest.TestCase):
     @defer.inlineCallbacks
     def test_ipv4_client_untouched_by_default(self):
         yield self.serve()
-        m = yield util.query(self.port, "a.example", "AAAA")
-        self.assertEqual(m.answer, [])
+        yield cases.run(self, self.port, [Case("a.example", "AAAA",
+                                               ns=[upstream_soa()])])
 
     @defer.inlineCallbacks
     def test_synthesis(self):
         yield self.serve("{\n allow_ipv4\n }")
         before = mod.TRANSLATED.get((self.app.muxes[0].label,))
         self.up.soa_ttl = 100
-        m = yield util.query(self.port, "A.Example", "AAAA")
-        self.assertEqual(m.rcode(), 0)
         # the question keeps the client's case; the synthesized records
         # have the owner of the (lower-cased) A lookup, as in CoreDNS
-        self.assertEqual(str(m.question[0].name), "A.Example.")
-        self.assertEqual(util.rrs(m), [
-            "a.example. 100 IN AAAA 64:ff9b::c000:201"])
+        yield cases.run(self, self.port, [Case("A.Example", "AAAA", answer=[
+            "a.example. 100 IN AAAA 64:ff9b::c000:201"])])
         self.assertEqual(mod.TRANSLATED.get((self.app.muxes[0].label,))
                          - before, 1)
         self.assertEqual(self.up.count(qtype="A"), 1)
         # existing AAAA records are kept unless translate_all
         self.up.aaaa = "2001:db8::1"
-        m = yield util.query(self.port, "b.example", "AAAA")
-        self.assertEqual(util.rrs(m), ["b.example. 300 IN AAAA 2001:db8::1"])
-        # NXDOMAIN passes through
-        m = yield util.query(self.port, "nxx.example", "AAAA")
-        self.assertEqual(m.rcode(), dns.rcode.NXDOMAIN)
+        yield cases.run(self, self.port, [
+            Case("b.example", "AAAA",
+                 answer=["b.example. 300 IN AAAA 2001:db8::1"]),
+            # NXDOMAIN passes through
+            Case("nxx.example", "AAAA", "NXDOMAIN", ns=[upstream_soa(100)]),
+        ])
 
     @defer.inlineCallbacks
     def test_translate_all(self):
         yield self.serve("64:1337::/96 {\n allow_ipv4\n translate_all\n }")
         self.up.aaaa = "2001:db8::1"
-        m = yield util.query(self.port, "b.example", "AAAA")
-        self.assertEqual(util.rrs(m), ["b.example. 300 IN AAAA 64:1337::c000:201"])
+        yield cases.run(self, self.port, [Case("b.example", "AAAA", answer=[
+            "b.example. 300 IN AAAA 64:1337::c000:201"])])
 
 
 class UnboundDNS64Test(unittest.TestCase):
@@ -116,18 +120,18 @@ class UnboundDNS64Test(unittest.TestCase):
         app = yield util.start(
             self, ".:0 {\n dns64 {\n allow_ipv4\n }\n forward . 127.0.0.1:%d"
                   "\n}\n" % ub.port)
-        m = yield util.query(app.port(), "v4only.example.test", "AAAA")
-        self.assertEqual(util.rrs(m), [
-            "v4only.example.test. 120 IN AAAA 64:ff9b::c633:6407"])
-        m = yield util.query(app.port(), "www.example.test", "AAAA")
-        self.assertEqual(util.rrs(m), [
-            "www.example.test. 120 IN AAAA 2001:db8::80"])
+        yield cases.run(self, app.port(), [
+            Case("v4only.example.test", "AAAA", answer=[
+                "v4only.example.test. 120 IN AAAA 64:ff9b::c633:6407"]),
+            Case("www.example.test", "AAAA", answer=[
+                "www.example.test. 120 IN AAAA 2001:db8::80"]),
+        ])
 
 
 def _msg(rcode=0, answer=(), ns=(), tc=False, qtype="AAAA"):
     import dns.flags
     import dns.message
-    from tests.test_cache import _rrset
+    from tests.support.cases import rrset as _rrset
     q = util.make_query("example.com.", qtype)
     r = dns.message.make_response(q)
     r.set_rcode(rcode)
@@ -195,7 +199,6 @@ class TableTest(unittest.TestCase):
             self.assertEqual(bool(lookups), want)
 
     def test_synthesis_table(self):
-        import dns.flags
         two_a = ["example.com. 60 IN A 192.0.2.42",
                  "example.com. 5000 IN A 192.0.2.43"]
         soa = "example.com. 3600 IN SOA foo. bar. 1 7200 900 1209600 86400"
@@ -224,23 +227,13 @@ class TableTest(unittest.TestCase):
                  ["example.com. 60 IN AAAA 64:ff9b::c000:22a",
                   "example.com. 70 IN AAAA 64:ff9b::c000:22b"], [], True)]:
             m, lookups = self.run_case(init, a_resp)
-            self.assertEqual(m.rcode(), rcode, name)
-            # record by record (dnspython would merge the TTLs of a set)
-            from corednstw.core.request import parse_response
-            got = [(rr.name, rr.ttl, rr.rtype, ipaddress.ip_address(rr.rdata))
-                   for rr in parse_response(self.wire).answer]
-            want = []
-            for line in answer:
-                owner, ttl, _c, _t, addr = line.split()
-                want.append((owner, int(ttl), 28, ipaddress.ip_address(addr)))
-            self.assertEqual(got, want, name)
-            self.assertEqual([x.lower() for x in util.rrs(m, "authority")],
-                             [x.lower() for x in ns], name)
-            self.assertEqual(bool(m.flags & dns.flags.TC), tc, name)
-            self.assertTrue(m.flags & dns.flags.RD, name)
+            # record by record: each keeps its own TTL
+            cases.check_response(self, Case(
+                "example.com.", "AAAA", rcode, answer=answer, ns=ns, tc=tc,
+                rd=True, aa=False if a_resp is not None else None,
+                desc=name), cases.parse_reply(self.wire))
             if a_resp is not None:
                 self.assertEqual(lookups, [("example.com.", 1)], name)
-                self.assertFalse(m.flags & dns.flags.AA, name)
             else:
                 self.assertEqual(lookups, [], name)
 

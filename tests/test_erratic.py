@@ -10,7 +10,8 @@ from twisted.trial import unittest
 from corednstw.core import corefile
 from corednstw.core.plugin import Plugin
 from corednstw.plugins import cancel as cancelmod
-from tests.support import util
+from tests.support import cases, util
+from tests.support.cases import Case
 
 
 def erratic_of(d):
@@ -39,23 +40,33 @@ class ErraticAnswersTest(unittest.TestCase):
                                    "        drop 0\n    }\n}\n")
 
     def test_a(self):
-        m = self.d.query("Example.ORG.", "A")
-        self.assertEqual(util.rrs(m), ["Example.ORG. 0 IN A 192.0.2.53"])
-        self.assertEqual(dns.flags.to_text(m.flags), "QR AA RD")
-        self.assertEqual((m.authority, m.additional), ([], []))
+        cases.run_direct(self, self.d, [Case(
+            "Example.ORG.", "A", flags="QR AA RD",
+            answer=["Example.ORG. 0 IN A 192.0.2.53"])])
 
     def test_aaaa(self):
-        m = self.d.query("a.example.org.", "AAAA")
-        self.assertEqual(util.rrs(m), ["a.example.org. 0 IN AAAA 2001:db8::53"])
+        cases.run_direct(self, self.d, [Case(
+            "a.example.org.", "AAAA", aa=True,
+            answer=["a.example.org. 0 IN AAAA 2001:db8::53"])])
 
     def test_other_types_servfail(self):
-        for t in ("MX", "TXT", "SOA"):
-            m = self.d.query("example.org.", t)
-            self.assertEqual((m.rcode(), m.answer), (2, []), t)
+        cases.run_direct(self, self.d, [
+            Case("example.org.", t, "SERVFAIL") for t in ("MX", "TXT",
+                                                          "SOA")])
 
     def test_axfr(self):
         raw = self.d.ask(wire(rdtype="AXFR"), proto="tcp")
-        self.assertEqual(ancount(raw), 6)    # dnspython merges the SOAs
+        self.assertEqual(ancount(raw), 6)
+        soa = ("example.org. 0 IN SOA sns.dns.icann.org. noc.dns.icann.org. "
+               "2018050825 7200 3600 1209600 3600")
+        cases.check_response(self, Case("example.org.", "AXFR", aa=True,
+                                        answer=[
+            soa, "example.org. 0 IN NS b.example.org.",
+            "example.org. 0 IN NS a.example.org.",
+            "a.example.org. 0 IN AAAA 2001:bd8::53",
+            "b.example.org. 0 IN AAAA 2001:500::54", soa]),
+            cases.parse_reply(raw))
+        # In this order (dnspython merges the two SOAs).
         m = parse(raw)
         self.assertEqual([r.to_text() for r in m.answer], [
             "example.org. 0 IN SOA sns.dns.icann.org. noc.dns.icann.org. "
@@ -137,14 +148,12 @@ class ErraticTruncateDelayTest(unittest.TestCase):
     def test_truncate_bitwise_as_coredns(self):
         d = util.Direct(self, ".:0 {\n    erratic {\n        truncate 2\n"
                               "    }\n}\n")
-        tc = []
-        for _ in range(8):
-            m = parse(d.ask(wire()))
-            tc.append(bool(m.flags & dns.flags.TC))
-            self.assertEqual(util.rrs(m), ["example.org. 0 IN A 192.0.2.53"])
         # query number & 2 == 0 (not modulo): 0, 1, 4, 5.
-        self.assertEqual(tc, [True, True, False, False, True, True, False,
-                              False])
+        cases.run_direct(self, d, [
+            Case("example.org.", "A", tc=tc, aa=True,
+                 answer=["example.org. 0 IN A 192.0.2.53"], desc=str(n))
+            for n, tc in enumerate([True, True, False, False, True, True,
+                                    False, False])])
 
     def test_truncated_axfr_lacks_closing_soa(self):
         d = util.Direct(self, ".:0 {\n    erratic {\n        truncate 1\n"
@@ -173,8 +182,9 @@ class ErraticTruncateDelayTest(unittest.TestCase):
     def test_delay_over_udp(self):
         app = yield util.start(self, ".:0 {\n    erratic {\n        delay 1 5ms\n"
                                      "    }\n}\n")
-        m = yield util.query(app.port(), "example.org.", "AAAA")
-        self.assertEqual(util.rrs(m), ["example.org. 0 IN AAAA 2001:db8::53"])
+        yield cases.run(self, app.port(), [Case(
+            "example.org.", "AAAA", aa=True,
+            answer=["example.org. 0 IN AAAA 2001:db8::53"])])
 
 
 class ErraticSetupTest(unittest.TestCase):
@@ -233,10 +243,10 @@ class CancelTest(unittest.TestCase):
         # erratic's delay (10 minutes) is far longer than cancel's 20ms.
         app = yield util.start(self, ".:0 {\n    cancel 20ms\n    erratic {\n"
                                      "        delay 1 10m\n    }\n}\n")
+        case = Case("example.org.", "A", "SERVFAIL", payload=1232)
         for proto in ("udp", "tcp"):
-            m = yield util.query(app.port(), "example.org.", "A", proto=proto,
-                                 use_edns=0)
-            self.assertEqual((m.rcode(), m.answer), (2, []))
+            m = yield cases.ask(app.port(), case, proto)
+            cases.check_response(self, case, m)
             self.assertEqual(m.edns, 0)
 
     @defer.inlineCallbacks
@@ -260,14 +270,18 @@ class CancelTest(unittest.TestCase):
         pending = d.ask_async(wire())
         self.assertEqual(len(cancel_timers()), 1)
         reply = yield pending
-        self.assertEqual(util.rrs(parse(reply)),
-                         ["example.org. 0 IN A 192.0.2.53"])
+        cases.check_response(self, Case(
+            "example.org.", "A", aa=True,
+            answer=["example.org. 0 IN A 192.0.2.53"]),
+            cases.parse_reply(reply))
         # The timer went with the answer.
         self.assertEqual(cancel_timers(), [])
 
     def test_synchronous_answer_untouched(self):
         d = util.Direct(self, ".:0 {\n    cancel 1s\n    whoami\n}\n")
-        self.assertEqual(len(parse(d.ask(wire())).additional), 2)
+        cases.run_direct(self, d, [Case(
+            "example.org.", "A", aa=True,
+            extra=cases.whoami("example.org.", port=40000))])
 
     def test_setup(self):
         def timeout(arg):

@@ -11,7 +11,8 @@ from twisted.trial import unittest
 from corednstw.core import corefile
 from corednstw.core import dnswire as w
 from corednstw.core.request import Response
-from tests.support import util
+from tests.support import cases, util
+from tests.support.cases import Case
 
 
 def failing(text, rcode=w.SERVFAIL):
@@ -40,34 +41,37 @@ class Base(unittest.TestCase):
         reply = x.ask(dns.message.make_query(name, rdtype).to_wire())
         return dns.message.from_wire(reply)
 
+    def check(self, x, case):
+        """Ask ``case`` and check the whole reply."""
+        cases.run_direct(self, x, [case])
+
 
 class ErrorLineTest(Base):
 
     def test_response_error(self):
         x = self.direct(fn=failing("plugin/forward: no healthy upstreams"))
-        m = self.ask(x, "Example.ORG", "AAAA")
-        self.assertEqual(m.rcode(), w.SERVFAIL)
+        self.check(x, Case("Example.ORG", "AAAA", "SERVFAIL"))
         self.assertEqual(self.log.lines, [
             "[ERROR] plugin/errors: 2 example.org. AAAA: plugin/forward: no "
             "healthy upstreams"])
 
     def test_error_with_other_rcode(self):
         x = self.direct(fn=failing("refused by policy", w.REFUSED))
-        self.ask(x)
+        self.check(x, Case("example.org.", "A", "REFUSED"))
         self.assertEqual(self.log.lines, [
             "[ERROR] plugin/errors: 5 example.org. A: refused by policy"])
 
     def test_no_error_no_line(self):
         x = self.direct(fn=lambda req: Response(w.SERVFAIL))
-        self.assertEqual(self.ask(x).rcode(), w.SERVFAIL)
+        self.check(x, Case("example.org.", "A", "SERVFAIL"))
         x = self.direct()
-        self.ask(x)
+        self.check(x, Case("example.org.", "A", aa=True, extra=cases.whoami(
+            "example.org.", port=40000)))
         self.assertEqual(self.log.lines, [])
 
     def test_failed_deferred(self):
         x = self.direct(fn=lambda req: defer.fail(ValueError("bad thing")))
-        m = self.ask(x)
-        self.assertEqual(m.rcode(), w.SERVFAIL)
+        self.check(x, Case("example.org.", "A", "SERVFAIL"))
         # Logged as an error, not as a recovered panic.
         self.assertEqual(self.log.lines, [
             "[ERROR] plugin/errors: 2 example.org. A: bad thing"])
@@ -95,8 +99,8 @@ example.org:0 {
 }
 """)
         del self.log.lines[:]
-        m = yield util.query(app.port(), "a.example.org", "A")
-        self.assertEqual(m.rcode(), w.SERVFAIL)
+        yield cases.run(self, app.port(), [Case("a.example.org", "A",
+                                                "SERVFAIL")])
         self.assertEqual(self.log.lines, [
             "[ERROR] plugin/errors: 2 a.example.org. A: plugin/hosts: no "
             "next plugin found"])
@@ -196,7 +200,7 @@ class StacktraceTest(Base):
         self.assertTrue(x.app.config.blocks[0].settings["stacktrace"])
         out = io.StringIO()
         self.patch(sys, "__stdout__", out)
-        self.assertEqual(self.ask(x).rcode(), w.SERVFAIL)
+        self.check(x, Case("example.org.", "A", "SERVFAIL"))
         self.assertIn("Recovered from panic", self.log.lines[0])
         self.assertIn("Traceback", out.getvalue())
         self.assertIn("kaput", out.getvalue())

@@ -15,7 +15,8 @@ from twisted.trial import unittest
 from corednstw.core import corefile
 from corednstw.engines import authority
 from corednstw.core.request import make_query
-from tests.support import util
+from tests.support import cases, util
+from tests.support.cases import Case
 
 ZONES = os.path.join(util.REPO, "tests", "zones")
 
@@ -30,29 +31,43 @@ elsewhere.net:0 {
 """ % {"z": ZONES}
 
 
-def golden():
-    """[(name, type, do, rcode, aa, [record lines])] from lookup.golden."""
-    cases = []
-    with open(os.path.join(ZONES, "lookup.golden")) as f:
+_SECTIONS = {"an": "answer", "au": "ns", "ad": "extra"}
+
+
+def read_cases(path, on_zone=None):
+    """Cases from a golden table: ``CASE name type [do] rcode AA|noAA``
+    lines, each followed by its records (``an``/``au``/``ad`` and a
+    zone-file line; a TTL of 303 means any TTL, as in CoreDNS's tests).
+    ``ZONE`` lines call ``on_zone(fields)``; the zone in force is kept in
+    each case's ``zone`` attribute."""
+    table = []
+    zone = None
+    with open(path) as f:
         for line in f:
-            if line.startswith("#") or not line.strip():
+            parts = line.split()
+            if not parts or parts[0].startswith("#"):
                 continue
-            if line.startswith("CASE "):
-                parts = line.split()
+            if parts[0] == "ZONE":
+                zone = tuple(parts[1:3])
+            elif parts[0] == "CASE":
                 do = parts[3] == "do"
-                rest = parts[4:] if do else parts[3:]
-                cases.append((parts[1], parts[2], do, rest[0], rest[1] == "AA",
-                              []))
+                rcode, aa = parts[4:6] if do else parts[3:5]
+                case = Case(parts[1], parts[2], rcode, do=do,
+                            aa=aa == "AA")
+                case.zone = zone
+                table.append(case)
             else:
-                cases[-1][5].append(line.strip())
-    return cases
+                record = line.split(None, 1)[1].strip()
+                name, ttl, rest = record.split(None, 2)
+                if ttl == "303":
+                    record = "%s * %s" % (name, rest)
+                getattr(table[-1], _SECTIONS[parts[0]]).append(record)
+    return table
 
 
-def lines(m):
-    out = []
-    for sec in ("answer", "authority", "additional"):
-        out.extend("%s %s" % (sec[:2], x) for x in util.rrs(m, sec))
-    return out
+def golden():
+    """The file plugin's own table (lookup.golden)."""
+    return read_cases(os.path.join(ZONES, "lookup.golden"))
 
 
 class LookupTable(unittest.TestCase):
@@ -60,18 +75,9 @@ class LookupTable(unittest.TestCase):
 
     def test_golden(self):
         d = util.Direct(self, COREFILE)
-        cases = golden()
-        self.assertGreater(len(cases), 50)
-        for name, qtype, do, rcode, aa, want in cases:
-            kw = {"want_dnssec": True} if do else {}
-            got = []
-            d.ask_async(util.make_query(name, qtype, **kw).to_wire()
-                        ).addCallback(got.append)
-            m = dns.message.from_wire(got[0])
-            label = "%s/%s%s" % (name, qtype, " +do" if do else "")
-            self.assertEqual(dns.rcode.to_text(m.rcode()), rcode, label)
-            self.assertEqual(bool(m.flags & 0x0400), aa, label)
-            self.assertEqual(lines(m), want, label)
+        table = golden()
+        self.assertGreater(len(table), 50)
+        cases.run_direct(self, d, table)
 
     def test_answer_order_cname_first(self):
         d = util.Direct(self, COREFILE)
@@ -88,8 +94,8 @@ class LookupTable(unittest.TestCase):
 
     def test_axfr_without_transfer_refused(self):
         d = util.Direct(self, COREFILE)
-        m = d.query("example.org", "AXFR", proto="tcp")
-        self.assertEqual(m.rcode(), dns.rcode.REFUSED)
+        cases.run_direct(self, d, [Case("example.org", "AXFR",
+                                        rcode="REFUSED")], proto="tcp")
 
     def test_notify_for_primary_zone_dropped(self):
         d = util.Direct(self, COREFILE)
@@ -103,35 +109,17 @@ class LookupTable(unittest.TestCase):
     def test_out_of_zone_refused_when_last(self):
         d = util.Direct(self, "example.org:0 org:0 {\n    file %s/db."
                         "example.org example.org\n}\n" % ZONES)
-        m = d.query("example.com.org", "A")
-        self.assertEqual(m.rcode(), dns.rcode.REFUSED)
-        self.assertFalse(m.flags & 0x0400)
+        cases.run_direct(self, d, [Case("example.com.org", "A",
+                                        rcode="REFUSED", aa=False)])
 
 
 CONFORMANCE = os.path.join(ZONES, "conformance")
 
 
 def conformance_cases():
-    """[(zone file, origin, name, type, do, rcode, aa, [(section, text)])]
-    from conformance/cases.golden (CoreDNS's plugin/file test tables)."""
-    cases = []
-    zone = None
-    with open(os.path.join(CONFORMANCE, "cases.golden")) as f:
-        for line in f:
-            parts = line.split()
-            if not parts or parts[0].startswith("#"):
-                continue
-            if parts[0] == "ZONE":
-                zone = (parts[1], parts[2])
-            elif parts[0] == "CASE":
-                do = parts[3] == "do"
-                rest = parts[4:] if do else parts[3:]
-                cases.append(zone + (parts[1], parts[2], do, rest[0],
-                                     rest[1] == "AA", []))
-            else:
-                cases[-1][-1].append((parts[0], line.split(None, 1)[1]
-                                      .strip()))
-    return cases
+    """Cases from conformance/cases.golden (CoreDNS's plugin/file test
+    tables), each with its ``zone`` (file, origin)."""
+    return read_cases(os.path.join(CONFORMANCE, "cases.golden"))
 
 
 def _cmp_rdata(rdtype, rdata):
@@ -146,27 +134,6 @@ def _cmp_rdata(rdtype, rdata):
         rd = dns.rdata.from_text("IN", "TXT", rdata)
         return b"".join(rd.strings)
     return dns.rdata.from_text("IN", t, rdata).to_text()
-
-
-def expected_rr(section, text):
-    name, ttl, _cls, rtype, rdata = text.split(None, 4)
-    rdtype = dns.rdatatype.from_text(rtype)
-    return (section, dns.name.from_text(name).to_text(), int(ttl), rtype,
-            _cmp_rdata(rdtype, rdata))
-
-
-def got_rrs(m):
-    out = []
-    for sec, tag in (("answer", "an"), ("authority", "au"),
-                     ("additional", "ad")):
-        for rrset in getattr(m, sec):
-            if rrset.rdtype == dns.rdatatype.OPT:
-                continue
-            for rd in rrset:
-                out.append((tag, rrset.name.to_text(), rrset.ttl,
-                            dns.rdatatype.to_text(rrset.rdtype),
-                            _cmp_rdata(rrset.rdtype, rd.to_text())))
-    return out
 
 
 def _failing_upstream(name, qtype, req):
@@ -186,39 +153,26 @@ class Conformance(unittest.TestCase):
         return d
 
     def ask(self, d, name, qtype, do=False):
-        kw = {"want_dnssec": True} if do else {}
         got = []
-        d.ask_async(util.make_query(name, qtype, **kw).to_wire()
-                    ).addCallback(got.append)
-        return dns.message.from_wire(got[0], one_rr_per_rrset=True)
+        cases.ask(d, Case(name, qtype, do=do)).addCallback(got.append)
+        return got[0]
 
     def test_tables(self):
         directs = {}
-        cases = conformance_cases()
-        self.assertGreater(len(cases), 90)
+        table = conformance_cases()
+        self.assertGreater(len(table), 90)
         failures = []
-        for zonefile, origin, name, qtype, do, rcode, aa, want in cases:
-            key = (zonefile, origin)
-            if key not in directs:
-                directs[key] = self.direct(zonefile, origin)
-            m = self.ask(directs[key], name, qtype, do)
-            label = "%s %s/%s%s" % (zonefile, name, qtype, " +do" if do else "")
-            exp = sorted(expected_rr(s, t) for s, t in want)
-            got = sorted(got_rrs(m))
-            anyttl = [e[:2] + e[3:] for e in exp if e[2] == 303]
-            got = sorted(g[:2] + (303,) + g[3:] if g[:2] + g[3:] in anyttl
-                         else g for g in got)
-            problems = []
-            if dns.rcode.to_text(m.rcode()) != rcode:
-                problems.append("rcode %s, want %s" % (
-                    dns.rcode.to_text(m.rcode()), rcode))
-            if bool(m.flags & 0x0400) != aa:
-                problems.append("aa %s, want %s" % (not aa, aa))
-            if got != exp:
-                problems.append("records\n  got  %s\n  want %s" % (got, exp))
-            if problems:
-                failures.append("%s: %s" % (label, "; ".join(problems)))
-        self.assertEqual(failures, [], "\n".join(failures))
+        for case in table:
+            if case.zone not in directs:
+                directs[case.zone] = self.direct(*case.zone)
+            got = []
+            cases.ask(directs[case.zone], case).addCallback(got.append)
+            found = cases.problems(case, got[0], fields=_cmp_rdata)
+            if found:
+                failures.append("%s %s:\n  %s" % (
+                    case.zone[0], case, "\n  ".join(found)))
+        if failures:
+            self.fail("\n".join(failures))
 
     def test_fallthrough(self):
         """CoreDNS's TestLookupFallthrough: NXDOMAIN (and empty
@@ -235,7 +189,7 @@ class Conformance(unittest.TestCase):
                             ("wildcard.x.miek.nl.", "NOERROR")]),
         ]
         from corednstw.core.request import Response
-        for zones, cases in tables:
+        for zones, rows in tables:
             d = util.Direct(self, "miek.nl:0 {\n    file %s miek.nl. {\n"
                             "        fallthrough %s\n    }\n}\n" % (
                                 os.path.join(CONFORMANCE, "db.miek.nl"),
@@ -243,7 +197,7 @@ class Conformance(unittest.TestCase):
             p = d.app.config.blocks[0].plugin("file")
             p.upstream = _failing_upstream
             p.next = util.Stub(lambda req: Response(2))
-            for name, rcode in cases:
+            for name, rcode in rows:
                 m = self.ask(d, name, "A")
                 self.assertEqual(dns.rcode.to_text(m.rcode()), rcode,
                                  "%s fallthrough %r" % (name, zones))
@@ -390,55 +344,33 @@ class Reload(unittest.TestCase):
         return app
 
     def write(self, text):
-        tmp = os.path.join(self.dir, "db.tmp")
-        with open(tmp, "w") as f:
-            f.write(text)
-        os.replace(tmp, os.path.join(self.dir, "db.reload"))
-
-    @defer.inlineCallbacks
-    def answer(self, port):
-        m = yield util.query(port, "www.reload.test", "A")
-        return (m.rcode(), util.rrs(m))
-
-    @defer.inlineCallbacks
-    def wait_answer(self, port, want):
-        seen = []
-        for _ in range(400):
-            got = yield self.answer(port)
-            seen.append(got)
-            if got == want:
-                return
-            yield _tick()
-        self.fail("never answered %r (last %r)" % (want, seen[-1]))
+        util.rewrite(os.path.join(self.dir, "db.reload"), text)
 
     @defer.inlineCallbacks
     def test_serial_change_and_broken_file(self):
         app = yield self.start({"db.reload": SOA % (1, "192.0.2.10")})
         port = app.port()
-        self.assertEqual((yield self.answer(port)),
-                         (0, ["www.reload.test. 300 IN A 192.0.2.10"]))
+        yield cases.run(self, port, [www("192.0.2.10")])
         # Same serial: the new data is not picked up.
         self.write(SOA % (1, "192.0.2.11"))
         self.write(SOA % (2, "192.0.2.12"))
-        yield self.wait_answer(port, (0, [
-            "www.reload.test. 300 IN A 192.0.2.12"]))
+        yield cases.wait_for_answer(port, www("192.0.2.12"))
         yield util.wait_for(lambda: 'Successfully reloaded zone '
                             '"reload.test." in' in self.log.text())
         self.write("$ORIGIN reload.test.\n@ IN SOA ( broken\n")
         yield util.wait_for(lambda: '[ERROR] plugin/file: Parsing zone '
                             '"reload.test."' in self.log.text())
-        self.assertEqual((yield self.answer(port)),
-                         (0, ["www.reload.test. 300 IN A 192.0.2.12"]))
+        yield cases.run(self, port, [www("192.0.2.12")])
 
     @defer.inlineCallbacks
     def test_missing_then_present(self):
         app = yield self.start({})
         self.assertIn("[WARNING] plugin/file: Failed to open", self.log.text())
         port = app.port()
-        self.assertEqual((yield self.answer(port)), (2, []))
+        yield cases.run(self, port, [Case("www.reload.test", "A",
+                                          rcode="SERVFAIL")])
         self.write(SOA % (5, "192.0.2.50"))
-        yield self.wait_answer(port, (0, [
-            "www.reload.test. 300 IN A 192.0.2.50"]))
+        yield cases.wait_for_answer(port, www("192.0.2.50"))
 
     @defer.inlineCallbacks
     def test_reload_by_mtime(self):
@@ -449,13 +381,14 @@ class Reload(unittest.TestCase):
         st = os.stat(path)
         self.write(SOA % (1, "192.0.2.13"))
         os.utime(path, (st.st_atime + 10, st.st_mtime + 10))
-        yield self.wait_answer(port, (0, [
-            "www.reload.test. 300 IN A 192.0.2.13"]))
+        yield cases.wait_for_answer(port, www("192.0.2.13"))
 
 
-def _tick():
-    from twisted.internet import reactor, task
-    return task.deferLater(reactor, 0.02, lambda: None)
+def www(addr):
+    """www.reload.test's answer from the SOA zone above."""
+    return Case("www.reload.test", "A", aa=True,
+                answer=["www.reload.test. 300 IN A " + addr],
+                ns=["reload.test. 300 IN NS ns.reload.test."])
 
 
 class Wire(unittest.TestCase):
@@ -466,18 +399,16 @@ class Wire(unittest.TestCase):
                                "org {\n        fallthrough\n    }\n    "
                                "whoami\n}\n" % ZONES)
         port = app.port()
+        table = {(c.qname, c.qtype): c for c in golden()}
+        srv = table["srv.example.org", "SRV"]
         for proto in ("udp", "tcp"):
-            m = yield util.query(port, "srv.example.org", "SRV", proto=proto)
-            self.assertEqual(util.rrs(m), [
-                "srv.example.org. 3600 IN SRV 10 50 8080 a.example.org."])
-            self.assertEqual(len(m.additional), 2)
+            yield cases.run(self, port, [srv], proto=proto)
         # NXDOMAIN falls through to whoami; NODATA does not.
-        m = yield util.query(port, "nope.example.org", "A")
-        self.assertEqual(m.rcode(), 0)
-        self.assertIn("nope.example.org. 0 IN A 127.0.0.1",
-                      util.rrs(m, "additional"))
-        m = yield util.query(port, "a.example.org", "MX")
-        self.assertEqual(util.rrs(m, "authority")[0].split()[3], "SOA")
+        yield cases.run(self, port, [
+            Case("nope.example.org", "A", aa=True,
+                 extra=cases.whoami("nope.example.org")),
+            table["a.example.org", "MX"],
+        ])
 
     @defer.inlineCallbacks
     def test_truncation_over_udp(self):

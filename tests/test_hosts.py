@@ -3,15 +3,14 @@ hosts_test cases), fallthrough, metrics, and a file edited while serving."""
 
 import os
 
-import dns.flags
-import dns.rcode
 from twisted.internet import defer
 from twisted.trial import unittest
 
 from corednstw.core import corefile
 from corednstw.core import dnswire as w
 from corednstw.plugins import hosts
-from tests.support import util
+from tests.support import cases, util
+from tests.support.cases import Case
 
 # CoreDNS's hostsExample, including its two lines that are not entries.
 EXAMPLE = """
@@ -147,8 +146,52 @@ class SetupTest(unittest.TestCase):
             self.assertIn("plugin/hosts: " + msg, str(e), text)
 
 
-def _ans(msg):
-    return util.rrs(msg, "answer")
+PTR6 = ("1.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0."
+        "ip6.arpa.")
+
+
+def row(qname, qtype, *answer, rcode="NOERROR", aa=True):
+    """A hosts answer: AA with the records; no authority (hosts data
+    have no SOA)."""
+    return Case(qname, qtype, rcode=rcode, aa=aa, answer=answer)
+
+
+def unknown(qname, qtype="A"):
+    """A name the data do not know, outside fallthrough: SERVFAIL without
+    AA (no SOA to make an NXDOMAIN with)."""
+    return Case(qname, qtype, rcode="SERVFAIL", aa=False)
+
+
+# CoreDNS's hosts_test table plus our own rows.
+TABLE = [
+    row("example.org.", "A", "example.org. 3600 IN A 10.0.0.1",
+        "example.org. 3600 IN A 10.9.9.9"),
+    row("example.com.", "A", "example.com. 3600 IN A 10.0.0.2"),
+    row("localhost.", "AAAA", "localhost. 3600 IN AAAA ::1"),
+    row("1.0.0.10.in-addr.arpa.", "PTR",
+        "1.0.0.10.in-addr.arpa. 3600 IN PTR example.org."),
+    row("2.0.0.10.in-addr.arpa.", "PTR",
+        "2.0.0.10.in-addr.arpa. 3600 IN PTR example.com."),
+    row("1.0.0.127.in-addr.arpa.", "PTR",
+        "1.0.0.127.in-addr.arpa. 3600 IN PTR localhost.",
+        "1.0.0.127.in-addr.arpa. 3600 IN PTR localhost.domain."),
+    row("9.9.9.10.in-addr.arpa.", "PTR",
+        "9.9.9.10.in-addr.arpa. 3600 IN PTR inline.example.net.",
+        "9.9.9.10.in-addr.arpa. 3600 IN PTR example.org."),
+    row(PTR6, "PTR", PTR6 + " 3600 IN PTR localhost.",
+        PTR6 + " 3600 IN PTR localhost.domain."),
+    # NODATA: AA, no SOA (hosts data have none).
+    row("example.org.", "AAAA"),
+    row("example.org.", "MX"),
+    row("fallthrough-example.org.", "AAAA"),
+    # Wildcards: one label below, not the apex, not deeper.
+    unknown("apps.example.com."),
+    row("x.apps.example.com.", "A", "x.apps.example.com. 3600 IN A 5.6.7.8"),
+    row("x.apps.example.com.", "AAAA"),
+    row("aa.example.com.", "A", "aa.example.com. 3600 IN A 1.2.3.4"),
+    unknown("nothere.example.org."),
+    unknown("y.x.apps.example.com."),
+]
 
 
 class ServeTest(unittest.TestCase):
@@ -169,74 +212,28 @@ class ServeTest(unittest.TestCase):
 """ % self.dir)
         self.port = self.app.port()
 
-    @defer.inlineCallbacks
-    def check(self, cases):
-        for name, qtype, rcode, aa, answer in cases:
-            m = yield util.query(self.port, name, qtype)
-            label = "%s %s" % (name, qtype)
-            self.assertEqual(dns.rcode.to_text(m.rcode()), rcode, label)
-            self.assertEqual(bool(m.flags & dns.flags.AA), aa, label)
-            self.assertEqual(_ans(m), sorted(answer), label)
-            self.assertEqual(m.authority, [], label)
-
     def test_table(self):
-        return self.check([
-            ("example.org.", "A", "NOERROR", True,
-             ["example.org. 3600 IN A 10.0.0.1",
-              "example.org. 3600 IN A 10.9.9.9"]),
-            ("example.com.", "A", "NOERROR", True,
-             ["example.com. 3600 IN A 10.0.0.2"]),
-            ("localhost.", "AAAA", "NOERROR", True,
-             ["localhost. 3600 IN AAAA ::1"]),
-            ("1.0.0.10.in-addr.arpa.", "PTR", "NOERROR", True,
-             ["1.0.0.10.in-addr.arpa. 3600 IN PTR example.org."]),
-            ("2.0.0.10.in-addr.arpa.", "PTR", "NOERROR", True,
-             ["2.0.0.10.in-addr.arpa. 3600 IN PTR example.com."]),
-            ("1.0.0.127.in-addr.arpa.", "PTR", "NOERROR", True,
-             ["1.0.0.127.in-addr.arpa. 3600 IN PTR localhost.",
-              "1.0.0.127.in-addr.arpa. 3600 IN PTR localhost.domain."]),
-            ("9.9.9.10.in-addr.arpa.", "PTR", "NOERROR", True,
-             ["9.9.9.10.in-addr.arpa. 3600 IN PTR inline.example.net.",
-              "9.9.9.10.in-addr.arpa. 3600 IN PTR example.org."]),
-            ("1.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0."
-             "0.0.ip6.arpa.", "PTR", "NOERROR", True,
-             ["1.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0."
-              "0.0.ip6.arpa. 3600 IN PTR localhost.",
-              "1.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0."
-              "0.0.ip6.arpa. 3600 IN PTR localhost.domain."]),
-            # NODATA: AA, no SOA (hosts data have none).
-            ("example.org.", "AAAA", "NOERROR", True, []),
-            ("example.org.", "MX", "NOERROR", True, []),
-            ("fallthrough-example.org.", "AAAA", "NOERROR", True, []),
-            # Wildcards: one label below, not the apex, not deeper.
-            ("apps.example.com.", "A", "SERVFAIL", False, []),
-            ("x.apps.example.com.", "A", "NOERROR", True,
-             ["x.apps.example.com. 3600 IN A 5.6.7.8"]),
-            ("x.apps.example.com.", "AAAA", "NOERROR", True, []),
-            ("aa.example.com.", "A", "NOERROR", True,
-             ["aa.example.com. 3600 IN A 1.2.3.4"]),
-            # Unknown names: SERVFAIL without AA (no SOA for an NXDOMAIN).
-            ("nothere.example.org.", "A", "SERVFAIL", False, []),
-            ("y.x.apps.example.com.", "A", "SERVFAIL", False, []),
+        return cases.run(self, self.port, TABLE)
+
+    def test_fallthrough_and_ptr_miss(self):
+        return cases.run(self, self.port, [
+            # fallthrough-example.org is a known name: NODATA, no
+            # fallthrough.  Unknown names under the fallthrough zone go on
+            # to whoami.
+            Case("x.fallthrough-example.org", "A", aa=True,
+                 extra=cases.whoami("x.fallthrough-example.org")),
+            # A PTR the data do not know always goes on, fallthrough or
+            # not.
+            Case("5.5.5.10.in-addr.arpa", "PTR", aa=True,
+                 extra=cases.whoami("5.5.5.10.in-addr.arpa")),
         ])
 
-    @defer.inlineCallbacks
-    def test_fallthrough_and_ptr_miss(self):
-        # fallthrough-example.org is a known name: NODATA, no fallthrough.
-        # Unknown names under the fallthrough zone go on to whoami.
-        m = yield util.query(self.port, "x.fallthrough-example.org", "A")
-        self.assertEqual(m.rcode(), 0)
-        self.assertEqual(m.answer, [])
-        self.assertEqual(len(m.additional), 2)   # whoami's records
-        # A PTR the data do not know always goes on, fallthrough or not.
-        m = yield util.query(self.port, "5.5.5.10.in-addr.arpa", "PTR")
-        self.assertEqual(len(m.additional), 2)
-
-    @defer.inlineCallbacks
     def test_case_and_tcp(self):
-        m = yield util.query(self.port, "EXAMPLE.com", "A", proto="tcp")
-        self.assertEqual(str(m.question[0].name), "EXAMPLE.com.")
-        self.assertEqual([str(rd) for rd in m.answer[0]], ["10.0.0.2"])
+        # The question keeps the client's case; the records have the
+        # lower-cased owner of the data, as CoreDNS's hosts answers.
+        return cases.run(self, self.port, [
+            row("EXAMPLE.com", "A", "example.com. 3600 IN A 10.0.0.2"),
+        ], proto="tcp")
 
     @defer.inlineCallbacks
     def test_metrics_and_warning(self):
@@ -254,7 +251,7 @@ class UnsupportedTypeTest(unittest.TestCase):
     """CoreDNS's TestFallthroughUnsupportedType: TXT for a known name."""
 
     @defer.inlineCallbacks
-    def serve(self, fall, unsupported, qname):
+    def serve(self, fall, unsupported, case):
         opts = "fallthrough %s\n" % fall
         if unsupported:
             opts += "fallthrough_unsupported\n"
@@ -267,26 +264,29 @@ class UnsupportedTypeTest(unittest.TestCase):
     whoami
 }
 """ % opts)
-        m = yield util.query(app.port(), qname, "TXT")
+        reply = yield cases.ask(app.port(), case)
         yield app.stopService()
-        return m
+        return reply
 
     @defer.inlineCallbacks
     def test_cases(self):
         util.capture_log(self)
-        cases = [
-            # (fallthrough zones, fallthrough_unsupported, qname, passed on)
-            ("", False, "example.org", False),
-            ("", True, "example.org", True),
-            ("example.net", True, "example.org", False),
-            ("", False, "missing.example.org", True),
+
+        def passed_on(qname):
+            return Case(qname, "TXT", aa=True, extra=cases.whoami(qname))
+        nodata = Case("example.org", "TXT", aa=True)
+        table = [
+            # (fallthrough zones, fallthrough_unsupported, expected)
+            ("", False, nodata),
+            ("", True, passed_on("example.org")),
+            ("example.net", True, nodata),
+            ("", False, passed_on("missing.example.org")),
         ]
-        for fall, unsupported, qname, through in cases:
-            m = yield self.serve(fall, unsupported, qname)
-            self.assertEqual(len(m.additional) == 2, through, qname)
-            if not through:
-                self.assertTrue(m.flags & dns.flags.AA)
-                self.assertEqual((m.rcode(), m.answer), (0, []))
+        for fall, unsupported, case in table:
+            case.desc = "fallthrough %r%s" % (
+                fall, " fallthrough_unsupported" if unsupported else "")
+            reply = yield self.serve(fall, unsupported, case)
+            cases.check_response(self, case, reply)
 
 
 class ReloadTest(unittest.TestCase):
@@ -304,22 +304,21 @@ example.org:0 {
 }
 """ % path)
         port = app.port()
-        m = yield util.query(port, "a.example.org", "A")
-        self.assertEqual(_ans(m), ["a.example.org. 3600 IN A 10.0.0.1"])
-        with open(path, "w") as f:
-            f.write("10.0.0.2 a.example.org\n10.0.0.3 b.example.org\n")
+        yield cases.run(self, port, [
+            row("a.example.org", "A", "a.example.org. 3600 IN A 10.0.0.1")])
+        util.rewrite(path, "10.0.0.2 a.example.org\n10.0.0.3 b.example.org\n")
         plugin = app.config.blocks[0].plugin("hosts")
         yield util.wait_for(lambda: "b.example.org." in plugin.snap.a)
-        m = yield util.query(port, "b.example.org", "A")
-        self.assertEqual(_ans(m), ["b.example.org. 3600 IN A 10.0.0.3"])
-        m = yield util.query(port, "a.example.org", "A")
-        self.assertEqual(_ans(m), ["a.example.org. 3600 IN A 10.0.0.2"])
+        edited = [
+            row("b.example.org", "A", "b.example.org. 3600 IN A 10.0.0.3"),
+            row("a.example.org", "A", "a.example.org. 3600 IN A 10.0.0.2"),
+        ]
+        yield cases.run(self, port, edited)
         self.assertEqual(hosts.ENTRIES.get((path,)), 4)
         # Removing the file keeps the last data (as CoreDNS does).
         os.remove(path)
         yield plugin.check()
-        m = yield util.query(port, "a.example.org", "A")
-        self.assertEqual(_ans(m), ["a.example.org. 3600 IN A 10.0.0.2"])
+        yield cases.run(self, port, edited)
 
     @defer.inlineCallbacks
     def test_reload_disabled(self):
@@ -333,8 +332,8 @@ example.org:0 {
 """ % d)
         plugin = app.config.blocks[0].plugin("hosts")
         self.assertIsNone(plugin._loop)
-        m = yield util.query(app.port(), "a.example.org", "A")
-        self.assertEqual(_ans(m), ["a.example.org. 3600 IN A 10.0.0.1"])
+        yield cases.run(self, app.port(), [
+            row("a.example.org", "A", "a.example.org. 3600 IN A 10.0.0.1")])
 
 
 class DirectTest(unittest.TestCase):
@@ -350,6 +349,6 @@ example.org:0 {
 }
 """)
         plugin = x.app.config.blocks[0].plugin("hosts")
-        m = x.query("a.example.org", "A")
-        self.assertEqual(_ans(m), ["a.example.org. 5 IN A 10.0.0.1"])
+        cases.run_direct(self, x, [
+            row("a.example.org", "A", "a.example.org. 5 IN A 10.0.0.1")])
         self.assertEqual(plugin.snap.lookup("a.example.org.", w.A)[0].ttl, 5)

@@ -1,5 +1,6 @@
 """reload: the Corefile changes under a running server."""
 
+import socket
 
 from twisted.internet import defer
 from twisted.trial import unittest
@@ -29,8 +30,8 @@ BROKEN = """.:0 {
 
 
 def rewrite(app, text):
-    with open(app.path, "w") as f:
-        f.write(text)
+    """Replace the Corefile the reload plugin polls, in one step."""
+    util.rewrite(app.path, text)
 
 
 class ReloadTest(unittest.TestCase):
@@ -163,3 +164,45 @@ class PollingFailureTest(unittest.TestCase):
         self.assertEqual(self.tick(V2), 0)
         self.assertEqual(self.app.config.blocks[-1].zones,
                          ["example.org."])
+
+
+class ReloadEdgeTest(unittest.TestCase):
+    """A reload whose new listener cannot be opened fails as a whole (the
+    old configuration keeps serving, as CoreDNS rolls a failed restart
+    back); a kept listener takes the new TCP limits."""
+
+    @defer.inlineCallbacks
+    def setUp(self):
+        self.log = util.capture_log(self)
+        self.app = yield util.start(self, ".:0 {\n    whoami\n}\n")
+        self.port = self.app.port()
+
+    def rewrite(self, text):
+        util.rewrite(self.app.path, text)
+
+    @defer.inlineCallbacks
+    def test_port_in_use_keeps_old_config(self):
+        busy = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        self.addCleanup(busy.close)
+        busy.bind(("127.0.0.1", 0))
+        taken = busy.getsockname()[1]
+        before = self.app.config
+        failed = reloadmod.FAILED.get(())
+        self.rewrite(".:0 {\n    whoami\n}\nexample.org:%d {\n"
+                      "    bind 127.0.0.1\n    whoami\n}\n" % taken)
+        self.assertFalse(self.app.reload())
+        self.assertIs(self.app.config, before)
+        self.assertEqual(reloadmod.FAILED.get(()), failed + 1)
+        self.assertIn("reload failed", self.log.text())
+        m = yield util.query(self.port, "a.example.com.")
+        self.assertEqual(m.rcode(), 0)
+        m = yield util.query(self.port, "b.example.com.", proto="tcp")
+        self.assertEqual(m.rcode(), 0)
+
+    def test_kept_listener_takes_new_timeouts(self):
+        self.rewrite(".:0 {\n    whoami\n    timeouts {\n        idle 7s\n"
+                      "    }\n}\n")
+        self.assertTrue(self.app.reload())
+        lst = next(iter(self.app.listeners.values()))
+        self.assertEqual(lst.port, self.port)
+        self.assertEqual(lst.tcp.factory.timeouts.idle, 7.0)

@@ -11,7 +11,8 @@ from twisted.trial import unittest
 
 from corednstw.core import corefile
 from corednstw.service.app import App
-from tests.support import knot, util
+from tests.support import cases, knot, util
+from tests.support.cases import Case
 
 ZONE = """\
 $ORIGIN example.org.
@@ -26,22 +27,13 @@ ns.sub IN A 192.0.2.54
 """
 
 
-@defer.inlineCallbacks
-def answer(port, name="www.example.org", rdtype="A"):
-    m = yield util.query(port, name, rdtype)
-    return m.rcode(), util.rrs(m)
+NS = "example.org. 300 IN NS ns1.example.org."
 
 
-@defer.inlineCallbacks
-def wait_answer(port, want, name="www.example.org", rdtype="A", tries=300):
-    from twisted.internet import reactor, task
-    got = None
-    for _ in range(tries):
-        got = yield answer(port, name, rdtype)
-        if got == want:
-            return got
-        yield task.deferLater(reactor, 0.03, lambda: None)
-    raise AssertionError("never got %r, last %r" % (want, got))
+def www(addr):
+    """www.example.org's answer from ZONE: the address, AA, the apex NS."""
+    return Case("www.example.org", "A", aa=True, ns=[NS],
+                answer=["www.example.org. 300 IN A " + addr])
 
 
 class FromOurPrimary(unittest.TestCase):
@@ -64,30 +56,26 @@ class FromOurPrimary(unittest.TestCase):
         self.port = secport
 
     def write(self, text):
-        tmp = os.path.join(self.dir, "db.tmp")
-        with open(tmp, "w") as f:
-            f.write(text)
-        os.replace(tmp, os.path.join(self.dir, "db"))
+        util.rewrite(os.path.join(self.dir, "db"), text)
 
     @defer.inlineCallbacks
     def test_transfer_lookup_and_notify(self):
         yield self.start_pair()
-        yield wait_answer(self.port, (0, [
-            "www.example.org. 300 IN A 192.0.2.10"]))
+        yield cases.wait_for_answer(self.port, www("192.0.2.10"))
         self.assertIn("[INFO] plugin/secondary: Transferred: example.org. "
                       "from 127.0.0.1:%d" % self.primary.port(),
                       self.log.text())
         # The secondary applies the lookup rules: wildcard and delegation.
-        self.assertEqual((yield answer(self.port, "x.w.example.org", "TXT")),
-                         (0, ['x.w.example.org. 300 IN TXT "wild"']))
-        m = yield util.query(self.port, "a.sub.example.org", "A")
-        self.assertFalse(m.flags & 0x0400)
-        self.assertEqual(util.rrs(m, "additional"),
-                         ["ns.sub.example.org. 300 IN A 192.0.2.54"])
+        yield cases.run(self, self.port, [
+            Case("x.w.example.org", "TXT", aa=True, ns=[NS],
+                 answer=['x.w.example.org. 300 IN TXT "wild"']),
+            Case("a.sub.example.org", "A", aa=False,
+                 ns=["sub.example.org. 300 IN NS ns.sub.example.org."],
+                 extra=["ns.sub.example.org. 300 IN A 192.0.2.54"]),
+        ])
         # A new serial on the primary: reload, NOTIFY, transfer.
         self.write(ZONE % (2, "192.0.2.20"))
-        yield wait_answer(self.port, (0, [
-            "www.example.org. 300 IN A 192.0.2.20"]))
+        yield cases.wait_for_answer(self.port, www("192.0.2.20"))
         self.assertIn("[INFO] plugin/secondary: Notify from 127.0.0.1 for "
                       "example.org.: checking transfer", self.log.text())
         # The secondary passes the zone on (transfer plugin).
@@ -100,8 +88,7 @@ class FromOurPrimary(unittest.TestCase):
     @defer.inlineCallbacks
     def test_notify_answer_and_unchanged_serial(self):
         yield self.start_pair()
-        yield wait_answer(self.port, (0, [
-            "www.example.org. 300 IN A 192.0.2.10"]))
+        yield cases.wait_for_answer(self.port, www("192.0.2.10"))
         q = dns.message.make_query("example.org", "SOA")
         q.set_opcode(dns.opcode.NOTIFY)
         data = yield util.send_udp(self.port, q.to_wire())
@@ -165,7 +152,8 @@ class NotLoaded(unittest.TestCase):
         app = yield util.start(self, "example.org:0 {\n    secondary {\n"
                                "        transfer from 127.0.0.1:%d\n    }\n}\n"
                                % dead)
-        self.assertEqual((yield answer(app.port())), (2, []))
+        yield cases.run(self, app.port(), [Case("www.example.org", "A",
+                                                "SERVFAIL")])
         yield util.wait_for(lambda: "[WARNING] plugin/secondary: All "
                             "'example.org.' masters failed to transfer, "
                             "retrying in 250ms" in log.text())
@@ -189,15 +177,14 @@ class FromKnot(unittest.TestCase):
         yield util.start(self, "example.org:%d {\n    secondary {\n        "
                          "transfer from 127.0.0.1:%d\n    }\n}\n"
                          % (secport, primary.port))
-        yield wait_answer(secport, (0, ["www.example.org. 300 IN A "
-                                        "192.0.2.70"]))
-        self.assertEqual((yield answer(secport, "example.org", "SOA"))[1],
-                         ["example.org. 300 IN SOA ns1.example.org. "
-                          "hostmaster.example.org. 7 3600 600 86400 60"])
+        yield cases.wait_for_answer(secport, www("192.0.2.70"))
+        yield cases.run(self, secport, [Case(
+            "example.org", "SOA", aa=True, ns=[NS],
+            answer=["example.org. 300 IN SOA ns1.example.org. "
+                    "hostmaster.example.org. 7 3600 600 86400 60"])])
         primary.write_zone("example.org.", ZONE % (8, "192.0.2.80"))
         primary.reload()
-        yield wait_answer(secport, (0, ["www.example.org. 300 IN A "
-                                        "192.0.2.80"]))
+        yield cases.wait_for_answer(secport, www("192.0.2.80"))
         self.assertIn("Notify from 127.0.0.1 for example.org.", log.text())
 
 

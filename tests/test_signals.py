@@ -11,7 +11,7 @@ import dns.rcode
 from twisted.trial import unittest
 
 from tests.support import util
-from tests.test_cli import TWISTD, free_port
+from tests.support.util import TWISTD, free_port
 
 SERVING = """.:{port} {{
     whoami
@@ -38,8 +38,7 @@ class SignalTest(unittest.TestCase):
         self.wait(lambda m: m is not None)
 
     def write(self, text):
-        with open(self.path, "w") as f:
-            f.write(text.format(port=self.port, mport=self.mport))
+        util.rewrite(self.path, text.format(port=self.port, mport=self.mport))
 
     def ask(self, name="example.org.", timeout=2.0):
         q = dns.message.make_query(name, "A")
@@ -99,3 +98,48 @@ class SignalTest(unittest.TestCase):
         self.proc.send_signal(signal.SIGQUIT)
         self.proc.communicate(timeout=30)
         self.assertEqual(self.proc.returncode, 0)
+
+    def test_sighup_ignored_sigquit_message(self):
+        """CoreDNS ignores SIGHUP (caddy's signal trap) and says "Quitting
+        process immediately" on SIGQUIT."""
+        self.start(SERVING)
+        self.proc.send_signal(signal.SIGHUP)
+        m = self.wait(lambda m: m is not None)
+        self.assertEqual(m.rcode(), dns.rcode.NOERROR)
+        self.assertIsNone(self.proc.poll())
+        self.proc.send_signal(signal.SIGQUIT)
+        out, _ = self.proc.communicate(timeout=30)
+        self.assertEqual(self.proc.returncode, 0)
+        self.assertIn("[INFO] SIGQUIT: Quitting process immediately", out)
+
+    def test_second_sigint_forces_quit(self):
+        port = util.free_port()
+        d = util.write_files(self, {"Corefile": ".:%d {\n    whoami\n"
+                                    "    health 127.0.0.1:%d {\n"
+                                    "        lameduck 20s\n    }\n}\n"
+                                    % (port, util.free_port())})
+        out = os.path.join(d, "out")
+        with open(out, "w") as f:
+            proc = subprocess.Popen(
+                [TWISTD, "-n", "--pidfile=", "coredns", "-c",
+                 os.path.join(d, "Corefile")], stdout=f,
+                stderr=subprocess.STDOUT)
+        self.addCleanup(lambda: proc.poll() is None and proc.kill())
+
+        def logged(text):
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline:
+                with open(out) as f:
+                    if text in f.read():
+                        return
+                self.assertIsNone(proc.poll(), "server exited")
+                time.sleep(0.05)
+            self.fail("%r never logged" % text)
+        self.port, self.proc = port, proc
+        self.wait(lambda m: m is not None)     # handlers are in place
+        proc.send_signal(signal.SIGINT)
+        logged("[INFO] SIGINT: Shutting down")
+        proc.send_signal(signal.SIGINT)
+        self.assertEqual(proc.wait(timeout=30), 2)
+        with open(out) as f:
+            self.assertIn("[INFO] SIGINT: Force quit", f.read())

@@ -24,7 +24,8 @@ from corednstw.plugins import chaos as chaosmod
 from corednstw.plugins import minimal as minimalmod
 from corednstw.plugins.debug import hexdump
 from corednstw.core.request import RawResponse, Request, Response, make_query
-from tests.support import util
+from tests.support import cases, util
+from tests.support.cases import Case
 
 
 def setup_error(testcase, text):
@@ -38,6 +39,12 @@ def flag_names(msg):
     return dns.flags.to_text(msg.flags).split()
 
 
+def txt(qname, *strings):
+    """chaos's answer: a CH TXT record per string, TTL 0, no AA."""
+    return Case(qname, "TXT", qclass="CH", flags="QR RD", answer=[
+        '%s 0 CH TXT "%s"' % (qname, s) for s in strings])
+
+
 class ChaosTest(unittest.TestCase):
 
     @defer.inlineCallbacks
@@ -47,58 +54,41 @@ class ChaosTest(unittest.TestCase):
                   "    erratic {\n        drop 0\n    }\n}\n")
         self.port = self.app.port()
 
-    @defer.inlineCallbacks
-    def ask(self, name, rdtype="TXT", rdclass="CH", proto="udp"):
-        q = util.make_query(name, rdtype, rdclass)
-        m = yield util.query(self.port, q, proto=proto)
-        defer.returnValue(m)
-
-    @defer.inlineCallbacks
     def test_version(self):
-        for name in ("version.bind.", "version.server."):
-            m = yield self.ask(name)
-            self.assertEqual(m.rcode(), 0)
-            self.assertEqual(util.rrs(m), ['%s 0 CH TXT "CoreDNS-001"' % name])
-            self.assertEqual(flag_names(m), ["QR", "RD"])   # no AA, as CoreDNS
-            self.assertEqual(m.authority, [])
+        # No AA, as CoreDNS.
+        return cases.run(self, self.port, [
+            txt(name, "CoreDNS-001") for name in ("version.bind.",
+                                                  "version.server.")])
 
-    @defer.inlineCallbacks
     def test_version_case_echoed_over_tcp(self):
-        m = yield self.ask("VERSION.Bind.", proto="tcp")
-        self.assertEqual(util.rrs(m), ['VERSION.Bind. 0 CH TXT "CoreDNS-001"'])
+        return cases.run(self, self.port, [txt("VERSION.Bind.",
+                                               "CoreDNS-001")], proto="tcp")
 
-    @defer.inlineCallbacks
     def test_hostname(self):
-        for name in ("hostname.bind.", "id.server."):
-            m = yield self.ask(name)
-            self.assertEqual(util.rrs(m), ['%s 0 CH TXT "%s"'
-                                           % (name, socket.gethostname())])
+        return cases.run(self, self.port, [
+            txt(name, socket.gethostname()) for name in ("hostname.bind.",
+                                                         "id.server.")])
 
-    @defer.inlineCallbacks
     def test_authors(self):
-        m = yield self.ask("authors.bind.")
-        self.assertEqual(util.rrs(m), ['authors.bind. 0 CH TXT "info@coredns.io"',
-                                       'authors.bind. 0 CH TXT "miek"'])
+        return cases.run(self, self.port, [
+            txt("authors.bind.", "info@coredns.io", "miek")])
 
-    @defer.inlineCallbacks
     def test_other_names_and_types_go_on(self):
         # erratic answers what chaos does not: SERVFAIL for TXT, an address
         # for A.
-        m = yield self.ask("foo.bind.")
-        self.assertEqual((m.rcode(), m.answer), (2, []))
-        m = yield self.ask("version.bind.", rdtype="TXT", rdclass="IN")
-        self.assertEqual((m.rcode(), m.answer), (2, []))
-        m = yield self.ask("version.bind.", rdtype="A", rdclass="IN")
-        self.assertEqual(util.rrs(m), ["version.bind. 0 IN A 192.0.2.53"])
+        return cases.run(self, self.port, [
+            Case("foo.bind.", "TXT", "SERVFAIL", qclass="CH"),
+            Case("version.bind.", "TXT", "SERVFAIL"),
+            Case("version.bind.", "A", aa=True,
+                 answer=["version.bind. 0 IN A 192.0.2.53"]),
+        ])
 
     def test_defaults(self):
         d = util.Direct(self, ".:0 {\n    chaos\n}\n")
-        m = d.query("version.bind.", "TXT", rdclass="CH")
-        self.assertEqual(util.rrs(m), ['version.bind. 0 CH TXT "CoreDNS-%s"'
-                                       % COREDNS_VERSION])
-        m = d.query("authors.bind.", "TXT", rdclass="CH", proto="tcp")
-        self.assertEqual(sorted(r.to_text().strip('"') for r in m.answer[0]),
-                         sorted(chaosmod.OWNERS))
+        cases.run_direct(self, d, [txt("version.bind.",
+                                       "CoreDNS-%s" % COREDNS_VERSION)])
+        cases.run_direct(self, d, [txt("authors.bind.", *chaosmod.OWNERS)],
+                         proto="tcp")
 
     def test_version_only_keeps_default_authors(self):
         d = util.Direct(self, ".:0 {\n    chaos v1\n}\n")
@@ -112,14 +102,12 @@ class ChaosTest(unittest.TestCase):
 
     def test_duplicate_authors_once(self):
         d = util.Direct(self, ".:0 {\n    chaos v1 b a b\n}\n")
-        m = d.query("authors.bind.", "TXT", rdclass="CH")
-        self.assertEqual(util.rrs(m), ['authors.bind. 0 CH TXT "a"',
-                                       'authors.bind. 0 CH TXT "b"'])
+        cases.run_direct(self, d, [txt("authors.bind.", "a", "b")])
 
     def test_without_chaos_ch_refused(self):
         d = util.Direct(self, ".:0 {\n    whoami\n}\n")
-        m = d.query("version.bind.", "TXT", rdclass="CH")
-        self.assertEqual(m.rcode(), 5)
+        cases.run_direct(self, d, [Case("version.bind.", "TXT", "REFUSED",
+                                        qclass="CH")])
 
     def test_block_rejected(self):
         err = setup_error(self, ".:0 {\n    chaos {\n        foo\n    }\n}\n")
@@ -131,16 +119,13 @@ class AnyTest(unittest.TestCase):
     @defer.inlineCallbacks
     def test_any(self):
         app = yield util.start(self, "example.org:0 {\n    whoami\n    any\n}\n")
-        m = yield util.query(app.port(), "Example.ORG.", "ANY")
-        self.assertEqual(m.rcode(), 0)
-        self.assertEqual(util.rrs(m), [
-            'Example.ORG. 8482 IN HINFO "ANY obsoleted" "See RFC 8482"'])
-        self.assertEqual(m.additional, [])
-        self.assertEqual(flag_names(m), ["QR", "RD"])
+        yield cases.run(self, app.port(), [
+            Case("Example.ORG.", "ANY", flags="QR RD", answer=[
+                'Example.ORG. 8482 IN HINFO "ANY obsoleted" "See RFC 8482"'])])
         # Other types pass to whoami.
-        m = yield util.query(app.port(), "example.org.", "A", proto="tcp")
-        self.assertEqual(m.answer, [])
-        self.assertEqual(len(m.additional), 2)
+        yield cases.run(self, app.port(), [
+            Case("example.org.", "A", aa=True,
+                 extra=cases.whoami("example.org.", "tcp"))], proto="tcp")
 
     def test_args_rejected(self):
         err = setup_error(self, ".:0 {\n    any foo\n}\n")
@@ -151,35 +136,39 @@ class AnyTest(unittest.TestCase):
 
 LOCAL_SOA = "localhost. root.localhost. 1 0 0 0 604800"
 
-# (question, type, rcode, answer lines, authority lines): CoreDNS's cases
-# plus the 0x20 case echo.
+
+
+def local(qname, qtype, *answer, rcode="NOERROR", soa=None):
+    """local's answer: never AA; NODATA and NXDOMAIN carry the SOA of
+    ``soa`` (the zone apex, in the case asked)."""
+    ns = ["%s 604800 IN SOA %s" % (soa, LOCAL_SOA)] if soa else []
+    return Case(qname, qtype, rcode, answer=answer, ns=ns, aa=False)
+
+
+# CoreDNS's cases plus the 0x20 case echo.
 LOCAL_CASES = [
-    ("localhost.", "A", 0, ["localhost. 604800 IN A 127.0.0.1"], []),
-    ("localHOst.", "A", 0, ["localHOst. 604800 IN A 127.0.0.1"], []),
-    ("localhost.", "AAAA", 0, ["localhost. 604800 IN AAAA ::1"], []),
-    ("localhost.", "NS", 0, ["localhost. 604800 IN NS localhost."], []),
-    ("localhost.", "SOA", 0, ["localhost. 604800 IN SOA " + LOCAL_SOA], []),
-    ("127.in-addr.arpa.", "A", 0, [],
-     ["127.in-addr.arpa. 604800 IN SOA " + LOCAL_SOA]),
-    ("0.in-addr.arpa.", "NS", 0,
-     ["0.in-addr.arpa. 604800 IN NS localhost."], []),
-    ("255.in-addr.arpa.", "SOA", 0,
-     ["255.in-addr.arpa. 604800 IN SOA " + LOCAL_SOA], []),
-    ("localhost.", "MX", 0, [], ["localhost. 604800 IN SOA " + LOCAL_SOA]),
-    ("a.localhost.", "A", 0, ["a.localhost. 604800 IN A 127.0.0.1"], []),
-    ("a.localhost.", "AAAA", 0, ["a.localhost. 604800 IN AAAA ::1"], []),
-    ("a.localhost.", "MX", 0, [],
-     ["a.localhost. 604800 IN SOA " + LOCAL_SOA]),
-    ("1.0.0.127.in-addr.arpa.", "PTR", 0,
-     ["1.0.0.127.in-addr.arpa. 604800 IN PTR localhost."], []),
-    ("1.0.0.127.IN-addr.arpa.", "MX", 0, [],
-     ["127.IN-addr.arpa. 604800 IN SOA " + LOCAL_SOA]),
-    ("2.0.0.127.in-addr.arpa.", "PTR", 3, [],
-     ["127.in-addr.arpa. 604800 IN SOA " + LOCAL_SOA]),
-    ("x.0.in-addr.arpa.", "A", 3, [],
-     ["0.in-addr.arpa. 604800 IN SOA " + LOCAL_SOA]),
-    ("localhost.example.net.", "A", 0,
-     ["localhost.example.net. 604800 IN A 127.0.0.1"], []),
+    local("localhost.", "A", "localhost. 604800 IN A 127.0.0.1"),
+    local("localHOst.", "A", "localHOst. 604800 IN A 127.0.0.1"),
+    local("localhost.", "AAAA", "localhost. 604800 IN AAAA ::1"),
+    local("localhost.", "NS", "localhost. 604800 IN NS localhost."),
+    local("localhost.", "SOA", "localhost. 604800 IN SOA " + LOCAL_SOA),
+    local("127.in-addr.arpa.", "A", soa="127.in-addr.arpa."),
+    local("0.in-addr.arpa.", "NS",
+          "0.in-addr.arpa. 604800 IN NS localhost."),
+    local("255.in-addr.arpa.", "SOA",
+          "255.in-addr.arpa. 604800 IN SOA " + LOCAL_SOA),
+    local("localhost.", "MX", soa="localhost."),
+    local("a.localhost.", "A", "a.localhost. 604800 IN A 127.0.0.1"),
+    local("a.localhost.", "AAAA", "a.localhost. 604800 IN AAAA ::1"),
+    local("a.localhost.", "MX", soa="a.localhost."),
+    local("1.0.0.127.in-addr.arpa.", "PTR",
+          "1.0.0.127.in-addr.arpa. 604800 IN PTR localhost."),
+    local("1.0.0.127.IN-addr.arpa.", "MX", soa="127.IN-addr.arpa."),
+    local("2.0.0.127.in-addr.arpa.", "PTR", rcode="NXDOMAIN",
+          soa="127.in-addr.arpa."),
+    local("x.0.in-addr.arpa.", "A", rcode="NXDOMAIN", soa="0.in-addr.arpa."),
+    local("localhost.example.net.", "A",
+          "localhost.example.net. 604800 IN A 127.0.0.1"),
 ]
 
 
@@ -190,11 +179,7 @@ class LocalTest(unittest.TestCase):
         from corednstw.plugins import local
         before = local.LOCALHOST_COUNT.get()
         app = yield util.start(self, ".:0 {\n    local\n    whoami\n}\n")
-        for qname, qtype, rcode, answer, authority in LOCAL_CASES:
-            m = yield util.query(app.port(), qname, qtype)
-            self.assertEqual((m.rcode(), util.rrs(m), util.rrs(m, "authority")),
-                             (rcode, answer, authority), (qname, qtype))
-            self.assertNotIn("AA", flag_names(m))
+        yield cases.run(self, app.port(), LOCAL_CASES)
         # a.localhost. three times and localhost.example.net. once; never
         # the apex.
         self.assertEqual(local.LOCALHOST_COUNT.get() - before, 4)
@@ -206,23 +191,22 @@ class LocalTest(unittest.TestCase):
     @defer.inlineCallbacks
     def test_other_names_pass(self):
         app = yield util.start(self, ".:0 {\n    local\n    whoami\n}\n")
-        for name in ("example.org.", "localhostx.", "1.in-addr.arpa.",
-                     "1.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0."
-                     "0.0.0.0.0.ip6.arpa."):
-            m = yield util.query(app.port(), name, "A", proto="tcp")
-            self.assertEqual(m.answer, [], name)
-            self.assertEqual(len(m.additional), 2, name)   # whoami's
+        yield cases.run(self, app.port(), [
+            Case(name, "A", aa=True, extra=cases.whoami(name, "tcp"))
+            for name in ("example.org.", "localhostx.", "1.in-addr.arpa.",
+                         "1.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0."
+                         "0.0.0.0.0.0.0.ip6.arpa.")], proto="tcp")
 
     @defer.inlineCallbacks
     def test_localhost_prefix_off(self):
         app = yield util.start(
             self, ".:0 {\n    local {\n        localhost_prefix off\n    }\n"
                   "    whoami\n}\n")
-        m = yield util.query(app.port(), "localhost.example.net.", "A")
-        self.assertEqual(m.answer, [])
-        self.assertEqual(len(m.additional), 2)
-        m = yield util.query(app.port(), "b.localhost.", "A")
-        self.assertEqual(util.rrs(m), ["b.localhost. 604800 IN A 127.0.0.1"])
+        yield cases.run(self, app.port(), [
+            Case("localhost.example.net.", "A", aa=True,
+                 extra=cases.whoami("localhost.example.net.")),
+            local("b.localhost.", "A", "b.localhost. 604800 IN A 127.0.0.1"),
+        ])
 
     def test_debug_line(self):
         cap = util.capture_log(self)
@@ -287,15 +271,11 @@ class MinimalTest(unittest.TestCase):
         out = m.serve(req)
         return dns.message.from_wire(out.finish(req))
 
-    def sections(self, msg):
-        return (util.rrs(msg), util.rrs(msg, "authority"),
-                util.rrs(msg, "additional"))
-
     def test_positive_minimized(self):
         msg = self.run_minimal(Response(0, ANSWER, NS, EXTRA, aa=True))
-        self.assertEqual(self.sections(msg),
-                         (["example.com. 293 IN A 142.250.76.46"], [], []))
-        self.assertIn("AA", flag_names(msg))
+        cases.check_response(self, Case(
+            "example.com.", "A", aa=True,
+            answer=["example.com. 293 IN A 142.250.76.46"]), msg)
 
     def test_delegation_kept(self):
         msg = self.run_minimal(Response(0, [], NS, EXTRA))
@@ -331,10 +311,10 @@ class MinimalTest(unittest.TestCase):
         req = request(edns=1232)
         full = Response(0, ANSWER, NS, EXTRA, ra=True).finish(req)
         msg = self.run_minimal(RawResponse(full, plugin="forward"), req)
-        self.assertEqual(self.sections(msg),
-                         (["example.com. 293 IN A 142.250.76.46"], [], []))
+        cases.check_response(self, Case(
+            "example.com.", "A", ra=True,
+            answer=["example.com. 293 IN A 142.250.76.46"]), msg)
         self.assertEqual(msg.payload, 1232)
-        self.assertIn("RA", flag_names(msg))
 
     def test_raw_with_only_opt_untouched(self):
         req = request(edns=1232)
@@ -378,11 +358,13 @@ class HeaderTest(unittest.TestCase):
             self, ".:0 {\n    header {\n        response set ra aa\n"
                   "        response clear rd\n    }\n    erratic {\n"
                   "        drop 0\n    }\n}\n")
-        m = yield util.query(app.port(), "example.org.", "A")
-        self.assertEqual(flag_names(m), ["QR", "AA", "RA"])
-        self.assertEqual(util.rrs(m), ["example.org. 0 IN A 192.0.2.53"])
-        m = yield util.query(app.port(), "example.org.", "AAAA", proto="tcp")
-        self.assertEqual(flag_names(m), ["QR", "AA", "RA"])
+        yield cases.run(self, app.port(), [
+            Case("example.org.", "A", flags="QR AA RA",
+                 answer=["example.org. 0 IN A 192.0.2.53"])])
+        yield cases.run(self, app.port(), [
+            Case("example.org.", "AAAA", flags="QR AA RA",
+                 answer=["example.org. 0 IN AAAA 2001:db8::53"])],
+            proto="tcp")
 
     @defer.inlineCallbacks
     def test_last_rule_wins(self):
@@ -390,8 +372,9 @@ class HeaderTest(unittest.TestCase):
             self, ".:0 {\n    header {\n        response clear aa\n"
                   "        response set aa ra\n        response clear ra\n"
                   "    }\n    whoami\n}\n")
-        m = yield util.query(app.port(), "example.org.", "A")
-        self.assertEqual(flag_names(m), ["QR", "AA", "RD"])
+        yield cases.run(self, app.port(), [
+            Case("example.org.", "A", flags="QR AA RD",
+                 extra=cases.whoami("example.org."))])
 
     def test_query_rules_seen_by_later_plugins(self):
         seen = []
@@ -521,7 +504,9 @@ class NsidTest(unittest.TestCase):
         nsid = d.mux.zones["."][0][1].plugins[0]
         nsid.next = Upstream()
         m = dns.message.from_wire(d.ask(req_wire))
-        self.assertEqual(util.rrs(m), ["example.org. 30 IN A 192.0.2.1"])
+        cases.check_response(self, Case(
+            "example.org.", "A", answer=["example.org. 30 IN A 192.0.2.1"]),
+            m)
         self.assertEqual([(o.otype, o.to_wire()) for o in m.options],
                          [(3, b"ours"), (10, b"12345678")])
         self.assertEqual(m.payload, 1232)

@@ -18,9 +18,14 @@ from corednstw.engines import authority
 from corednstw.service.app import App
 from corednstw.plugins import transfer
 from corednstw.core.request import parse_response
-from tests.support import util
+from tests.support import cases, util
+from tests.support.cases import Case
 
 ZONES = os.path.join(util.REPO, "tests", "zones")
+
+#: The SOA of tests/zones/db.example.org.
+ORG_SOA = ("example.org. 3600 IN SOA ns1.example.org. hostmaster.example.org. "
+           "2024010101 7200 3600 1209600 300")
 
 
 def axfr_query(zone="example.org", rdtype="AXFR", serial=None):
@@ -74,17 +79,16 @@ class Outgoing(unittest.TestCase):
     @defer.inlineCallbacks
     def test_udp_refused(self):
         yield self.start()
-        data = yield util.send_udp(self.port, axfr_query())
-        self.assertEqual(dns.message.from_wire(data).rcode(),
-                         dns.rcode.REFUSED)
+        yield cases.run(self, self.port, [Case("example.org", "AXFR",
+                                               "REFUSED")])
 
     @defer.inlineCallbacks
     def test_not_allowed_refused(self):
         yield self.start(to="192.0.2.99")
         replies = yield util.send_tcp(self.port, axfr_query())
-        m = dns.message.from_wire(replies[0])
-        self.assertEqual(m.rcode(), dns.rcode.REFUSED)
-        self.assertEqual(m.answer, [])
+        self.assertEqual(len(replies), 1)
+        cases.check_response(self, Case("example.org", "AXFR", "REFUSED"),
+                             cases.parse_reply(replies[0]))
 
     @defer.inlineCallbacks
     def test_ixfr(self):
@@ -92,18 +96,17 @@ class Outgoing(unittest.TestCase):
         # Only the zone's own serial is "up to date": one SOA, no AA.
         replies = yield util.send_tcp(self.port, axfr_query(
             rdtype="IXFR", serial=2024010101))
-        m = dns.message.from_wire(replies[0])
         self.assertEqual(len(replies), 1)
-        self.assertEqual([r.split()[3] for r in util.rrs(m)], ["SOA"])
-        self.assertFalse(m.flags & dns.flags.AA)
+        cases.check_response(self, Case("example.org", "IXFR", aa=False,
+                                        answer=[ORG_SOA]),
+                             cases.parse_reply(replies[0]))
         # Any other serial, older or newer, falls back to a full transfer.
         for serial in (2024010000, 2024010200):
             replies = yield util.send_tcp(self.port, axfr_query(
                 rdtype="IXFR", serial=serial))
             self.assertGreater(len(records(replies)), 40)
-        replies = yield util.send_tcp(self.port, axfr_query(rdtype="IXFR"))
-        self.assertEqual(dns.message.from_wire(replies[0]).rcode(),
-                         dns.rcode.SERVFAIL)
+        yield cases.run(self, self.port, [Case("example.org", "IXFR",
+                                               "SERVFAIL")], proto="tcp")
 
     @defer.inlineCallbacks
     def test_chunking(self):
@@ -264,56 +267,65 @@ class Table(unittest.TestCase):
         return self.plugin([(["example.org."], ["*"]),
                             (["example.com."], ["*"])])
 
-    def assertFull(self, msgs):
-        answers = [rr for m in msgs for rrset in m.answer for rr in rrset]
-        self.assertEqual(len(answers), 4)
+    def check(self, msgs, case):
+        """One message, matching ``case``."""
+        self.assertEqual(len(msgs), 1, case)
+        cases.check_response(self, case, msgs[0])
+
+    def assertFull(self, msgs, qname, qtype="AXFR"):
+        """The whole zone: SOA, NS and glue, SOA again, in that order."""
+        zone = qname.lower().rstrip(".") + "."
+        soa = ("%s 100 IN SOA ns.dns.%s hostmaster.%s 12345 7200 1800 86400 "
+               "100" % (zone, zone, zone))
+        self.check(msgs, Case(qname, qtype, aa=True, answer=[
+            soa, "%s 100 IN NS ns.dns.%s" % (zone, zone),
+            "ns.dns.%s 100 IN A 1.2.3.4" % zone, soa]))
         self.assertEqual(msgs[0].answer[0].rdtype, dns.rdatatype.SOA)
         self.assertEqual(msgs[-1].answer[-1].rdtype, dns.rdatatype.SOA)
-        self.assertTrue(msgs[0].flags & dns.flags.AA)
 
     def test_non_zone_goes_on(self):
         p = self.default()
         for name in ("sub.example.org.", "example.test."):
-            m = self.ask(p, axfr_query(name.rstrip(".")))[0]
-            self.assertEqual(m.rcode(), dns.rcode.NXDOMAIN, name)
+            self.check(self.ask(p, axfr_query(name.rstrip("."))),
+                       Case(name, "AXFR", "NXDOMAIN"))
 
     def test_not_axfr_goes_on(self):
         p = self.default()
-        m = self.ask(p, util.make_query("test.domain.", "A").to_wire())[0]
-        self.assertEqual(m.rcode(), dns.rcode.NXDOMAIN)
+        self.check(self.ask(p, util.make_query("test.domain.", "A").to_wire()),
+                   Case("test.domain.", "A", "NXDOMAIN"))
 
     def test_axfr_each_zone(self):
         p = self.default()
         for zone in ("example.org", "example.com"):
-            self.assertFull(self.ask(p, axfr_query(zone)))
+            self.assertFull(self.ask(p, axfr_query(zone)), zone)
 
     def test_ixfr_current_and_fallback(self):
         p = self.default()
         msgs = self.ask(p, axfr_query("example.org", "IXFR", 12345))
-        self.assertEqual(len(msgs), 1)
-        self.assertEqual([r.rdtype for r in msgs[0].answer],
-                         [dns.rdatatype.SOA])
+        self.check(msgs, Case("example.org", "IXFR", answer=[
+            "example.org. 100 IN SOA ns.dns.example.org. "
+            "hostmaster.example.org. 12345 7200 1800 86400 100"]))
         self.assertFull(self.ask(p, axfr_query("example.org", "IXFR",
-                                               12344)))
+                                               12344)), "example.org", "IXFR")
 
     def test_ixfr_without_soa_servfail(self):
         p = self.default()
-        m = self.ask(p, axfr_query("example.org", "IXFR"))[0]
-        self.assertEqual(m.rcode(), dns.rcode.SERVFAIL)
+        self.check(self.ask(p, axfr_query("example.org", "IXFR")),
+                   Case("example.org", "IXFR", "SERVFAIL"))
 
     def test_not_allowed_refused(self):
         p = self.plugin([(["example.org."], [("1.2.3.4", 53)])])
-        m = self.ask(p, axfr_query("example.org"))[0]
-        self.assertEqual(m.rcode(), dns.rcode.REFUSED)
+        self.check(self.ask(p, axfr_query("example.org")),
+                   Case("example.org", "AXFR", "REFUSED"))
 
     def test_udp_refused(self):
         p = self.default()
-        m = self.ask(p, axfr_query("example.org"), proto="udp")[0]
-        self.assertEqual(m.rcode(), dns.rcode.REFUSED)
+        self.check(self.ask(p, axfr_query("example.org"), proto="udp"),
+                   Case("example.org", "AXFR", "REFUSED"))
 
     def test_zone_match_case_insensitive(self):
         p = self.default()
-        self.assertFull(self.ask(p, axfr_query("ExAmPlE.OrG")))
+        self.assertFull(self.ask(p, axfr_query("ExAmPlE.OrG")), "ExAmPlE.OrG")
 
     def test_longest_match(self):
         p = self.plugin([(["example.org."], ["*"]),

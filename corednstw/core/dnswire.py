@@ -9,6 +9,7 @@ bytes as the interchange.
 """
 
 import functools
+import socket
 import struct
 
 import dns.rcode
@@ -70,6 +71,7 @@ _HEADER = struct.Struct("!HHHHHH")
 _RRHEAD = struct.Struct("!HHIH")
 _H = struct.Struct("!H")
 _HH = struct.Struct("!HH")
+_HHH = struct.Struct("!HHH")
 
 
 class FormatError(Exception):
@@ -306,14 +308,23 @@ def rdata_wire(rd):
     return rd.to_wire()
 
 
-def a_rdata(ip):
-    import socket
-    return socket.inet_pton(socket.AF_INET, ip)
+def a_rdata(ip, _pton=socket.inet_pton, _af=socket.AF_INET):
+    """A rdata of an IPv4 address in text (plugins build these per
+    query, hence the bound names)."""
+    return _pton(_af, ip)
 
 
-def aaaa_rdata(ip):
-    import socket
-    return socket.inet_pton(socket.AF_INET6, ip)
+def aaaa_rdata(ip, _pton=socket.inet_pton, _af=socket.AF_INET6):
+    """AAAA rdata of an IPv6 address in text."""
+    return _pton(_af, ip)
+
+
+def srv_rdata(priority, weight, port, target):
+    """SRV rdata; ``target`` is a presentation name ("." for none, the
+    usual case, skips the name cache)."""
+    if target == ".":
+        return _HHH.pack(priority, weight, port) + b"\x00"
+    return _HHH.pack(priority, weight, port) + name_to_wire(target)
 
 
 def soa_rdata(mname, rname, serial, refresh, retry, expire, minimum):

@@ -1,41 +1,73 @@
-"""whoami: the client's address, port and transport (CoreDNS's whoami).
+"""whoami: tells clients the address, port and transport they came from.
 
-The answer section stays empty; the additional section carries an A or
-AAAA record of the client for the query name and an SRV record
-``_<proto>.<qname>`` whose port is the client's source port.  TTL 0, AA set.
+This is the smallest complete plugin, and a model for writing one.  The
+answer, as CoreDNS's whoami gives it:
+
+* rcode NOERROR, AA set, an empty answer section;
+* in the additional section, for the query name as asked (case kept):
+  an A record of the client's address (AAAA for an IPv6 client), and an
+  SRV record named ``_udp.<qname>`` or ``_tcp.<qname>`` whose port is the
+  client's source port (priority and weight 0, target the root);
+* TTL 0 everywhere, so no cache keeps an answer meant for one client.
+
+Every query type gets the same answer.
 """
 
-import socket
-import struct
+import functools
 
 from corednstw.core import dnswire as w
 from corednstw.core.plugin import Plugin
-from corednstw.core.request import Response
 
-_SRV_HEAD = struct.Struct("!HHIHHHH")
+#: Label the SRV owner starts with, by transport ("udp" or "tcp").
+_PREFIX = {"udp": "_udp.", "tcp": "_tcp."}
 
 
 class Whoami(Plugin):
+    """The plugin object: one per server block, shared by all queries.
+
+    It answers every query itself, so it never calls ``self.next``.
+    """
+
     name = "whoami"
 
     def serve(self, req):
-        qclass = req.qclass
-        if req.family == 2:
-            rr = w.RR(req.name, w.AAAA, 0,
-                      socket.inet_pton(socket.AF_INET6, req.client), qclass)
-        else:
-            rr = w.RR(req.name, w.A, 0,
-                      socket.inet_aton(req.client), qclass)
-        prefix = "_" + req.proto
-        srvname = prefix + "." + req.name if req.name != "." else prefix + "."
-        srv = w.RR(srvname, w.SRV, 0,
-                   struct.pack("!HHH", 0, 0, req.port) + b"\x00", qclass)
-        resp = Response(0, aa=True, plugin="whoami")
-        resp.additional = [rr, srv]
-        return resp
+        """Answer ``req`` (a core.request.Request) synchronously.
+
+        Returning a Response, rather than a Deferred, keeps the query on
+        the fast path.  Records are ``dnswire.RR``s with wire-form rdata
+        from the dnswire builders; the server encodes the whole answer
+        once, echoing the question and the client's EDNS0 as CoreDNS
+        does.
+        """
+        name = req.name          # the query name, with the client's case
+        qclass = req.qclass      # CoreDNS repeats the query's class
+        rtype, rdata = address_rdata(req.client, req.family)
+        address = w.RR(name, rtype, 0, rdata, qclass)
+        # The SRV owner: _udp.example.org. below the root, _udp. for it.
+        owner = _PREFIX[req.proto]
+        if name != ".":
+            owner += name
+        service = w.RR(owner, w.SRV, 0, w.srv_rdata(0, 0, req.port, "."),
+                       qclass)
+        return self.respond(req, additional=[address, service])
+
+
+@functools.lru_cache(maxsize=4096)
+def address_rdata(client, family):
+    """(type, rdata) of the client's address: A for IPv4 (``family`` 1,
+    CoreDNS's numbering), AAAA for IPv6 (2).
+
+    Cached: clients ask again and again from the same address, so the
+    text-to-bytes conversion runs once per client, not once per query.
+    """
+    if family == 2:
+        return w.AAAA, w.aaaa_rdata(client)
+    return w.A, w.a_rdata(client)
 
 
 def setup(d, block):
+    """Build the plugin from its Corefile directive ``d`` (``whoami``
+    takes no arguments)."""
     if d.args:
         raise d.arg_error()
     return Whoami()

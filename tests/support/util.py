@@ -5,6 +5,7 @@ the same thread)."""
 import os
 import socket
 import struct
+import sys
 import tempfile
 
 import dns.message
@@ -18,16 +19,20 @@ from corednstw.service.app import App
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+#: The twistd beside this interpreter (the service as a real process).
+TWISTD = os.path.join(os.path.dirname(sys.executable), "twistd")
 
-def free_port():
-    """A port free for both UDP and TCP on 127.0.0.1."""
+
+def free_port(host="127.0.0.1"):
+    """A port free for both UDP and TCP on ``host``."""
+    fam = socket.AF_INET6 if ":" in host else socket.AF_INET
     for _ in range(50):
-        u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-        u.bind(("127.0.0.1", 0))
+        u = socket.socket(fam, socket.SOCK_DGRAM)
+        u.bind((host, 0))
         port = u.getsockname()[1]
-        t = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        t = socket.socket(fam, socket.SOCK_STREAM)
         try:
-            t.bind(("127.0.0.1", port))
+            t.bind((host, port))
         except OSError:
             continue
         finally:
@@ -74,9 +79,37 @@ def write_files(testcase, files):
     return d
 
 
+def rewrite(path, text):
+    """Replace the file at ``path`` with ``text`` in one step.
+
+    The text goes to a temporary file in the same directory, which then
+    takes the file's place (``os.replace``): a plugin polling the file sees
+    the old content or the new, never an empty or half-written file.
+    """
+    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path) or ".",
+                               prefix=".rewrite-")
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+        raise
+
+
 def _rmtree(d):
     import shutil
     shutil.rmtree(d, ignore_errors=True)
+
+
+def build_plugins(testcase, corefile, name, files=None):
+    """Load Corefile text (no sockets, nothing started) and return the
+    plugins named ``name`` of every block, with the directory the
+    Corefile and ``files`` were written to."""
+    d = write_files(testcase, dict(files or {}, Corefile=corefile))
+    cfg = App(os.path.join(d, "Corefile"), dns_port=0).load()
+    return [p for p in cfg.plugins() if p.name == name], d
 
 
 def start(testcase, corefile, files=None):
@@ -123,13 +156,14 @@ class _UDPClient(protocol.DatagramProtocol):
             self.d.errback(TimeoutError("no UDP answer"))
 
 
-def send_udp(port, data, host="127.0.0.1", timeout=5, count=1):
+def send_udp(port, data, host="127.0.0.1", timeout=5, count=1, sport=0):
     """Send raw bytes (or a list of datagrams, in order) over UDP from one
-    socket; Deferred firing with the reply bytes (a list when count > 1)."""
+    socket (bound to source port ``sport`` when given); Deferred firing
+    with the reply bytes (a list when count > 1)."""
     fam = socket.AF_INET6 if ":" in host else socket.AF_INET
     client = _UDPClient(data, (host, port), timeout, count)
     iface = "::" if fam == socket.AF_INET6 else ""
-    listening = reactor.listenUDP(0, client, interface=iface)
+    listening = reactor.listenUDP(sport, client, interface=iface)
 
     def done(r):
         listening.stopListening()
@@ -166,14 +200,18 @@ class _TCPClient(protocol.Protocol):
             self.d.callback(self.replies)
 
 
-def send_tcp(port, messages, host="127.0.0.1", count=None, timeout=5):
-    """Send framed messages on one TCP connection; Deferred firing with the
-    list of replies (after ``count`` replies or when the server closes)."""
+def send_tcp(port, messages, host="127.0.0.1", count=None, timeout=5,
+             sport=0):
+    """Send framed messages on one TCP connection (from source port
+    ``sport`` when given); Deferred firing with the list of replies (after
+    ``count`` replies or when the server closes)."""
     if isinstance(messages, bytes):
         messages = [messages]
     client = _TCPClient(messages, len(messages) if count is None else count)
     factory = protocol.ClientFactory.forProtocol(lambda: client)
-    reactor.connectTCP(host, port, factory, timeout=timeout)
+    bind = (host, sport) if sport else None
+    reactor.connectTCP(host, port, factory, timeout=timeout,
+                       bindAddress=bind)
     timer = reactor.callLater(timeout, lambda: client.d.called or
                               client.d.errback(TimeoutError("TCP")))
 

@@ -7,8 +7,8 @@ from twisted.internet import defer
 from twisted.trial import unittest
 
 from corednstw.core import corefile
-from corednstw.service.app import App
 from corednstw.plugins import auto
+from corednstw.service.app import App
 from tests.support import cases, util
 from tests.support.cases import Case
 

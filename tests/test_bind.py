@@ -90,7 +90,9 @@ class ResolverTest(unittest.TestCase):
 
     @defer.inlineCallbacks
     def test_lookup_address_and_errors(self):
-        from twisted.names import dns as tdns, error
+        from twisted.names import dns as tdns
+        from twisted.names import error
+
         from corednstw.service.resolver import ChainResolver
         app = yield util.start(self, "example.org:0 {\n    whoami\n}\n"
                                      "sub.example.org:0 {\n"

@@ -12,8 +12,8 @@ from corednstw.engines import response
 from corednstw.plugins import cache as cachemod
 from corednstw.plugins.cache import plugin as cacheplugin
 from tests.support import util
-from tests.test_forward import build as _build
 from tests.support.upstream import Upstream
+from tests.test_forward import build as _build
 
 
 def build(testcase, text):
@@ -23,6 +23,7 @@ def build(testcase, text):
 
 def parse_cache(testcase, body):
     import os
+
     from corednstw.service.app import App
     d = util.write_files(testcase, {"Corefile": ". {\n%s\n}\n" % body})
     cfg = App(os.path.join(d, "Corefile"), dns_port=0).load()
@@ -1121,6 +1122,7 @@ class SetupTableTest(unittest.TestCase):
 
     def parse(self, text):
         import os
+
         from corednstw.service.app import App
         d = util.write_files(self, {"Corefile": ". {\n%s\n}\n" % text})
         cfg = App(os.path.join(d, "Corefile"), dns_port=0).load()

@@ -18,11 +18,14 @@ import tempfile
 
 from twisted.trial import unittest
 
-from corednstw.core import corefile
-
-from corednstw.core import names
-from corednstw.core.corefile import (CorefileError, ZoneAddr, check_duplicates,
-                                dump, parse)
+from corednstw.core import corefile, names
+from corednstw.core.corefile import (
+    CorefileError,
+    ZoneAddr,
+    check_duplicates,
+    dump,
+    parse,
+)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)

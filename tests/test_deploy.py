@@ -6,14 +6,12 @@ import copy
 import glob
 import os
 
+import kubernetes_validate
 import yaml
+from kubernetes_validate.utils import ValidationError
 from twisted.trial import unittest
 
-import kubernetes_validate
-from kubernetes_validate.utils import ValidationError
-
-from corednstw.core import corefile
-from corednstw.core import directives
+from corednstw.core import corefile, directives
 from tests.support.util import REPO
 
 DEPLOY = os.path.join(REPO, "deploy", "kubernetes")
@@ -184,8 +182,8 @@ class DockerfileTest(unittest.TestCase):
         self.assertIn("setcap cap_net_bind_service=+ep", text)
 
     def test_plugin_cache_command_finds_coredns(self):
-        from twisted.plugin import IPlugin, getPlugins
         from twisted.application.service import IServiceMaker
+        from twisted.plugin import IPlugin, getPlugins
         names = [p.tapname for p in getPlugins(IServiceMaker)]
         self.assertIn("coredns", names)
         self.assertTrue(list(getPlugins(IPlugin)))

@@ -7,8 +7,8 @@ from twisted.internet import defer
 from twisted.trial import unittest
 
 from corednstw.core import corefile
-from corednstw.service.app import App
 from corednstw.plugins import dns64 as mod
+from corednstw.service.app import App
 from tests.support import cases, util
 from tests.support.cases import Case
 from tests.support.unbound import Unbound
@@ -131,6 +131,7 @@ class UnboundDNS64Test(unittest.TestCase):
 def _msg(rcode=0, answer=(), ns=(), tc=False, qtype="AAAA"):
     import dns.flags
     import dns.message
+
     from tests.support.cases import rrset as _rrset
     q = util.make_query("example.com.", qtype)
     r = dns.message.make_response(q)
@@ -157,6 +158,7 @@ class TableTest(unittest.TestCase):
     def run_case(self, init, a_resp, client="::1", qtype="AAAA",
                  options=""):
         import dns.message
+
         from corednstw.core.request import RawResponse, parse_response
         p = self.setup(options)
         p.next = util.Stub(lambda req: RawResponse(init, plugin="stub"))

@@ -8,7 +8,6 @@ import tempfile
 
 from twisted.internet import defer, reactor
 from twisted.trial import unittest
-
 from zope.interface import implementer
 
 from corednstw.core.corefile import CorefileError

@@ -25,8 +25,7 @@ import dns.rcode
 from twisted.internet import defer, endpoints, error, protocol, reactor
 from twisted.trial import unittest
 
-from corednstw.core import dnswire
-from corednstw.core import metrics
+from corednstw.core import dnswire, metrics
 from corednstw.plugins import loop as loopmod
 from tests.support import k8s_apiserver as k8s
 from tests.support import upstream as upstreammod

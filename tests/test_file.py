@@ -13,8 +13,8 @@ from twisted.internet import defer
 from twisted.trial import unittest
 
 from corednstw.core import corefile
-from corednstw.engines import authority
 from corednstw.core.request import make_query
+from corednstw.engines import authority
 from tests.support import cases, util
 from tests.support.cases import Case
 

@@ -814,7 +814,9 @@ class DnstapTest(unittest.TestCase):
     @defer.inlineCallbacks
     def serve(self, forward, full=" full"):
         import tempfile
+
         from twisted.internet import reactor
+
         from tests.support import framestream as fs
         d = tempfile.mkdtemp(prefix="fwd-tap-")
         self.addCleanup(__import__("shutil").rmtree, d, True)

@@ -10,8 +10,8 @@ from twisted.trial import unittest
 
 from corednstw.core import corefile
 from corednstw.core import dnswire as w
-from corednstw.plugins import loadbalance as lb
 from corednstw.core.request import RawResponse, Request, Response, make_query
+from corednstw.plugins import loadbalance as lb
 from tests.support import util
 
 

@@ -10,8 +10,8 @@ from twisted.trial import unittest
 
 from corednstw.core import corefile
 from corednstw.core import dnswire as w
-from corednstw.plugins import log as logplugin
 from corednstw.core.request import RawResponse, Response
+from corednstw.plugins import log as logplugin
 from tests.support import util
 
 

@@ -66,6 +66,7 @@ class LoopTest(unittest.TestCase):
 
     def test_args(self):
         import os
+
         from corednstw.service.app import App
         d = util.write_files(self, {"Corefile": ". {\n loop foo\n}\n"})
         with self.assertRaises(corefile.CorefileError):

@@ -2,11 +2,10 @@
 rest of the chain; values are strings or callables returning strings."""
 
 from twisted.trial import unittest
-
 from zope.interface import implementer
 
-from corednstw.core.interfaces import IMetadataProvider
 from corednstw.core.corefile import CorefileError
+from corednstw.core.interfaces import IMetadataProvider
 from corednstw.core.plugin import Plugin
 from corednstw.plugins import metadata
 from tests.support import util

@@ -53,7 +53,7 @@ class InstallTest(unittest.TestCase):
     def setUp(self):
         try:
             import setuptools
-            import wheel     # noqa: F401 (setuptools builds wheels with it)
+            import wheel  # noqa: F401 (setuptools builds wheels with it)
         except ImportError:
             raise unittest.SkipTest("setuptools and wheel are needed (the "
                                     "test extras)")

@@ -2,11 +2,10 @@
 
 from twisted.internet import defer, task
 from twisted.trial import unittest
-
 from zope.interface import implementer
 
-from corednstw.core.interfaces import IReadiness
 from corednstw.core import metrics
+from corednstw.core.interfaces import IReadiness
 from tests.support import util
 
 # Bound to an address of its own, so the server label (and with it every

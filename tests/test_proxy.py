@@ -652,6 +652,7 @@ class DnstapTest(Served, unittest.TestCase):
     @defer.inlineCallbacks
     def serve_tapped(self, body):
         import tempfile
+
         from tests.support import framestream as fs
         d = tempfile.mkdtemp(prefix="proxy-tap-")
         self.addCleanup(__import__("shutil").rmtree, d, True)

@@ -14,16 +14,13 @@ from twisted.internet import defer, protocol, reactor
 from twisted.trial import unittest
 
 from corednstw import COREDNS_VERSION
-
-from corednstw.core import corefile
-
-from corednstw.core import logger
+from corednstw.core import corefile, logger
 from corednstw.core import dnswire as w
 from corednstw.core.plugin import Plugin
+from corednstw.core.request import RawResponse, Request, Response, make_query
 from corednstw.plugins import chaos as chaosmod
 from corednstw.plugins import minimal as minimalmod
 from corednstw.plugins.debug import hexdump
-from corednstw.core.request import RawResponse, Request, Response, make_query
 from tests.support import cases, util
 from tests.support.cases import Case
 

@@ -3,21 +3,20 @@ chunking, NOTIFY sending, setup errors."""
 
 import os
 
+import dns.flags
 import dns.message
 import dns.opcode
 import dns.rcode
-import dns.flags
 import dns.rdatatype
 import dns.rrset
 from twisted.internet import defer, protocol, reactor
 from twisted.trial import unittest
 
-from corednstw.core import corefile
-from corednstw.core import dnswire
-from corednstw.engines import authority
-from corednstw.service.app import App
-from corednstw.plugins import transfer
+from corednstw.core import corefile, dnswire
 from corednstw.core.request import parse_response
+from corednstw.engines import authority
+from corednstw.plugins import transfer
+from corednstw.service.app import App
 from tests.support import cases, util
 from tests.support.cases import Case
 

@@ -10,8 +10,7 @@ import dns.rcode
 from twisted.internet import defer
 from twisted.trial import unittest
 
-from corednstw.core import corefile
-from corednstw.core import metrics
+from corednstw.core import corefile, metrics
 from tests.support import util
 from tests.support.util import free_port
 

@@ -8,8 +8,7 @@ import dns.rcode
 from twisted.internet import defer, reactor
 from twisted.trial import unittest
 
-from corednstw.core import corefile
-from corednstw.core import metrics
+from corednstw.core import corefile, metrics
 from tests.support import util
 
 EXAMPLES = os.path.join(util.REPO, "tests", "corefiles", "view")

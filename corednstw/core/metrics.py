@@ -11,8 +11,11 @@ panics, build info) are defined at the end.
 import bisect
 import time
 
-from prometheus_client.core import (CounterMetricFamily, GaugeMetricFamily,
-                                    HistogramMetricFamily)
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+)
 
 from corednstw import COREDNS_VERSION
 from corednstw.core import dnswire as w

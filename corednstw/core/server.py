@@ -12,19 +12,18 @@ ignored.  Sockets are created here with SO_REUSEPORT and adopted by the reactor.
 """
 
 import errno
-from functools import partial
 import socket
 import struct
 import sys
 import traceback
+from functools import partial
 
 from twisted.internet import defer, protocol
 from twisted.protocols.basic import Int16StringReceiver
 from twisted.protocols.policies import TimeoutMixin
 
 from corednstw.core import dnswire as w
-from corednstw.core import logger
-from corednstw.core import metrics
+from corednstw.core import logger, metrics
 from corednstw.core.plugin import END, is_deferred
 from corednstw.core.request import RecordError, Request, Response
 

@@ -16,10 +16,10 @@ import re
 from twisted.internet import task, threads
 
 from corednstw.core import logger
-from corednstw.engines import authority
-from corednstw.engines.authority import go_quote
 from corednstw.core.interfaces import IZoneAdder
 from corednstw.core.plugin import END, match, zones_from_args
+from corednstw.engines import authority
+from corednstw.engines.authority import go_quote
 
 DEFAULT_REGEX = r"db\.(.*)"
 DEFAULT_TEMPLATE = "{1}"

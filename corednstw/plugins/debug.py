@@ -9,7 +9,6 @@ text2pcap-style dump plugins use for messages in debug lines.
 from corednstw.core import logger
 from corednstw.core.plugin import Plugin
 
-
 _live = set()
 
 

@@ -15,10 +15,10 @@ import os
 from twisted.internet import task, threads
 
 from corednstw.core import logger
-from corednstw.engines import authority
-from corednstw.engines.authority import go_quote
 from corednstw.core.durations import format_duration
 from corednstw.core.plugin import Fallthrough, zones_from_args
+from corednstw.engines import authority
+from corednstw.engines.authority import go_quote
 
 DEFAULT_RELOAD = 60.0
 

@@ -14,12 +14,11 @@ reactor like any client's, so a slow answer means a busy reactor.
 from twisted.internet import task
 from zope.interface import implementer
 
-from corednstw.service import httpd
-from corednstw.core import logger
-from corednstw.core import metrics
+from corednstw.core import logger, metrics
 from corednstw.core.durations import format_duration, parse_duration
 from corednstw.core.interfaces import IHTTPEndpointOwner, ILameduck
 from corednstw.core.plugin import Plugin
+from corednstw.service import httpd
 
 DEFAULT_ADDRESS = ":8080"
 

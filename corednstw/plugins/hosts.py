@@ -27,8 +27,7 @@ import stat
 from twisted.internet import task, threads
 
 from corednstw.core import dnswire as w
-from corednstw.core import logger
-from corednstw.core import metrics
+from corednstw.core import logger, metrics
 from corednstw.core.durations import parse_duration
 from corednstw.core.plugin import Fallthrough, Plugin, match, zones_from_args
 from corednstw.core.request import Response

@@ -8,8 +8,7 @@ the answers carry no AA bit and ip6.arpa is not intercepted.
 """
 
 from corednstw.core import dnswire as w
-from corednstw.core import logger
-from corednstw.core import metrics
+from corednstw.core import logger, metrics
 from corednstw.core.plugin import Plugin, match
 from corednstw.core.request import Response
 

@@ -7,8 +7,8 @@ option get one back; its payload is DATA's bytes (dig shows them in hex).
 from corednstw.core import dnswire as w
 from corednstw.core import request
 from corednstw.core.plugin import Plugin, then
-from corednstw.plugins.chaos import hostname
 from corednstw.core.request import NoReply, Response, parse_response
+from corednstw.plugins.chaos import hostname
 
 NSID = 3
 

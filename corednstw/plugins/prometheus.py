@@ -5,17 +5,21 @@ query on, then records the answer in the core families (corednstw.core.metrics).
 The metrics endpoint is shared by every block naming the same address.
 """
 
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry
-from prometheus_client import PlatformCollector, ProcessCollector
-from prometheus_client import generate_latest
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    CollectorRegistry,
+    PlatformCollector,
+    ProcessCollector,
+    generate_latest,
+)
 from zope.interface import implementer
 
 from corednstw.core import config as configlib
 from corednstw.core import dnswire as w
-from corednstw.service import httpd
 from corednstw.core import metrics
 from corednstw.core.interfaces import IHTTPEndpointOwner, IZoneAdder
 from corednstw.core.plugin import Plugin, match, then
+from corednstw.service import httpd
 
 DEFAULT_ADDRESS = "localhost:9153"
 

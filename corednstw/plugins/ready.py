@@ -7,10 +7,10 @@ once is not asked again; during shutdown /ready says 503 "Shutting down".
 
 from zope.interface import implementer
 
-from corednstw.service import httpd
 from corednstw.core import logger
 from corednstw.core.interfaces import IHTTPEndpointOwner
 from corednstw.core.plugin import Plugin
+from corednstw.service import httpd
 
 DEFAULT_ADDRESS = ":8181"
 

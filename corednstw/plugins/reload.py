@@ -16,9 +16,7 @@ import hashlib
 import json
 import random
 
-from corednstw.core import corefile
-from corednstw.core import logger
-from corednstw.core import metrics
+from corednstw.core import corefile, logger, metrics
 from corednstw.core.durations import parse_duration
 from corednstw.core.plugin import Plugin
 

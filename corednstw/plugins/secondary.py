@@ -18,11 +18,11 @@ from twisted.protocols.basic import Int16StringReceiver
 
 from corednstw.core import dnswire as w
 from corednstw.core import logger
-from corednstw.engines import authority
 from corednstw.core.durations import format_duration
 from corednstw.core.plugin import Fallthrough, zones_from_args
-from corednstw.plugins.transfer import parse_peer
 from corednstw.core.request import make_query, parse_response
+from corednstw.engines import authority
+from corednstw.plugins.transfer import parse_peer
 
 TIMEOUT = 10.0
 FIRST_RETRY = 0.25

@@ -14,14 +14,12 @@ from twisted.application import service
 from twisted.internet import defer, task
 
 from corednstw.core import config as configlib
-from corednstw.core import corefile
+from corednstw.core import corefile, logger, server
 from corednstw.core import dnswire as w
-from corednstw.service import httpd
-from corednstw.core import logger
-from corednstw.core import server
 from corednstw.core.durations import format_duration
 from corednstw.core.interfaces import IInheritable, ILameduck
 from corednstw.core.request import make_query, parse_response
+from corednstw.service import httpd
 
 DEFAULT_COREFILE = ".:%d {\n    whoami\n    log\n}\n"
 

@@ -8,7 +8,8 @@ twisted.names records.  This is not on any hot path.
 """
 
 from twisted.internet import defer
-from twisted.names import common, dns as tdns, error
+from twisted.names import common, error
+from twisted.names import dns as tdns
 
 from corednstw.core.request import Request, encode, make_query
 

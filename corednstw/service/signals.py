@@ -10,6 +10,8 @@ import os
 import signal
 
 from corednstw.core import logger
+
+
 def install(app):
     reactor = app.reactor
 

@@ -8,8 +8,7 @@ encoding.
 
 import struct
 
-from google.protobuf import descriptor_pb2, descriptor_pool
-from google.protobuf import message_factory
+from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 from twisted.internet import defer, protocol
 
 CONTENT_TYPE = b"protobuf:dnstap.Dnstap"

@@ -19,9 +19,9 @@ import tempfile
 from twisted.internet import defer, reactor
 from twisted.trial import unittest
 
+from corednstw.core.request import make_query
 from corednstw.engines.upstream import exchange
 from tests.support.util import free_port  # noqa: F401 (knot, e2e and others import it here)
-from corednstw.core.request import make_query
 
 UNBOUND = shutil.which("unbound") or "/usr/sbin/unbound"
 

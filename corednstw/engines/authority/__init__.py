@@ -15,10 +15,17 @@ Shared by the file, auto and secondary plugins:
 from .parse import from_records, go_quote, parse_file
 from .serial import serial_less, soa_serial, soa_timers
 from .server import ZoneServer, drop, reload_option
-from .wire import canonical_key, covered, is_sub, labels, name_end
-from .wire import wire_text
-from .zone import DELEGATION, NAME_ERROR, NO_DATA, SERVER_FAILURE, SUCCESS
-from .zone import Node, ZoneData, ZoneError
+from .wire import canonical_key, covered, is_sub, labels, name_end, wire_text
+from .zone import (
+    DELEGATION,
+    NAME_ERROR,
+    NO_DATA,
+    SERVER_FAILURE,
+    SUCCESS,
+    Node,
+    ZoneData,
+    ZoneError,
+)
 
 __all__ = [
     "DELEGATION", "NAME_ERROR", "NO_DATA", "SERVER_FAILURE", "SUCCESS",

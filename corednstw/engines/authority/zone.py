@@ -22,8 +22,15 @@ from corednstw.core import dnswire as w
 from corednstw.core.plugin import then
 
 from .serial import soa_serial
-from .wire import ROOT, canonical_key, covered, is_sub, labels, name_end
-from .wire import wire_text
+from .wire import (
+    ROOT,
+    canonical_key,
+    covered,
+    is_sub,
+    labels,
+    name_end,
+    wire_text,
+)
 
 # Lookup results (CoreDNS's file.Result).
 SUCCESS, NAME_ERROR, DELEGATION, NO_DATA, SERVER_FAILURE = range(5)

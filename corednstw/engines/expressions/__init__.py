@@ -14,14 +14,26 @@ See docs/expressions.md for the supported subsets.
 """
 
 from corednstw.engines.expressions.dnsenv import default_env
-from corednstw.engines.expressions.exprlang import (ANY, BOOL,
-                                                    EXPR_BUILTINS, FLOAT,
-                                                    INT, KEYWORDS, STRING,
-                                                    Function, Program,
-                                                    Scope, Variable)
+from corednstw.engines.expressions.exprlang import (
+                                                    ANY,
+                                                    BOOL,
+                                                    EXPR_BUILTINS,
+                                                    FLOAT,
+                                                    INT,
+                                                    KEYWORDS,
+                                                    STRING,
+                                                    Function,
+                                                    Program,
+                                                    Scope,
+                                                    Variable,
+)
 from corednstw.engines.expressions.exprlang import compile as compile_expr
-from corednstw.engines.expressions.values import (NO_VALUE, EvalError,
-                                                  ExpressionError, go_text)
+from corednstw.engines.expressions.values import (
+                                                    NO_VALUE,
+                                                    EvalError,
+                                                    ExpressionError,
+                                                    go_text,
+)
 
 __all__ = [
     "ANY", "BOOL", "EXPR_BUILTINS", "FLOAT", "INT", "KEYWORDS", "NO_VALUE",

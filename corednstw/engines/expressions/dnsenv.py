@@ -3,9 +3,14 @@
 ``incidr`` and ``metadata``.  Each reads ``scope.req``, a core Request."""
 
 from corednstw.core import dnswire as w
-from corednstw.engines.expressions.exprlang import (BOOL, INT, STRING,
-                                                    Function, _incidr,
-                                                    _metadata)
+from corednstw.engines.expressions.exprlang import (
+    BOOL,
+    INT,
+    STRING,
+    Function,
+    _incidr,
+    _metadata,
+)
 
 
 def _name(s):

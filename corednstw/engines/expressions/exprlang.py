@@ -25,10 +25,13 @@ import math
 import re
 
 from corednstw.engines.expressions import goregexp
-from corednstw.engines.expressions.values import (EvalError,
-                                                  ExpressionError,
-                                                  equal, go_text,
-                                                  is_number)
+from corednstw.engines.expressions.values import (
+    EvalError,
+    ExpressionError,
+    equal,
+    go_text,
+    is_number,
+)
 
 BOOL, INT, FLOAT, STRING = "bool", "int", "float", "string"
 ARRAY, MAP, NIL, ANY = "array", "map", "nil", "unknown"

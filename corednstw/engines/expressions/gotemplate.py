@@ -27,9 +27,13 @@ import html
 import re
 from urllib.parse import quote_plus
 
-from corednstw.engines.expressions.values import (NO_VALUE, EvalError,
-                                                  ExpressionError, go_text,
-                                                  is_number)
+from corednstw.engines.expressions.values import (
+    NO_VALUE,
+    EvalError,
+    ExpressionError,
+    go_text,
+    is_number,
+)
 
 
 class GoMap(dict):

@@ -49,17 +49,36 @@ around its own HTTP/2 transport, and ``exchange()`` serves any plugin
 that needs a single query.
 """
 
-from corednstw.engines.upstream.errors import (CachedClosed, UpstreamError,
-                                               error_text, hostport)
+from corednstw.engines.upstream.errors import (
+                                               CachedClosed,
+                                               UpstreamError,
+                                               error_text,
+                                               hostport,
+)
 from corednstw.engines.upstream.exchange import exchange
 from corednstw.engines.upstream.ids import IDs, new_id
 from corednstw.engines.upstream.proxy import (
-    CONN_HITS, CONN_MISSES, DEFAULT_EXPIRE, DEFAULT_READ_TIMEOUT,
-    HC_FAILURES, HC_INTERVAL, HC_TIMEOUT, MAX_DIAL, MIN_DIAL,
-    REQUEST_DURATION, Proxy)
+                                               CONN_HITS,
+                                               CONN_MISSES,
+                                               DEFAULT_EXPIRE,
+                                               DEFAULT_READ_TIMEOUT,
+                                               HC_FAILURES,
+                                               HC_INTERVAL,
+                                               HC_TIMEOUT,
+                                               MAX_DIAL,
+                                               MIN_DIAL,
+                                               REQUEST_DURATION,
+                                               Proxy,
+)
 from corednstw.engines.upstream.replies import matches, truncated
 from corednstw.engines.upstream.transport import (
-    UDP_RCVBUF, StreamConn, StreamFactory, UDPConn, grow_rcvbuf, local_end)
+                                               UDP_RCVBUF,
+                                               StreamConn,
+                                               StreamFactory,
+                                               UDPConn,
+                                               grow_rcvbuf,
+                                               local_end,
+)
 
 __all__ = [
     "CONN_HITS", "CONN_MISSES", "CachedClosed", "DEFAULT_EXPIRE",

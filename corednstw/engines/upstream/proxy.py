@@ -14,8 +14,12 @@ from corednstw.core.request import make_query
 from corednstw.engines.upstream.errors import UpstreamError
 from corednstw.engines.upstream.exchange import exchange
 from corednstw.engines.upstream.ids import new_id
-from corednstw.engines.upstream.transport import (StreamConn, StreamFactory,
-                                                  UDPConn, grow_rcvbuf)
+from corednstw.engines.upstream.transport import (
+    StreamConn,
+    StreamFactory,
+    UDPConn,
+    grow_rcvbuf,
+)
 
 DEFAULT_EXPIRE = 10.0
 DEFAULT_READ_TIMEOUT = 2.0

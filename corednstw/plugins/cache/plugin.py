@@ -24,9 +24,22 @@ from corednstw.core import request as rq
 from corednstw.core.plugin import Plugin, match, then
 from corednstw.core.request import RawResponse
 from corednstw.engines.response import (
-    DELEGATION, DENIAL, META, NAMEERROR, NODATA, NOERROR, OTHERERROR,
-    SERVERERROR, SUCCESS, UPDATE, answers_question, cacheable, minimal_ttl,
-    parse, response_type)
+    DELEGATION,
+    DENIAL,
+    META,
+    NAMEERROR,
+    NODATA,
+    NOERROR,
+    OTHERERROR,
+    SERVERERROR,
+    SUCCESS,
+    UPDATE,
+    answers_question,
+    cacheable,
+    minimal_ttl,
+    parse,
+    response_type,
+)
 from corednstw.plugins.cache.store import Item, Store
 
 DEFAULT_CAP = 10000

@@ -17,19 +17,36 @@ its block with ``block.find(IForwarderTap)`` and calls
 """
 
 from corednstw.plugins.dnstap.directive import setup
-from corednstw.plugins.dnstap.framestream import (CONTENT_TYPE, FS_ACCEPT,
-                                                  FS_FINISH, FS_READY,
-                                                  FS_START, FS_STOP, NAME,
-                                                  FrameWriter, control_frame,
-                                                  parse_control)
-from corednstw.plugins.dnstap.message import (AUTH_QUERY, AUTH_RESPONSE,
-                                              CLIENT_QUERY, CLIENT_RESPONSE,
-                                              FORWARDER_QUERY,
-                                              FORWARDER_RESPONSE, INET,
-                                              INET6, RESOLVER_QUERY,
-                                              RESOLVER_RESPONSE, TCP, UDP,
-                                              encode_dnstap, encode_message,
-                                              envelope_head, varint)
+from corednstw.plugins.dnstap.framestream import (
+                                                  CONTENT_TYPE,
+                                                  FS_ACCEPT,
+                                                  FS_FINISH,
+                                                  FS_READY,
+                                                  FS_START,
+                                                  FS_STOP,
+                                                  NAME,
+                                                  FrameWriter,
+                                                  control_frame,
+                                                  parse_control,
+)
+from corednstw.plugins.dnstap.message import (
+                                                  AUTH_QUERY,
+                                                  AUTH_RESPONSE,
+                                                  CLIENT_QUERY,
+                                                  CLIENT_RESPONSE,
+                                                  FORWARDER_QUERY,
+                                                  FORWARDER_RESPONSE,
+                                                  INET,
+                                                  INET6,
+                                                  RESOLVER_QUERY,
+                                                  RESOLVER_RESPONSE,
+                                                  TCP,
+                                                  UDP,
+                                                  encode_dnstap,
+                                                  encode_message,
+                                                  envelope_head,
+                                                  varint,
+)
 from corednstw.plugins.dnstap.output import Listener, Output
 from corednstw.plugins.dnstap.plugin import Dnstap
 

@@ -4,8 +4,12 @@ SOCKET [full] { ...; tls CERT KEY [CA] }``."""
 
 import socket
 
-from corednstw.plugins.dnstap.output import (MAX_QUEUE, MAX_WRITE_BUFFER,
-                                             Listener, Output)
+from corednstw.plugins.dnstap.output import (
+    MAX_QUEUE,
+    MAX_WRITE_BUFFER,
+    Listener,
+    Output,
+)
 from corednstw.plugins.dnstap.plugin import Dnstap
 
 

@@ -15,8 +15,7 @@ from twisted.internet import defer, protocol, task
 from twisted.internet.protocol import ReconnectingClientFactory
 
 from corednstw.core import logger
-from corednstw.plugins.dnstap.framestream import (NAME, TCP_TIMEOUT,
-                                                  FrameWriter)
+from corednstw.plugins.dnstap.framestream import NAME, TCP_TIMEOUT, FrameWriter
 
 #: Messages queued per QUEUE unit, and TCP send buffer bytes per
 #: WRITEBUFFER unit (CoreDNS's queueSize and tcpWriteBufSize).

@@ -9,11 +9,15 @@ from corednstw.core.interfaces import IForwarderTap
 from corednstw.core.plugin import Plugin, then
 from corednstw.core.request import NoReply
 from corednstw.plugins.dnstap.framestream import NAME
-from corednstw.plugins.dnstap.message import (CLIENT_QUERY, CLIENT_RESPONSE,
-                                              FORWARDER_QUERY,
-                                              FORWARDER_RESPONSE,
-                                              encode_message, envelope_head,
-                                              envelope_tail)
+from corednstw.plugins.dnstap.message import (
+    CLIENT_QUERY,
+    CLIENT_RESPONSE,
+    FORWARDER_QUERY,
+    FORWARDER_RESPONSE,
+    encode_message,
+    envelope_head,
+    envelope_tail,
+)
 
 
 def _now():

@@ -16,10 +16,13 @@ The package: ``plugin`` (``Forward`` and the attempts of one query),
 ``setup`` (the Corefile stanza).
 """
 
-from corednstw.plugins.forward.plugin import (DEADLINE, HEALTHCHECK_BROKEN,
-                                              MAX_CONCURRENT_REJECTS,
-                                              Forward)
 from corednstw.plugins.forward.directive import MAX_UPSTREAMS, setup
+from corednstw.plugins.forward.plugin import (
+                                              DEADLINE,
+                                              HEALTHCHECK_BROKEN,
+                                              MAX_CONCURRENT_REJECTS,
+                                              Forward,
+)
 
 __all__ = ["DEADLINE", "Forward", "HEALTHCHECK_BROKEN",
            "MAX_CONCURRENT_REJECTS", "MAX_UPSTREAMS", "setup"]

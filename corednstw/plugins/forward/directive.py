@@ -7,11 +7,14 @@ import ipaddress
 import os
 
 from corednstw.core import dnswire as w
-from corednstw.core import logger
-from corednstw.core import names
+from corednstw.core import logger, names
 from corednstw.core.durations import format_duration, parse_duration
-from corednstw.engines.upstream import (DEFAULT_EXPIRE, DEFAULT_READ_TIMEOUT,
-                                        HC_INTERVAL, Proxy)
+from corednstw.engines.upstream import (
+    DEFAULT_EXPIRE,
+    DEFAULT_READ_TIMEOUT,
+    HC_INTERVAL,
+    Proxy,
+)
 from corednstw.plugins.forward.plugin import Forward
 
 MAX_UPSTREAMS = 15

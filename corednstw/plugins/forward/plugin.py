@@ -18,8 +18,13 @@ from corednstw.core import metrics
 from corednstw.core.interfaces import IForwarderTap
 from corednstw.core.plugin import Plugin
 from corednstw.core.request import RawResponse, Response
-from corednstw.engines.upstream import (REQUEST_DURATION, CachedClosed,
-                                        error_text, matches, truncated)
+from corednstw.engines.upstream import (
+    REQUEST_DURATION,
+    CachedClosed,
+    error_text,
+    matches,
+    truncated,
+)
 
 #: The whole exchange (all attempts) gives up after this (CoreDNS: 5s).
 DEADLINE = 5.0

@@ -9,19 +9,27 @@ from zope.interface import implementer
 
 from corednstw.core import dnswire as w
 from corednstw.core import logger
-from corednstw.core.interfaces import (IInheritable, IMetadataProvider,
-                                       IReadiness, ITransferer)
+from corednstw.core.interfaces import (
+    IInheritable,
+    IMetadataProvider,
+    IReadiness,
+    ITransferer,
+)
+from corednstw.core.names import is_subdomain
 from corednstw.core.plugin import Plugin, is_deferred, match
-from corednstw.plugins.metadata import set_value
+from corednstw.core.request import Response
 from corednstw.plugins.kubernetes import answers
 from corednstw.plugins.kubernetes import records as rec
 from corednstw.plugins.kubernetes import store as st
 from corednstw.plugins.kubernetes import watch as wt
 from corednstw.plugins.kubernetes.answers import SRV_HEADER
-from corednstw.plugins.kubernetes.names import (NAME_ERROR, is_reverse,
-                                                parse_request, port_ok)
-from corednstw.core.request import Response
-from corednstw.core.names import is_subdomain
+from corednstw.plugins.kubernetes.names import (
+    NAME_ERROR,
+    is_reverse,
+    parse_request,
+    port_ok,
+)
+from corednstw.plugins.metadata import set_value
 
 DNS_SCHEMA_VERSION = "1.1.0"
 TXT_VERSION = w.txt_rdata(DNS_SCHEMA_VERSION)

@@ -9,8 +9,7 @@ end: one store, no copy.
 import datetime
 import time
 
-from corednstw.core import logger
-from corednstw.core import metrics
+from corednstw.core import logger, metrics
 from corednstw.plugins.kubernetes import records as rec
 
 PROGRAMMING = metrics.histogram(

@@ -18,8 +18,7 @@ import threading
 import time
 from urllib.parse import urlparse
 
-from corednstw.core import logger
-from corednstw.core import metrics
+from corednstw.core import logger, metrics
 from corednstw.plugins.kubernetes import records as rec
 from corednstw.plugins.kubernetes import store as st
 

@@ -14,10 +14,15 @@ check), ``plugin`` (the query path), ``setup`` (the Corefile stanza).
 A deprecation warning naming ``forward`` is logged once per build.
 """
 
-from corednstw.plugins.proxy.plugin import (MAX_ATTEMPTS, READ_TIMEOUT,
-                                            REQUEST_COUNT, TRY_DURATION,
-                                            Group, ProxyPlugin)
 from corednstw.plugins.proxy.directive import DEPRECATION, MAX_UPSTREAMS, setup
+from corednstw.plugins.proxy.plugin import (
+                                            MAX_ATTEMPTS,
+                                            READ_TIMEOUT,
+                                            REQUEST_COUNT,
+                                            TRY_DURATION,
+                                            Group,
+                                            ProxyPlugin,
+)
 
 __all__ = ["DEPRECATION", "Group", "MAX_ATTEMPTS", "MAX_UPSTREAMS",
            "ProxyPlugin", "READ_TIMEOUT", "REQUEST_COUNT", "TRY_DURATION",

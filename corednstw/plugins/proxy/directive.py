@@ -19,8 +19,7 @@ import ipaddress
 import os
 import weakref
 
-from corednstw.core import logger
-from corednstw.core import names
+from corednstw.core import logger, names
 from corednstw.core.durations import parse_duration
 from corednstw.engines.upstream import Proxy, hostport
 from corednstw.plugins.proxy import policy

@@ -19,7 +19,11 @@ from corednstw.core import dnswire as w
 from corednstw.core import logger
 from corednstw.core.plugin import Plugin, then
 from corednstw.core.request import (
-    NoReply, Response, SUPPORTED_OPTIONS, parse_response)
+    SUPPORTED_OPTIONS,
+    NoReply,
+    Response,
+    parse_response,
+)
 from corednstw.plugins.rewrite import edns0, name, response, simple
 from corednstw.plugins.rewrite.rule import CONTINUE, STOP, State
 

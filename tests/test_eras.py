@@ -436,10 +436,24 @@ class S8Test(Era):
 
 # -- S9, S10, S11: kubernetes of the 1.x days ---------------------------------
 
+def deprecations(log):
+    """(plugin, first word, line) of each deprecation notice logged with
+    its place in the Corefile: ``[WARNING] plugin/P: WORD ... (F:LINE)``."""
+    out = []
+    for text in log.lines:
+        head, _, rest = text.partition(" plugin/")
+        place = rest.rpartition(":")[2]
+        if head != "[WARNING]" or not place.endswith(")"):
+            continue
+        plugin, _, message = rest.partition(": ")
+        if place[:-1].isdigit():
+            out.append((plugin, message.split(" ")[0], int(place[:-1])))
+    return out
+
+
 class S9Test(S3Test):
     corefile = "S9.Corefile"
     domain = "cluster.local."
-    skip = "needs proxy and kubernetes upstream without an address"
 
     @defer.inlineCallbacks
     def test_services(self):
@@ -464,6 +478,10 @@ class S9Test(S3Test):
     def test_probes(self):
         self.assertEqual(self.exits, [])
 
+    def test_deprecations(self):
+        self.assertEqual(deprecations(self.log), [
+            ("kubernetes", "upstream", 7)])
+
     @defer.inlineCallbacks
     def test_health_and_metrics(self):
         yield self.assert_http("HEALTH", "/health")
@@ -474,8 +492,6 @@ class S9Test(S3Test):
 class S10Test(Era):
     corefile = "S10.Corefile"
     kubernetes = True
-    skip = ("needs proxy, kubernetes upstream ADDRESS and an endpoint "
-            "without a scheme")
 
     @defer.inlineCallbacks
     def test_endpoint_pod_names(self):
@@ -493,6 +509,10 @@ class S10Test(Era):
     def test_unknown_names_fall_through(self):
         yield self.assert_answer("legacy.cluster.local.", "A",
                                  ["legacy.cluster.local. A 192.0.2.53"])
+
+    def test_deprecations(self):
+        self.assertEqual(deprecations(self.log), [
+            ("kubernetes", "upstream", 6)])
 
 
 class S11Test(Era):
@@ -524,8 +544,6 @@ class S11Test(Era):
 class S12aTest(Era):
     corefile = "S12a.Corefile"
     kubernetes = True
-    skip = ("needs kubernetes resyncperiod, upstream ADDRESS and "
-            "transfer to")
 
     @defer.inlineCallbacks
     def test_ttl_10(self):
@@ -582,6 +600,13 @@ class S12aTest(Era):
         self.assertIn("foo.default.svc.cluster.local. A 10.0.0.10",
                       records(m))
 
+    def test_deprecations(self):
+        """One notice per removed option, at its line."""
+        self.assertEqual(deprecations(self.log), [
+            ("kubernetes", "resyncperiod", 3),
+            ("kubernetes", "upstream", 10),
+            ("kubernetes", "transfer", 12)])
+
 
 class S12bTest(S12aTest):
     corefile = "S12b.Corefile"
@@ -591,6 +616,12 @@ class S12bTest(S12aTest):
         # noendpoints: services answer their ClusterIP without endpoints.
         name = "empty.default.svc.cluster.local."
         yield self.assert_answer(name, "A", [name + " 10 IN A 10.0.0.20"])
+
+    def test_deprecations(self):
+        self.assertEqual(deprecations(self.log), [
+            ("kubernetes", "resyncperiod", 3),
+            ("kubernetes", "upstream", 9),
+            ("kubernetes", "transfer", 11)])
 
     @defer.inlineCallbacks
     def test_endpoint_pod_names(self):

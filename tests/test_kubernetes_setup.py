@@ -7,11 +7,16 @@ from corednstw.plugins.kubernetes import directive
 from tests.support import util
 
 
-class SetupTest(unittest.TestCase):
+class Loader(unittest.TestCase):
+    """Loads a Corefile with one kubernetes directive."""
 
-    def load(self, body, zones="cluster.local", key=".:0"):
-        text = "%s {\n    kubernetes %s {\n        endpoint http://127.0.0.1:1\n%s    }\n}\n" % (
-            key, zones, "".join("        %s\n" % x for x in body))
+    def load(self, body, zones="cluster.local", key=".:0",
+             endpoint="http://127.0.0.1:1"):
+        """The kubernetes plugin of a Corefile whose options are ``body``
+        (one line each, from line 4 on: line 3 is the endpoint)."""
+        text = ("%s {\n    kubernetes %s {\n        endpoint %s\n%s    }\n"
+                "}\n" % (key, zones, endpoint,
+                         "".join("        %s\n" % x for x in body)))
         d = util.write_files(self, {"Corefile": text})
         from corednstw.service.app import App
         app = App(d + "/Corefile", dns_port=0)
@@ -21,12 +26,16 @@ class SetupTest(unittest.TestCase):
     def bad(self, body, msg, zones="cluster.local"):
         e = self.assertRaises(corefile.CorefileError, self.load, body, zones)
         self.assertIn(msg, str(e))
+        return e
+
+
+class SetupTest(Loader):
 
     def test_defaults(self):
         k = self.load([])
         self.assertEqual(k.zones, ["cluster.local."])
-        self.assertEqual((k.ttl, k.pod_mode, k.startup_timeout), (5, "disabled",
-                                                                  5.0))
+        self.assertEqual((k.ttl, k.pod_mode, k.startup_timeout),
+                         (5, "disabled", 5.0))
         self.assertTrue(k.endpoints)
         self.assertIsNone(k.fall)
 
@@ -124,3 +133,126 @@ class SetupTest(unittest.TestCase):
         e = self.assertRaises(corefile.CorefileError,
                               App(d + "/Corefile", dns_port=0).load)
         self.assertIn("only be used once", str(e))
+
+
+class OptionLineTest(Loader):
+    """An error in an option names the option's line; rules across
+    options name the directive's."""
+
+    def test_option_errors(self):
+        for body in (["pods nope"], ["ttl 3601"], ["ttl x"], ["ttl"],
+                     ["ignore nothing"], ["labels a=(b"], ["tls a b"],
+                     ["startup_timeout 5x"], ["apiserver_qps -1"],
+                     ["apiserver_burst x"], ["bogus"], ["kubeconfig"],
+                     ["kubeconfig /nonexistent/kubeconfig"],
+                     ["resyncperiod"], ["upstream nope"],
+                     ["transfer from 10.0.0.1"]):
+            e = self.bad(["ttl 5"] + body, "plugin/kubernetes: ")
+            self.assertEqual(e.line, 5, body)
+
+    def test_rules_across_options(self):
+        e = self.bad(["namespaces a", "namespace_labels x=y"],
+                     "namespaces and namespace_labels cannot both be set")
+        self.assertEqual(e.line, 2)
+        e = self.bad(["zonal", "noendpoints"], "zonal requires")
+        self.assertEqual(e.line, 2)
+
+
+class EndpointTest(Loader):
+    """endpoint host:port: client-go's default scheme, as CoreDNS 1.x
+    Corefiles (kubectl proxy on 127.0.0.1:8001) relied on."""
+
+    def test_no_scheme_is_http(self):
+        for written in ("127.0.0.1:8001", "localhost:8001", "[::1]:8001"):
+            k = self.load([], endpoint=written)
+            self.assertEqual(k.conn_opts["endpoint"], "http://" + written)
+
+    def test_no_scheme_with_tls_is_https(self):
+        k = self.load(["tls c k ca"], endpoint="k8s:6443")
+        self.assertEqual(k.conn_opts["endpoint"], "https://k8s:6443")
+
+    def test_scheme_kept(self):
+        for written in ("http://k8s:8080", "https://k8s:6443"):
+            k = self.load([], endpoint=written)
+            self.assertEqual(k.conn_opts["endpoint"], written)
+
+
+class DeprecatedTest(Loader):
+    """Options CoreDNS removed are accepted with one notice each, at
+    their own line, naming what to do today."""
+
+    def setUp(self):
+        self.log = util.capture_log(self)
+
+    def notices(self):
+        return [x for x in self.log.lines if x.startswith("[WARNING]")]
+
+    def assertNotice(self, text, line=4):
+        [notice] = self.notices()
+        self.assertTrue(notice.startswith(
+            "[WARNING] plugin/kubernetes: " + text + " ("), notice)
+        self.assertTrue(notice.endswith("Corefile:%d)" % line), notice)
+
+    def test_resyncperiod(self):
+        k = self.load(["resyncperiod 30s"])
+        self.assertNotice(directive.RESYNC_GONE)
+        self.assertIn("no longer needed", directive.RESYNC_GONE)
+        self.assertEqual(k.ttl, 5)
+
+    def test_resyncperiod_errors(self):
+        self.bad(["resyncperiod"], "Wrong argument count")
+        self.bad(["resyncperiod 5x"], "unable to parse resync duration "
+                 "value: '5x': time: invalid duration")
+
+    def test_upstream_without_address(self):
+        k = self.load(["upstream"])
+        self.assertIsNone(k.upstream)
+        self.assertNotice(directive.UPSTREAM_GONE)
+        self.assertIn("resolved through the server itself; remove it",
+                      directive.UPSTREAM_GONE)
+
+    def test_upstream_addresses(self):
+        k = self.load(["upstream 10.0.0.1 10.0.0.2:5353 [::1]:5354"])
+        self.assertEqual(k.upstream.servers, [
+            ("10.0.0.1", 53), ("10.0.0.2", 5353), ("::1", 5354)])
+        self.assertNotice(directive.UPSTREAM_GONE
+                          + directive.UPSTREAM_ADDRESSES)
+
+    def test_upstream_resolv_conf(self):
+        d = util.write_files(self, {
+            "resolv.conf": "search example.test\nnameserver 10.0.0.53\n"
+                           "nameserver fe80::1%eth0\noptions ndots:5\n",
+            "empty.conf": "# nothing\n"})
+        k = self.load(["upstream %s/resolv.conf 10.0.0.1:54" % d])
+        self.assertEqual(k.upstream.servers, [
+            ("10.0.0.53", 53), ("fe80::1", 53), ("10.0.0.1", 54)])
+        self.bad(["upstream %s/empty.conf" % d], "no nameservers found")
+
+    def test_upstream_errors(self):
+        self.bad(["upstream nope"], 'not an IP address or file: "nope"')
+        self.bad(["upstream 10.0.0.1:99999"], "not an IP address or file")
+
+    def test_transfer_to(self):
+        k = self.load(["transfer to 127.0.0.1 10.0.0.1:5300",
+                       "transfer to *"])
+        self.assertEqual(k.transfer_to, [("127.0.0.1", 53),
+                                         ("10.0.0.1", 5300), "*"])
+        notices = self.notices()
+        self.assertEqual(len(notices), 2)
+        for line, notice in zip((4, 5), notices):
+            self.assertTrue(notice.startswith(
+                "[WARNING] plugin/kubernetes: " + directive.TRANSFER_GONE))
+            self.assertTrue(notice.endswith("Corefile:%d)" % line))
+        self.assertIn("use the transfer plugin", directive.TRANSFER_GONE)
+
+    def test_transfer_errors(self):
+        self.bad(["transfer"], "Wrong argument count")
+        self.bad(["transfer to"], "Wrong argument count")
+        self.bad(["transfer nowhere 10.0.0.1"], "Wrong argument count")
+        self.bad(["transfer from 10.0.0.1"],
+                 "can't use `transfer from` when not being a secondary")
+        self.bad(["transfer to nope"], "must specify an IP address: `nope'")
+
+    def test_current_options_no_notice(self):
+        self.load(["pods verified", "ttl 10", "fallthrough"])
+        self.assertEqual(self.notices(), [])

@@ -6,7 +6,8 @@ The package: ``plugin`` (the Kubernetes plugin: answers and life cycle),
 zone transfer records), ``names`` (query-name parsing), ``records``
 (JSON to compact records), ``store`` (the indexed view on the reactor
 thread), ``watch`` (list/watch threads and the REST client metrics),
-``selector`` (label selectors).
+``selector`` (label selectors), ``upstream`` (the old ``upstream
+ADDRESS...`` resolvers).
 """
 
 from corednstw.plugins.kubernetes.directive import setup

@@ -1,6 +1,8 @@
 """Parsing the kubernetes directive and its options into a Kubernetes
 plugin (CoreDNS's kubernetes setup.go), with the kubeconfig checks
-client-go makes at setup."""
+client-go makes at setup, and the options of CoreDNS 1.x since removed
+(``resyncperiod``, ``upstream``, ``transfer to``) accepted with a
+deprecation notice."""
 
 import os
 
@@ -8,119 +10,43 @@ from corednstw.core import logger
 from corednstw.core.durations import parse_duration
 from corednstw.core.plugin import Fallthrough, zones_from_args
 from corednstw.plugins.kubernetes import selector as sel
+from corednstw.plugins.kubernetes import upstream as up
 from corednstw.plugins.kubernetes.names import is_reverse
 from corednstw.plugins.kubernetes.plugin import Kubernetes
+from corednstw.plugins.transfer import parse_peer
 
 POD_MODES = ("disabled", "verified", "insecure")
 
+UPSTREAM_GONE = ("upstream was removed in CoreDNS 1.7.0: ExternalName "
+                 "targets are resolved through the server itself; remove it")
+UPSTREAM_ADDRESSES = (" (its addresses are still asked here, as CoreDNS "
+                      "1.3 did)")
+RESYNC_GONE = ("resyncperiod was removed in CoreDNS 1.7.0 and is ignored: "
+               "no longer needed, the watches keep the data current; "
+               "remove it")
+TRANSFER_GONE = ("transfer in kubernetes was removed in CoreDNS 1.8.0: use "
+                 "the transfer plugin (transfer ZONE { to ADDRESS... })")
+
 
 def setup(d, block):
+    """The plugin of one ``kubernetes`` directive.  An option's error
+    names the option's own line, so a user finds it in a long block."""
     zones = zones_from_args(d.args, block)
     if not any(not is_reverse(z) for z in zones):
         raise d.error("non-reverse zone name must be used")
     k = Kubernetes(zones)
-    opts = k.conn_opts
     for c in d.children:
-        name, args = c.name, c.args
-        if name == "endpoint_pod_names":
-            if args:
-                raise c.arg_error()
-            k.podnames = True
-        elif name == "pods":
-            if len(args) != 1:
-                raise c.arg_error()
-            if args[0] not in POD_MODES:
-                raise d.error("wrong value for pods: %s,  must be one of: "
-                              "disabled, verified, insecure" % args[0])
-            k.pod_mode = args[0]
-        elif name == "namespaces":
-            if not args:
-                raise c.arg_error()
-            k.namespaces.update(args)
-        elif name == "endpoint":
-            if not args:
-                raise c.arg_error()
-            if len(args) > 1:
-                logger.warning("kubernetes", "Multiple endpoints have been "
-                            "deprecated, only the first specified endpoint "
-                            "'%s' is used" % args[0])
-            opts["endpoint"] = args[0]
-        elif name == "tls":
-            if len(args) != 3:
-                raise c.arg_error()
-            opts["tls"] = tuple(args)
-        elif name in ("labels", "namespace_labels"):
-            if not args:
-                raise c.arg_error()
-            text = " ".join(args)
-            try:
-                sel.parse(text)
-            except sel.SelectorError as e:
-                what = "label" if name == "labels" else "namespace_label"
-                raise d.error("unable to parse %s selector value: '%s': %s"
-                              % (what, text, e))
-            if name == "labels":
-                k.labels = text
-            else:
-                k.namespace_labels = text
-        elif name == "fallthrough":
-            k.fall = Fallthrough.parse(args)
-        elif name == "ttl":
-            if not args:
-                raise c.arg_error()
-            try:
-                t = int(args[0])
-            except ValueError:
-                raise d.error("invalid ttl %r" % args[0])
-            if t < 0 or t > 3600:
-                raise d.error("ttl must be in range [0, 3600]: %d" % t)
-            k.ttl = t
-        elif name == "noendpoints":
-            if args:
-                raise c.arg_error()
-            k.endpoints = False
-        elif name == "zonal":
-            if args:
-                raise c.arg_error()
-            k.zonal = True
-        elif name == "ignore":
-            if args:
-                if args[0] != "empty_service":
-                    raise d.error("unable to parse ignore value: '%s'"
-                                  % args[0])
-                k.ignore_empty = True
-        elif name == "kubeconfig":
-            if len(args) not in (1, 2):
-                raise c.arg_error()
-            opts["kubeconfig"] = args[0]
-            opts["context"] = args[1] if len(args) == 2 else None
-            problem = kubeconfig_error(*args)
-            if problem:
-                raise d.error(problem)
-        elif name == "multicluster":
-            k.multicluster = zones_from_args(args, _NoBlock)
-        elif name == "startup_timeout":
-            if not args:
-                raise c.arg_error()
-            try:
-                k.startup_timeout = parse_duration(args[0])
-            except ValueError as e:
-                raise d.error("failed to parse startup_timeout: %s, %s"
-                              % (args[0], e))
-        elif name in ("apiserver_qps", "apiserver_burst",
-                      "apiserver_max_inflight"):
-            if len(args) != 1:
-                raise c.arg_error()
-            try:
-                v = float(args[0]) if name == "apiserver_qps" else int(args[0])
-            except ValueError:
-                raise d.error("invalid %s %r" % (name, args[0]))
-            if v < 0:
-                raise d.error("%s must be >= 0" % name)
-            opts[{"apiserver_qps": "qps", "apiserver_burst": "burst",
-                  "apiserver_max_inflight": "inflight"}[name]] = v
-        else:
-            raise d.error("unknown property '%s'" % name)
+        option = OPTIONS.get(c.name)
+        if option is None:
+            raise c.error("unknown property '%s'" % c.name)
+        option(c, k, block)
+    _check(d, k, zones)
+    _default_scheme(k.conn_opts)
+    return k
+
+
+def _check(d, k, zones):
+    """Rules across options, reported at the directive's line."""
     if k.namespaces and k.namespace_labels:
         raise d.error("namespaces and namespace_labels cannot both be set")
     for z in k.multicluster:
@@ -130,13 +56,231 @@ def setup(d, block):
     if k.zonal and not k.endpoints:
         raise d.error("zonal requires the endpoint cache; remove "
                       "noendpoints")
+    opts = k.conn_opts
     if not opts.get("endpoint") and not opts.get("kubeconfig"):
         if not (os.environ.get("KUBERNETES_SERVICE_HOST")
                 and os.environ.get("KUBERNETES_SERVICE_PORT")):
             raise d.error("unable to load in-cluster configuration, "
                           "KUBERNETES_SERVICE_HOST and "
                           "KUBERNETES_SERVICE_PORT must be defined")
-    return k
+
+
+def _default_scheme(opts):
+    """An endpoint written host:port gets client-go's default scheme:
+    https when ``tls`` gives certificates, http otherwise (CoreDNS 1.x
+    Corefiles often name ``kubectl proxy`` as 127.0.0.1:8001)."""
+    endpoint = opts.get("endpoint")
+    if endpoint and "://" not in endpoint:
+        scheme = "https://" if opts.get("tls") else "http://"
+        opts["endpoint"] = scheme + endpoint
+
+
+def _no_args(c):
+    if c.args:
+        raise c.arg_error()
+
+
+def _one_or_more(c):
+    if not c.args:
+        raise c.arg_error()
+
+
+# -- the options, one function each: (line, plugin, block) --------------------
+
+def _endpoint_pod_names(c, k, block):
+    _no_args(c)
+    k.podnames = True
+
+
+def _pods(c, k, block):
+    if len(c.args) != 1:
+        raise c.arg_error()
+    if c.args[0] not in POD_MODES:
+        raise c.error("wrong value for pods: %s,  must be one of: "
+                      "disabled, verified, insecure" % c.args[0])
+    k.pod_mode = c.args[0]
+
+
+def _namespaces(c, k, block):
+    _one_or_more(c)
+    k.namespaces.update(c.args)
+
+
+def _endpoint(c, k, block):
+    _one_or_more(c)
+    if len(c.args) > 1:
+        logger.warning("kubernetes", "Multiple endpoints have been "
+                       "deprecated, only the first specified endpoint "
+                       "'%s' is used" % c.args[0])
+    k.conn_opts["endpoint"] = c.args[0]
+
+
+def _tls(c, k, block):
+    if len(c.args) != 3:
+        raise c.arg_error()
+    k.conn_opts["tls"] = tuple(c.args)
+
+
+def _labels(c, k, block):
+    _one_or_more(c)
+    text = " ".join(c.args)
+    try:
+        sel.parse(text)
+    except sel.SelectorError as e:
+        what = "label" if c.name == "labels" else "namespace_label"
+        raise c.error("unable to parse %s selector value: '%s': %s"
+                      % (what, text, e)) from e
+    if c.name == "labels":
+        k.labels = text
+    else:
+        k.namespace_labels = text
+
+
+def _fallthrough(c, k, block):
+    k.fall = Fallthrough.parse(c.args)
+
+
+def _ttl(c, k, block):
+    _one_or_more(c)
+    try:
+        t = int(c.args[0])
+    except ValueError as e:
+        raise c.error("invalid ttl %r" % c.args[0]) from e
+    if t < 0 or t > 3600:
+        raise c.error("ttl must be in range [0, 3600]: %d" % t)
+    k.ttl = t
+
+
+def _noendpoints(c, k, block):
+    _no_args(c)
+    k.endpoints = False
+
+
+def _zonal(c, k, block):
+    _no_args(c)
+    k.zonal = True
+
+
+def _ignore(c, k, block):
+    if c.args:
+        if c.args[0] != "empty_service":
+            raise c.error("unable to parse ignore value: '%s'" % c.args[0])
+        k.ignore_empty = True
+
+
+def _kubeconfig(c, k, block):
+    if len(c.args) not in (1, 2):
+        raise c.arg_error()
+    k.conn_opts["kubeconfig"] = c.args[0]
+    k.conn_opts["context"] = c.args[1] if len(c.args) == 2 else None
+    problem = kubeconfig_error(*c.args)
+    if problem:
+        raise c.error(problem)
+
+
+def _multicluster(c, k, block):
+    k.multicluster = zones_from_args(c.args, _NoBlock)
+
+
+def _startup_timeout(c, k, block):
+    _one_or_more(c)
+    try:
+        k.startup_timeout = parse_duration(c.args[0])
+    except ValueError as e:
+        raise c.error("failed to parse startup_timeout: %s, %s"
+                      % (c.args[0], e)) from e
+
+
+def _apiserver(c, k, block):
+    if len(c.args) != 1:
+        raise c.arg_error()
+    name = c.name
+    try:
+        v = float(c.args[0]) if name == "apiserver_qps" else int(c.args[0])
+    except ValueError as e:
+        raise c.error("invalid %s %r" % (name, c.args[0])) from e
+    if v < 0:
+        raise c.error("%s must be >= 0" % name)
+    k.conn_opts[{"apiserver_qps": "qps", "apiserver_burst": "burst",
+                 "apiserver_max_inflight": "inflight"}[name]] = v
+
+
+# -- options of CoreDNS 1.0 to 1.7 since removed ------------------------------
+
+def _resyncperiod(c, k, block):
+    """Parsed as 1.5 did, then ignored: the informers' periodic resync
+    only replayed the cache; our watches need none."""
+    _one_or_more(c)
+    try:
+        parse_duration(c.args[0], strict=True)
+    except ValueError as e:
+        raise c.error("unable to parse resync duration value: '%s': %s"
+                      % (c.args[0], e)) from e
+    c.deprecated(RESYNC_GONE)
+
+
+def _upstream(c, k, block):
+    """Without addresses: through the server itself (what every CoreDNS
+    release since 1.4 does anyway).  With addresses: through them, as
+    1.1 to 1.3 did."""
+    if not c.args:
+        k.upstream = None
+        c.deprecated(UPSTREAM_GONE)
+        return
+    try:
+        servers = up.parse_servers(c.args, up.file_finder(c, block))
+    except (ValueError, OSError) as e:
+        raise c.error(str(e)) from e
+    if not servers:
+        raise c.error("no nameservers found in %s" % " ".join(c.args))
+    k.upstream = up.Upstream(servers)
+    c.deprecated(UPSTREAM_GONE + UPSTREAM_ADDRESSES)
+
+
+def _transfer(c, k, block):
+    """``transfer to ADDRESS...``: the kubernetes zones may be transferred
+    to these addresses, as a transfer plugin with them would allow."""
+    if not c.args:
+        raise c.arg_error()
+    if c.args[0] == "from":
+        raise c.error("can't use `transfer from` when not being a "
+                      "secondary")
+    if c.args[0] != "to" or len(c.args) < 2:
+        raise c.arg_error()
+    for h in c.args[1:]:
+        if h == "*":
+            k.transfer_to.append(h)
+            continue
+        try:
+            k.transfer_to.append(parse_peer(h))
+        except ValueError as e:
+            raise c.error("must specify an IP address: `%s'" % h) from e
+    c.deprecated(TRANSFER_GONE)
+
+
+OPTIONS = {
+    "endpoint_pod_names": _endpoint_pod_names,
+    "pods": _pods,
+    "namespaces": _namespaces,
+    "endpoint": _endpoint,
+    "tls": _tls,
+    "labels": _labels,
+    "namespace_labels": _labels,
+    "fallthrough": _fallthrough,
+    "ttl": _ttl,
+    "noendpoints": _noendpoints,
+    "zonal": _zonal,
+    "ignore": _ignore,
+    "kubeconfig": _kubeconfig,
+    "multicluster": _multicluster,
+    "startup_timeout": _startup_timeout,
+    "apiserver_qps": _apiserver,
+    "apiserver_burst": _apiserver,
+    "apiserver_max_inflight": _apiserver,
+    "resyncperiod": _resyncperiod,
+    "upstream": _upstream,
+    "transfer": _transfer,
+}
 
 
 def kubeconfig_error(path, context=None):

@@ -30,6 +30,7 @@ from corednstw.plugins.kubernetes.names import (
     port_ok,
 )
 from corednstw.plugins.metadata import set_value
+from corednstw.plugins.transfer import Transfer, Xfr
 
 DNS_SCHEMA_VERSION = "1.1.0"
 TXT_VERSION = w.txt_rdata(DNS_SCHEMA_VERSION)
@@ -59,6 +60,9 @@ class Kubernetes(Plugin):
         self.conn_opts = {}
         self.labels = None
         self.namespace_labels = None
+        self.upstream = None        # None: through the server itself
+        self.transfer_to = []       # kubernetes' own ``transfer to``
+        self._xfr = None
         self.store = None
         self.local_ips = []
         self.watchers = []
@@ -67,7 +71,7 @@ class Kubernetes(Plugin):
         self._fast = ({}, {})       # A, AAAA: qname -> rdata list
         self._fast_version = -1
 
-    # -- readiness ---------------------------------------------------------------
+    # -- readiness ------------------------------------------------------------
 
     def ready(self):
         return self.store is not None and self.store.synced
@@ -91,6 +95,7 @@ class Kubernetes(Plugin):
     def start(self):
         reactor = self.reactor
         self.local_ips = self._bound_ips()
+        self._xfr = self._transfer_plugin()
         if self._inherited:
             return None
         self.store = self.make_store()
@@ -102,6 +107,19 @@ class Kubernetes(Plugin):
         for wr in self.watchers:
             wr.start()
         return self._wait_synced()
+
+    def _transfer_plugin(self):
+        """For ``transfer to``: a transfer plugin of our own, over the
+        plugin's zones, that hands AXFR and IXFR of them to the block's
+        Transferers (this plugin among them) as ``transfer`` would."""
+        if not self.transfer_to:
+            return None
+        t = Transfer()
+        t.xfrs.append(Xfr(self.zones, self.transfer_to, None))
+        t.block = self.block
+        t.reactor = self.reactor
+        t.next = _REFUSE
+        return t
 
     def make_store(self):
         kinds = [st.SERVICES, st.NAMESPACES]
@@ -183,7 +201,7 @@ class Kubernetes(Plugin):
             wr.stop()
         self.watchers = []
 
-    # -- serving ------------------------------------------------------------------
+    # -- serving --------------------------------------------------------------
 
     def serve(self, req):
         qtype = req.qtype
@@ -206,6 +224,8 @@ class Kubernetes(Plugin):
         if zone is None:
             return self.next.serve(req)
         if qtype == w.AXFR or qtype == w.IXFR:
+            if self._xfr is not None:
+                return self._xfr.serve(req)
             return Response(w.REFUSED, plugin=self.name)
         name = req.name
         zcase = name[len(name) - len(zone):] if zone != "." else "."
@@ -299,7 +319,7 @@ class Kubernetes(Plugin):
             _join("ns.dns", zcase), _join("hostmaster", zcase), serial,
             7200, 1800, 86400, self.ttl))
 
-    # -- the general path ---------------------------------------------------------
+    # -- the general path -----------------------------------------------------
 
     def _answer(self, req, qtype, zone, zcase, base):
         """(rcode or NAME_ERROR, answer, additional, tc), or a Deferred."""
@@ -467,7 +487,7 @@ class Kubernetes(Plugin):
                 out.append((t, ip, rd, p[2], target))
         return out if found else NAME_ERROR
 
-    # -- address records, CNAMEs of ExternalName services --------------------------
+    # -- address records, CNAMEs of ExternalName services ---------------------
 
     def _address(self, req, qtype, qname, name, zone, zcase, base, prev):
         """CoreDNS's plugin.A/AAAA: (rcode, records, [], tc), or a
@@ -512,8 +532,9 @@ class Kubernetes(Plugin):
 
     def _upstream(self, req, qtype, records, pending):
         """Finish the CNAMEs whose targets lie outside the plugin (through
-        the whole server, CoreDNS's upstream) or behind another Deferred."""
-        lookup = self.block.config.app.lookup
+        the whole server, CoreDNS's upstream, or the ``upstream``
+        addresses) or behind another Deferred."""
+        lookup = self._lookup
         ds = []
         for _, cname, target in pending:
             if isinstance(target, defer.Deferred):
@@ -538,7 +559,14 @@ class Kubernetes(Plugin):
             return 0, out, [], tc
         return defer.DeferredList(ds, consumeErrors=True).addCallback(done)
 
-    # -- SRV ---------------------------------------------------------------
+    def _lookup(self, target, qtype, parent):
+        """A Deferred Response for ``target``: from the ``upstream``
+        addresses when given, else through the server itself."""
+        if self.upstream is not None:
+            return self.upstream.lookup(self.reactor, target, qtype)
+        return self.block.config.app.lookup(target, qtype, parent=parent)
+
+    # -- SRV ------------------------------------------------------------------
 
     def _srv(self, req, zone, zcase, base):
         found = self._services(req.qname, zone, zcase, base, w.SRV)
@@ -562,13 +590,14 @@ class Kubernetes(Plugin):
                 dup.add((target.lower(), host))
                 extra.append(w.RR(target, t, ttl, rd))
         return 0, answer, extra, False
-    # -- zone transfers (the transfer plugin's interface) --------------------------
+
+    # -- zone transfers (the transfer plugin's interface) ---------------------
 
     def transfer_records(self, zone, serial):
         """CoreDNS's Transfer (see answers.transfer)."""
         return answers.transfer(self, zone, serial)
 
-    # -- metadata (the metadata plugin's interface) -----------------------------
+    # -- metadata (the metadata plugin's interface) ---------------------------
 
     def metadata(self, req):
         """Publish kubernetes/... for the metadata plugin: the client pod
@@ -606,6 +635,18 @@ class Kubernetes(Plugin):
         set_value(req, "kubernetes/namespace", r.namespace)
         set_value(req, "kubernetes/kind", r.kind)
 
+
+class _Refuse(Plugin):
+    """What our own transfer plugin passes on is REFUSED, as are AXFR
+    and IXFR reaching the kubernetes plugin without ``transfer to``."""
+
+    name = "kubernetes"
+
+    def serve(self, req):
+        return Response(w.REFUSED, plugin=self.name)
+
+
+_REFUSE = _Refuse()
 
 
 def _join(label, zone):

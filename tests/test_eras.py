@@ -396,7 +396,6 @@ class S6Test(Era):
 
 class S7Test(Era):
     corefile = "S7.Corefile"
-    skip = "needs proxy and file records below the zone"
 
     @defer.inlineCallbacks
     def test_delegation(self):

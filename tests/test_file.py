@@ -425,3 +425,89 @@ class Wire(unittest.TestCase):
         m = yield util.query(app.port(), "big.big.test", "TXT", proto="tcp")
         self.assertEqual(len(util.rrs(m)), 10)
 
+
+
+# -- a file whose SOA lies below the block's zone -----------------------------
+
+ORG = """\
+$ORIGIN example.org.
+@	3600 IN	SOA sns.dns.icann.org. noc.dns.icann.org. (
+				2017042745 7200 3600 1209600 3600 )
+	3600 IN NS a.iana-servers.net.
+	3600 IN NS b.iana-servers.net.
+www     IN A     127.0.0.1
+        IN AAAA  ::1
+"""
+ORG_SOA = ("example.org. 3600 IN SOA sns.dns.icann.org. noc.dns.icann.org. "
+           "2017042745 7200 3600 1209600 3600")
+ORG_NS = ["example.org. 3600 IN NS a.iana-servers.net.",
+          "example.org. 3600 IN NS b.iana-servers.net."]
+
+
+class BelowTheZone(unittest.TestCase):
+    """``. { file db.example.org }``: the file takes the block's zone
+    ``.``, as CoreDNS loads it.  The example.org SOA is the zone's SOA
+    all the same (CoreDNS keeps the last SOA whatever its owner), and the
+    example.org NS records, not at the apex, are a delegation."""
+
+    def test_parsed_with_origin_root(self):
+        d = util.write_files(self, {"db": ORG})
+        z = authority.parse_file(os.path.join(d, "db"), ".")
+        self.assertEqual(z.soa.name, "example.org.")
+        self.assertEqual(z.ns, [])
+        self.assertEqual(sorted(authority.wire_text(k) for k in z.wires),
+                         ["example.org.", "www.example.org."])
+
+    def test_last_soa_wins(self):
+        d = util.write_files(self, {
+            "db": ORG + "sub 60 IN SOA ns a 9 2 3 4 5\n"})
+        z = authority.parse_file(os.path.join(d, "db"), ".")
+        self.assertEqual((z.soa.name, z.serial), ("sub.example.org.", 9))
+
+    def test_names_outside_the_origin_kept(self):
+        # A file for example.org loaded as example.net: CoreDNS keeps
+        # every record; the example.org SOA is example.net's SOA.
+        d = util.write_files(self, {"db": ORG})
+        z = authority.parse_file(os.path.join(d, "db"), "example.net.")
+        self.assertEqual(z.soa.name, "example.org.")
+        self.assertEqual(len(z.wires), 2)
+        direct = util.Direct(self, "example.net:0 {\n    file %s/db\n}\n"
+                             % d)
+        cases.run_direct(self, direct, [
+            Case("www.example.net.", "A", "NXDOMAIN", aa=True,
+                 ns=[ORG_SOA]),
+            Case("example.net.", "SOA", aa=True, answer=[ORG_SOA])])
+
+    def test_in_zone_cname_to_a_name_outside(self):
+        # The target's records are in the file: answered from there, as
+        # CoreDNS's tree holds them, without asking the server.
+        d = util.write_files(self, {
+            "db": "$ORIGIN example.org.\n@ 60 IN SOA ns a 1 2 3 4 5\n"
+                  "ext 60 IN CNAME www.example.net.\n"
+                  "www.example.net. 60 IN A 192.0.2.7\n"})
+        direct = util.Direct(self, "example.org:0 {\n    file %s/db\n}\n"
+                             % d)
+        cases.run_direct(self, direct, [
+            Case("ext.example.org.", "A", aa=True, answer=[
+                "ext.example.org. 60 IN CNAME www.example.net.",
+                "www.example.net. 60 IN A 192.0.2.7"])])
+
+    def test_lookups(self):
+        d = util.write_files(self, {"db": ORG})
+        direct = util.Direct(self, ".:0 {\n    file %s/db\n}\n" % d)
+        referral = {"rcode": "NOERROR", "aa": False, "ns": ORG_NS}
+        nxdomain = {"rcode": "NXDOMAIN", "aa": True, "ns": [ORG_SOA]}
+        cases.run_direct(self, direct, [
+            Case("www.example.org.", "A", **referral),
+            Case("www.example.org.", "AAAA", **referral),
+            Case("nope.example.org.", "A", **referral),
+            Case("example.org.", "SOA", **referral),
+            Case("www.baidu.com.", "A", **nxdomain),
+            Case("example.com.", "A", **nxdomain),
+            # An empty non-terminal on the way to example.org: NODATA.
+            Case("org.", "A", aa=True, ns=[ORG_SOA]),
+            # The apex: the zone's SOA, and no NS records of its own.
+            Case(".", "SOA", aa=True, answer=[ORG_SOA]),
+            Case(".", "NS", aa=True),
+        ])
+

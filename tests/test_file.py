@@ -17,6 +17,7 @@ from corednstw.core.request import make_query
 from corednstw.engines import authority
 from tests.support import cases, util
 from tests.support.cases import Case
+from tests.support.upstream import Upstream
 
 ZONES = os.path.join(util.REPO, "tests", "zones")
 
@@ -510,4 +511,124 @@ class BelowTheZone(unittest.TestCase):
             Case(".", "SOA", aa=True, answer=[ORG_SOA]),
             Case(".", "NS", aa=True),
         ])
+
+
+# -- CNAME targets outside the zone -------------------------------------------
+
+EXT = """\
+$ORIGIN example.org.
+@	3600 IN	SOA sns.dns.icann.org. noc.dns.icann.org. (
+				2017042745 7200 3600 1209600 3600 )
+	3600 IN NS a.iana-servers.net.
+www      3600 IN CNAME www.example.net.
+chain1   3600 IN CNAME nxdomain
+nxdomain 3600 IN CNAME nxdomain.example.net.
+chain2   3600 IN CNAME srvfail
+srvfail  3600 IN CNAME srvfail.example.net.
+chain3   3600 IN CNAME nodata
+nodata   3600 IN CNAME nodata.example.net.
+"""
+EXT_NS = ["example.org. 3600 IN NS a.iana-servers.net."]
+
+
+def cname(owner, target):
+    return "%s.example.org. 3600 IN CNAME %s" % (owner, target)
+
+
+class ExternalCname(unittest.TestCase):
+    """A CNAME whose target is outside the zone: the target is asked of
+    the server itself (CoreDNS's upstream), the answer carries the CNAME
+    chain, the target's records and that lookup's rcode; the authority
+    section follows the rcode (SOA for NXDOMAIN and NODATA, else NS)."""
+
+    def setUp(self):
+        self.dir = util.write_files(self, {"db": EXT})
+
+    @defer.inlineCallbacks
+    def serve(self, corefile):
+        app = yield util.start(self, corefile % {"db": self.dir + "/db"})
+        return app.port()
+
+    def upstream(self):
+        up = Upstream().start()
+        self.addCleanup(up.stop)
+        return up
+
+    @defer.inlineCallbacks
+    def test_forward_answers_the_target(self):
+        up = self.upstream()
+        port = yield self.serve(".:0 {\n    file %%(db)s example.org\n"
+                                "    forward . %s\n}\n" % up.addr())
+        yield cases.run(self, port, [
+            Case("www.example.org.", "A", aa=True, ns=EXT_NS, answer=[
+                cname("www", "www.example.net."),
+                "www.example.net. 300 IN A 192.0.2.1"]),
+            # The upstream's NXDOMAIN ("nx..." names): NXDOMAIN, the SOA.
+            Case("chain1.example.org.", "A", "NXDOMAIN", aa=True,
+                 ns=[ORG_SOA], answer=[
+                     cname("chain1", "nxdomain.example.org."),
+                     cname("nxdomain", "nxdomain.example.net.")]),
+        ])
+        self.assertEqual(up.count("www.example.net.", "A"), 1)
+
+    @defer.inlineCallbacks
+    def test_upstream_servfail(self):
+        up = self.upstream()
+        up.rcode = dns.rcode.SERVFAIL
+        port = yield self.serve(".:0 {\n    file %%(db)s example.org\n"
+                                "    forward . %s\n}\n" % up.addr())
+        yield cases.run(self, port, [
+            Case("www.example.org.", "A", "SERVFAIL", aa=True, ns=EXT_NS,
+                 answer=[cname("www", "www.example.net.")])])
+
+    @defer.inlineCallbacks
+    def test_nothing_can_answer(self):
+        # forward's only upstream is down: the target's lookup fails.
+        port = yield self.serve(".:0 {\n    file %%(db)s example.org\n"
+                                "    forward . 127.0.0.1:%d\n}\n"
+                                % util.free_port())
+        yield cases.run(self, port, [
+            Case("www.example.org.", "A", "SERVFAIL", aa=True, ns=EXT_NS,
+                 answer=[cname("www", "www.example.net.")])])
+
+    @defer.inlineCallbacks
+    def test_no_block_for_the_target(self):
+        # The server refuses the target (no block serves it), which is
+        # not an error for CoreDNS's upstream lookup: NOERROR, the CNAME
+        # alone (its TestZoneExternalCNAMELookupWithoutProxy).
+        port = yield self.serve("example.org:0 {\n    file %(db)s\n}\n")
+        yield cases.run(self, port, [
+            Case("www.example.org.", "A", aa=True, ns=EXT_NS,
+                 answer=[cname("www", "www.example.net.")])])
+
+    def test_rcode_of_the_target_lookup(self):
+        """CoreDNS's TestFileUpstreamError: templates answer the targets
+        with NXDOMAIN, SERVFAIL and NODATA."""
+        direct = util.Direct(self, """\
+.:0 {
+    template ANY A nxdomain.example.net. {
+        rcode NXDOMAIN
+    }
+    template ANY A srvfail.example.net. {
+        rcode SERVFAIL
+    }
+    template ANY A nodata.example.net. {
+    }
+    file %s/db example.org
+}
+""" % self.dir)
+        chains = {"1": "nxdomain", "2": "srvfail", "3": "nodata"}
+        rcodes = {"nxdomain": "NXDOMAIN", "srvfail": "SERVFAIL",
+                  "nodata": "NOERROR"}
+        table = []
+        for n, owner in sorted(chains.items()):
+            last = cname(owner, owner + ".example.net.")
+            ns = EXT_NS if owner == "srvfail" else [ORG_SOA]
+            table.append(Case(owner + ".example.org.", "A", rcodes[owner],
+                              aa=True, ns=ns, answer=[last]))
+            table.append(Case("chain%s.example.org." % n, "A", rcodes[owner],
+                              aa=True, ns=ns, answer=[
+                                  cname("chain" + n, owner + ".example.org."),
+                                  last]))
+        cases.run_direct(self, direct, table)
 

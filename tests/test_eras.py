@@ -39,9 +39,6 @@ UPSTREAM_A = {
 }
 KINDS = {kind: plural for plural, (_, kind) in k8s.KIND_NAMES.items()}
 
-NEEDS_PROXY = "needs proxy"
-NEEDS_REWRITE = "needs rewrite"
-
 
 def upstream_answer(q, proto):
     """The test resolver's rules (UPSTREAM_A)."""
@@ -305,7 +302,6 @@ class S3Test(Era):
 class S4Test(Era):
     corefile = "S4.Corefile"
     kubernetes = True
-    skip = NEEDS_REWRITE
 
     @defer.inlineCallbacks
     def test_routing_by_zone_and_port(self):
@@ -357,7 +353,6 @@ class S4Test(Era):
 
 class S5Test(S4Test):
     corefile = "S5.Corefile"
-    skip = "needs proxy and rewrite"
 
 
 # -- S6, S7, S8: file zones ---------------------------------------------------
@@ -396,7 +391,6 @@ class S6Test(Era):
 
 class S7Test(Era):
     corefile = "S7.Corefile"
-    skip = "needs proxy and file records below the zone"
 
     @defer.inlineCallbacks
     def test_delegation(self):
@@ -419,7 +413,6 @@ class S7Test(Era):
 
 class S8Test(Era):
     corefile = "S8.Corefile"
-    skip = NEEDS_PROXY
 
     @defer.inlineCallbacks
     def test_file(self):
@@ -518,7 +511,6 @@ class S10Test(Era):
 class S11Test(Era):
     corefile = "S11.Corefile"
     kubernetes = True
-    skip = NEEDS_PROXY
 
     @defer.inlineCallbacks
     def test_service_and_ptr(self):

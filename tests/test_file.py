@@ -17,6 +17,7 @@ from corednstw.core.request import make_query
 from corednstw.engines import authority
 from tests.support import cases, util
 from tests.support.cases import Case
+from tests.support.upstream import Upstream
 
 ZONES = os.path.join(util.REPO, "tests", "zones")
 
@@ -424,4 +425,210 @@ class Wire(unittest.TestCase):
         self.assertTrue(m.flags & 0x0200)
         m = yield util.query(app.port(), "big.big.test", "TXT", proto="tcp")
         self.assertEqual(len(util.rrs(m)), 10)
+
+
+
+# -- a file whose SOA lies below the block's zone -----------------------------
+
+ORG = """\
+$ORIGIN example.org.
+@	3600 IN	SOA sns.dns.icann.org. noc.dns.icann.org. (
+				2017042745 7200 3600 1209600 3600 )
+	3600 IN NS a.iana-servers.net.
+	3600 IN NS b.iana-servers.net.
+www     IN A     127.0.0.1
+        IN AAAA  ::1
+"""
+ORG_SOA = ("example.org. 3600 IN SOA sns.dns.icann.org. noc.dns.icann.org. "
+           "2017042745 7200 3600 1209600 3600")
+ORG_NS = ["example.org. 3600 IN NS a.iana-servers.net.",
+          "example.org. 3600 IN NS b.iana-servers.net."]
+
+
+class BelowTheZone(unittest.TestCase):
+    """``. { file db.example.org }``: the file takes the block's zone
+    ``.``, as CoreDNS loads it.  The example.org SOA is the zone's SOA
+    all the same (CoreDNS keeps the last SOA whatever its owner), and the
+    example.org NS records, not at the apex, are a delegation."""
+
+    def test_parsed_with_origin_root(self):
+        d = util.write_files(self, {"db": ORG})
+        z = authority.parse_file(os.path.join(d, "db"), ".")
+        self.assertEqual(z.soa.name, "example.org.")
+        self.assertEqual(z.ns, [])
+        self.assertEqual(sorted(authority.wire_text(k) for k in z.wires),
+                         ["example.org.", "www.example.org."])
+
+    def test_last_soa_wins(self):
+        d = util.write_files(self, {
+            "db": ORG + "sub 60 IN SOA ns a 9 2 3 4 5\n"})
+        z = authority.parse_file(os.path.join(d, "db"), ".")
+        self.assertEqual((z.soa.name, z.serial), ("sub.example.org.", 9))
+
+    def test_names_outside_the_origin_kept(self):
+        # A file for example.org loaded as example.net: CoreDNS keeps
+        # every record; the example.org SOA is example.net's SOA.
+        d = util.write_files(self, {"db": ORG})
+        z = authority.parse_file(os.path.join(d, "db"), "example.net.")
+        self.assertEqual(z.soa.name, "example.org.")
+        self.assertEqual(len(z.wires), 2)
+        direct = util.Direct(self, "example.net:0 {\n    file %s/db\n}\n"
+                             % d)
+        cases.run_direct(self, direct, [
+            Case("www.example.net.", "A", "NXDOMAIN", aa=True,
+                 ns=[ORG_SOA]),
+            Case("example.net.", "SOA", aa=True, answer=[ORG_SOA])])
+
+    def test_in_zone_cname_to_a_name_outside(self):
+        # The target's records are in the file: answered from there, as
+        # CoreDNS's tree holds them, without asking the server.
+        d = util.write_files(self, {
+            "db": "$ORIGIN example.org.\n@ 60 IN SOA ns a 1 2 3 4 5\n"
+                  "ext 60 IN CNAME www.example.net.\n"
+                  "www.example.net. 60 IN A 192.0.2.7\n"})
+        direct = util.Direct(self, "example.org:0 {\n    file %s/db\n}\n"
+                             % d)
+        cases.run_direct(self, direct, [
+            Case("ext.example.org.", "A", aa=True, answer=[
+                "ext.example.org. 60 IN CNAME www.example.net.",
+                "www.example.net. 60 IN A 192.0.2.7"])])
+
+    def test_lookups(self):
+        d = util.write_files(self, {"db": ORG})
+        direct = util.Direct(self, ".:0 {\n    file %s/db\n}\n" % d)
+        referral = {"rcode": "NOERROR", "aa": False, "ns": ORG_NS}
+        nxdomain = {"rcode": "NXDOMAIN", "aa": True, "ns": [ORG_SOA]}
+        cases.run_direct(self, direct, [
+            Case("www.example.org.", "A", **referral),
+            Case("www.example.org.", "AAAA", **referral),
+            Case("nope.example.org.", "A", **referral),
+            Case("example.org.", "SOA", **referral),
+            Case("www.baidu.com.", "A", **nxdomain),
+            Case("example.com.", "A", **nxdomain),
+            # An empty non-terminal on the way to example.org: NODATA.
+            Case("org.", "A", aa=True, ns=[ORG_SOA]),
+            # The apex: the zone's SOA, and no NS records of its own.
+            Case(".", "SOA", aa=True, answer=[ORG_SOA]),
+            Case(".", "NS", aa=True),
+        ])
+
+
+# -- CNAME targets outside the zone -------------------------------------------
+
+EXT = """\
+$ORIGIN example.org.
+@	3600 IN	SOA sns.dns.icann.org. noc.dns.icann.org. (
+				2017042745 7200 3600 1209600 3600 )
+	3600 IN NS a.iana-servers.net.
+www      3600 IN CNAME www.example.net.
+chain1   3600 IN CNAME nxdomain
+nxdomain 3600 IN CNAME nxdomain.example.net.
+chain2   3600 IN CNAME srvfail
+srvfail  3600 IN CNAME srvfail.example.net.
+chain3   3600 IN CNAME nodata
+nodata   3600 IN CNAME nodata.example.net.
+"""
+EXT_NS = ["example.org. 3600 IN NS a.iana-servers.net."]
+
+
+def cname(owner, target):
+    return "%s.example.org. 3600 IN CNAME %s" % (owner, target)
+
+
+class ExternalCname(unittest.TestCase):
+    """A CNAME whose target is outside the zone: the target is asked of
+    the server itself (CoreDNS's upstream), the answer carries the CNAME
+    chain, the target's records and that lookup's rcode; the authority
+    section follows the rcode (SOA for NXDOMAIN and NODATA, else NS)."""
+
+    def setUp(self):
+        self.dir = util.write_files(self, {"db": EXT})
+
+    @defer.inlineCallbacks
+    def serve(self, corefile):
+        app = yield util.start(self, corefile % {"db": self.dir + "/db"})
+        return app.port()
+
+    def upstream(self):
+        up = Upstream().start()
+        self.addCleanup(up.stop)
+        return up
+
+    @defer.inlineCallbacks
+    def test_forward_answers_the_target(self):
+        up = self.upstream()
+        port = yield self.serve(".:0 {\n    file %%(db)s example.org\n"
+                                "    forward . %s\n}\n" % up.addr())
+        yield cases.run(self, port, [
+            Case("www.example.org.", "A", aa=True, ns=EXT_NS, answer=[
+                cname("www", "www.example.net."),
+                "www.example.net. 300 IN A 192.0.2.1"]),
+            # The upstream's NXDOMAIN ("nx..." names): NXDOMAIN, the SOA.
+            Case("chain1.example.org.", "A", "NXDOMAIN", aa=True,
+                 ns=[ORG_SOA], answer=[
+                     cname("chain1", "nxdomain.example.org."),
+                     cname("nxdomain", "nxdomain.example.net.")]),
+        ])
+        self.assertEqual(up.count("www.example.net.", "A"), 1)
+
+    @defer.inlineCallbacks
+    def test_upstream_servfail(self):
+        up = self.upstream()
+        up.rcode = dns.rcode.SERVFAIL
+        port = yield self.serve(".:0 {\n    file %%(db)s example.org\n"
+                                "    forward . %s\n}\n" % up.addr())
+        yield cases.run(self, port, [
+            Case("www.example.org.", "A", "SERVFAIL", aa=True, ns=EXT_NS,
+                 answer=[cname("www", "www.example.net.")])])
+
+    @defer.inlineCallbacks
+    def test_nothing_can_answer(self):
+        # forward's only upstream is down: the target's lookup fails.
+        port = yield self.serve(".:0 {\n    file %%(db)s example.org\n"
+                                "    forward . 127.0.0.1:%d\n}\n"
+                                % util.free_port())
+        yield cases.run(self, port, [
+            Case("www.example.org.", "A", "SERVFAIL", aa=True, ns=EXT_NS,
+                 answer=[cname("www", "www.example.net.")])])
+
+    @defer.inlineCallbacks
+    def test_no_block_for_the_target(self):
+        # The server refuses the target (no block serves it), which is
+        # not an error for CoreDNS's upstream lookup: NOERROR, the CNAME
+        # alone (its TestZoneExternalCNAMELookupWithoutProxy).
+        port = yield self.serve("example.org:0 {\n    file %(db)s\n}\n")
+        yield cases.run(self, port, [
+            Case("www.example.org.", "A", aa=True, ns=EXT_NS,
+                 answer=[cname("www", "www.example.net.")])])
+
+    def test_rcode_of_the_target_lookup(self):
+        """CoreDNS's TestFileUpstreamError: templates answer the targets
+        with NXDOMAIN, SERVFAIL and NODATA."""
+        direct = util.Direct(self, """\
+.:0 {
+    template ANY A nxdomain.example.net. {
+        rcode NXDOMAIN
+    }
+    template ANY A srvfail.example.net. {
+        rcode SERVFAIL
+    }
+    template ANY A nodata.example.net. {
+    }
+    file %s/db example.org
+}
+""" % self.dir)
+        chains = {"1": "nxdomain", "2": "srvfail", "3": "nodata"}
+        rcodes = {"nxdomain": "NXDOMAIN", "srvfail": "SERVFAIL",
+                  "nodata": "NOERROR"}
+        table = []
+        for n, owner in sorted(chains.items()):
+            last = cname(owner, owner + ".example.net.")
+            ns = EXT_NS if owner == "srvfail" else [ORG_SOA]
+            table.append(Case(owner + ".example.org.", "A", rcodes[owner],
+                              aa=True, ns=ns, answer=[last]))
+            table.append(Case("chain%s.example.org." % n, "A", rcodes[owner],
+                              aa=True, ns=ns, answer=[
+                                  cname("chain" + n, owner + ".example.org."),
+                                  last]))
+        cases.run_direct(self, direct, table)
 

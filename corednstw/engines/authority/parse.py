@@ -4,6 +4,15 @@ only runs at load time) or from records received in a zone transfer."""
 import os
 import re
 
+import dns.exception
+import dns.name
+import dns.rdata
+import dns.rdataclass
+import dns.rdatatype
+import dns.tokenizer
+import dns.zone
+import dns.zonefile
+
 from corednstw.core import dnswire as w
 
 from .zone import ZoneData, ZoneError
@@ -35,16 +44,60 @@ def _open_included(filename, encoding="utf-8", **kw):
         return io.StringIO(_absolute_includes(f.read(), filename))
 
 
+class _Transaction(dns.zone.Transaction):
+    """dnspython's zone transaction, except that SOA records go to the
+    zone's ``apart`` list, in file order, whatever their owner."""
+
+    def add(self, *args):
+        if len(args) == 3 and isinstance(args[2], dns.rdata.Rdata) and (
+                args[2].rdtype == dns.rdatatype.SOA):
+            self.zone.apart.append(args)
+            return
+        super().add(*args)
+
+
+class _Zone(dns.zone.Zone):
+    """dnspython's zone, holding the SOA records apart: dnspython refuses
+    an SOA whose owner is not the zone's origin, CoreDNS takes the last
+    one in the file as the zone's SOA whatever its owner."""
+
+    def __init__(self, *args, **kw):
+        super().__init__(*args, **kw)
+        self.apart = []
+
+    def writer(self, replacement=False):
+        txn = _Transaction(self, replacement)
+        txn._setup_version()
+        return txn
+
+
+def _read(text, path, origin):
+    """Every record of the master file text, as CoreDNS's zone parser
+    reads it for ``origin``: relative names and ``@`` start from
+    ``origin``, and no name is dropped for lying outside it (dnspython's
+    zone reader would drop those; it is given the root as its zone and
+    ``origin`` as the origin in force instead)."""
+    zone = _Zone(dns.name.root, dns.rdataclass.IN, relativize=False)
+    with zone.writer(True) as txn:
+        tok = dns.tokenizer.Tokenizer(text, path)
+        reader = dns.zonefile.Reader(tok, dns.rdataclass.IN, txn,
+                                     allow_include=True)
+        reader.current_origin = reader.last_name = dns.name.from_text(origin)
+        reader.read()
+    return zone
+
+
 def parse_file(path, origin):
     """Read the master file ``path`` for ``origin`` into a ZoneData.
 
     Raises ZoneError (unreadable, syntax error, no SOA, NSEC3) and
     OSError (cannot open).  ``$INCLUDE`` paths are taken relative to the
-    including file's directory, at every level.
+    including file's directory, at every level.  As in CoreDNS, the last
+    SOA of the file is the zone's SOA whatever its owner (a file for
+    example.org loaded as ``.`` serves the example.org SOA, and its
+    example.org NS records are a delegation), and names outside
+    ``origin`` are kept.
     """
-    import dns.exception
-    import dns.zone
-    import dns.zonefile
     # dnspython opens included files with its module's open(): route that
     # through the resolver of relative include paths.
     dns.zonefile.open = _open_included
@@ -52,12 +105,10 @@ def parse_file(path, origin):
         text = f.read()
     text = _absolute_includes(text, path)
     try:
-        z = dns.zone.from_text(text, origin=origin, relativize=False,
-                               check_origin=False, filename=path,
-                               allow_include=True)
+        z = _read(text, path, origin)
     except (dns.exception.DNSException, ValueError, OSError) as e:
         raise ZoneError("failed to parse file %s for origin %s with error "
-                        "%s" % (go_quote(path), origin, e))
+                        "%s" % (go_quote(path), origin, e)) from e
     data = ZoneData(origin)
     for name, node in z.nodes.items():
         owner = name.to_wire()
@@ -65,6 +116,9 @@ def parse_file(path, origin):
             for rd in rds:
                 data.insert(owner, w.RR("", rd.rdtype, rds.ttl, rd.to_wire(),
                                         rd.rdclass))
+    for name, ttl, rd in z.apart:
+        data.insert(name.to_wire(), w.RR("", rd.rdtype, ttl, rd.to_wire(),
+                                         rd.rdclass))
     if data.soa is None:
         raise ZoneError("file %s has no SOA record for origin %s"
                         % (go_quote(path), origin))

@@ -57,7 +57,7 @@ def parse_file(path, origin):
                                allow_include=True)
     except (dns.exception.DNSException, ValueError, OSError) as e:
         raise ZoneError("failed to parse file %s for origin %s with error "
-                        "%s" % (go_quote(path), origin, e))
+                        "%s" % (go_quote(path), origin, e)) from e
     data = ZoneData(origin)
     for name, node in z.nodes.items():
         owner = name.to_wire()

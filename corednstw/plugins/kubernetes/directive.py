@@ -58,7 +58,7 @@ def setup(d, block):
             except sel.SelectorError as e:
                 what = "label" if name == "labels" else "namespace_label"
                 raise d.error("unable to parse %s selector value: '%s': %s"
-                              % (what, text, e))
+                              % (what, text, e)) from e
             if name == "labels":
                 k.labels = text
             else:
@@ -70,8 +70,8 @@ def setup(d, block):
                 raise c.arg_error()
             try:
                 t = int(args[0])
-            except ValueError:
-                raise d.error("invalid ttl %r" % args[0])
+            except ValueError as e:
+                raise d.error("invalid ttl %r" % args[0]) from e
             if t < 0 or t > 3600:
                 raise d.error("ttl must be in range [0, 3600]: %d" % t)
             k.ttl = t
@@ -106,15 +106,15 @@ def setup(d, block):
                 k.startup_timeout = parse_duration(args[0])
             except ValueError as e:
                 raise d.error("failed to parse startup_timeout: %s, %s"
-                              % (args[0], e))
+                              % (args[0], e)) from e
         elif name in ("apiserver_qps", "apiserver_burst",
                       "apiserver_max_inflight"):
             if len(args) != 1:
                 raise c.arg_error()
             try:
                 v = float(args[0]) if name == "apiserver_qps" else int(args[0])
-            except ValueError:
-                raise d.error("invalid %s %r" % (name, args[0]))
+            except ValueError as e:
+                raise d.error("invalid %s %r" % (name, args[0])) from e
             if v < 0:
                 raise d.error("%s must be >= 0" % name)
             opts[{"apiserver_qps": "qps", "apiserver_burst": "burst",

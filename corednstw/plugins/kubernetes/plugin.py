@@ -67,7 +67,7 @@ class Kubernetes(Plugin):
         self._fast = ({}, {})       # A, AAAA: qname -> rdata list
         self._fast_version = -1
 
-    # -- readiness ---------------------------------------------------------------
+    # -- readiness ------------------------------------------------------------
 
     def ready(self):
         return self.store is not None and self.store.synced
@@ -183,7 +183,7 @@ class Kubernetes(Plugin):
             wr.stop()
         self.watchers = []
 
-    # -- serving ------------------------------------------------------------------
+    # -- serving --------------------------------------------------------------
 
     def serve(self, req):
         qtype = req.qtype
@@ -299,7 +299,7 @@ class Kubernetes(Plugin):
             _join("ns.dns", zcase), _join("hostmaster", zcase), serial,
             7200, 1800, 86400, self.ttl))
 
-    # -- the general path ---------------------------------------------------------
+    # -- the general path -----------------------------------------------------
 
     def _answer(self, req, qtype, zone, zcase, base):
         """(rcode or NAME_ERROR, answer, additional, tc), or a Deferred."""
@@ -467,7 +467,7 @@ class Kubernetes(Plugin):
                 out.append((t, ip, rd, p[2], target))
         return out if found else NAME_ERROR
 
-    # -- address records, CNAMEs of ExternalName services --------------------------
+    # -- address records, CNAMEs of ExternalName services ---------------------
 
     def _address(self, req, qtype, qname, name, zone, zcase, base, prev):
         """CoreDNS's plugin.A/AAAA: (rcode, records, [], tc), or a
@@ -562,13 +562,13 @@ class Kubernetes(Plugin):
                 dup.add((target.lower(), host))
                 extra.append(w.RR(target, t, ttl, rd))
         return 0, answer, extra, False
-    # -- zone transfers (the transfer plugin's interface) --------------------------
+    # -- zone transfers (the transfer plugin's interface) ---------------------
 
     def transfer_records(self, zone, serial):
         """CoreDNS's Transfer (see answers.transfer)."""
         return answers.transfer(self, zone, serial)
 
-    # -- metadata (the metadata plugin's interface) -----------------------------
+    # -- metadata (the metadata plugin's interface) ---------------------------
 
     def metadata(self, req):
         """Publish kubernetes/... for the metadata plugin: the client pod

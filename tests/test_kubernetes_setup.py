@@ -10,7 +10,8 @@ from tests.support import util
 class SetupTest(unittest.TestCase):
 
     def load(self, body, zones="cluster.local", key=".:0"):
-        text = "%s {\n    kubernetes %s {\n        endpoint http://127.0.0.1:1\n%s    }\n}\n" % (
+        text = ("%s {\n    kubernetes %s {\n"
+                "        endpoint http://127.0.0.1:1\n%s    }\n}\n") % (
             key, zones, "".join("        %s\n" % x for x in body))
         d = util.write_files(self, {"Corefile": text})
         from corednstw.service.app import App
@@ -25,8 +26,8 @@ class SetupTest(unittest.TestCase):
     def test_defaults(self):
         k = self.load([])
         self.assertEqual(k.zones, ["cluster.local."])
-        self.assertEqual((k.ttl, k.pod_mode, k.startup_timeout), (5, "disabled",
-                                                                  5.0))
+        self.assertEqual((k.ttl, k.pod_mode, k.startup_timeout),
+                         (5, "disabled", 5.0))
         self.assertTrue(k.endpoints)
         self.assertIsNone(k.fall)
 

@@ -18,7 +18,8 @@ import dnsperf_run  # noqa: E402
 
 ZONE = ["$ORIGIN example.org.", "$TTL 3600",
         "@ IN SOA ns.example.org. admin.example.org. 1 7200 3600 1209600 300",
-        "@ IN NS ns", "ns IN A 192.0.2.1", "@ IN MX 10 mail", "mail IN A 192.0.2.2",
+        "@ IN NS ns", "ns IN A 192.0.2.1", "@ IN MX 10 mail",
+        "mail IN A 192.0.2.2",
         "www IN CNAME host1", "*.wild IN A 192.0.2.3"]
 ZONE += ["host%d IN A 10.%d.%d.%d" % (i, i // 65536, (i // 256) % 256, i % 256)
          for i in range(1000)]

@@ -128,7 +128,8 @@ def main():
     os.sched_setaffinity(0, {int(c) for c in a.client_cpu.split(",")})
 
     api = subprocess.Popen(
-        ["taskset", "-c", a.client_cpu, PY, "-m", "tests.support.k8s_apiserver",
+        ["taskset", "-c", a.client_cpu, PY, "-m",
+         "tests.support.k8s_apiserver",
          "--services", str(n), "--namespaces", str(nns)],
         cwd=ROOT, stdout=subprocess.PIPE, text=True)
     url = api.stdout.readline().strip()
@@ -166,7 +167,8 @@ def main():
         bad = 0
         t1 = time.monotonic()
         for i in range(n):
-            m = ask(sock, dport, "svc%d.ns%d.svc.cluster.local." % (i, i % nns))
+            m = ask(sock, dport,
+                    "svc%d.ns%d.svc.cluster.local." % (i, i % nns))
             if addrs(m) != expected(i):
                 bad += 1
         sweep = time.monotonic() - t1
@@ -184,7 +186,8 @@ def main():
             time.sleep(0.01)
         relist = time.monotonic() - t2
         for i in range(0, n, 97):
-            m = ask(sock, dport, "svc%d.ns%d.svc.cluster.local." % (i, i % nns))
+            m = ask(sock, dport,
+                    "svc%d.ns%d.svc.cluster.local." % (i, i % nns))
             if addrs(m) != expected(i):
                 bad += 1
         peak = vmhwm(srv.pid)

@@ -380,7 +380,7 @@ class WireTest(unittest.TestCase):
                          (want.edns.size, want.edns.ttl))
 
 
-# -- CoreDNS's cache tables (cache_test.go and friends) ------------------------
+# -- CoreDNS's cache tables (cache_test.go and friends) -----------------------
 
 RRSIG_OLD = ("MX 8 2 1800 20160521031301 20160421031301 12051 miek.nl. "
              "lAaEzB5teQLLKyDenatmyhca7blLRg9DoGNrhe3NReBZN5C5/pMQk8Jc "

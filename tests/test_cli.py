@@ -80,12 +80,14 @@ class CheckTest(unittest.TestCase):
         r = run("--check", "--dump", "-c", env_file)
         golden = open(os.path.join(util.REPO, "tests", "golden",
                                    "multi-block.dump")).read()
-        strip = lambda t: t.replace(" [not supported yet]", "")
+        def strip(t):
+            return t.replace(" [not supported yet]", "")
         dump = r.stdout[:r.stdout.index("block 4")]
         self.assertEqual(strip(dump), strip(golden)[:len(strip(dump))])
 
     def test_bad_corefile_exits_nonzero(self):
-        d = util.write_files(self, {"Corefile": ".:1053 {\n    whoami foo\n}\n"})
+        d = util.write_files(self,
+                             {"Corefile": ".:1053 {\n    whoami foo\n}\n"})
         r = run("-c", os.path.join(d, "Corefile"))
         self.assertEqual(r.returncode, 1)
         self.assertIn("Corefile:2 - Error during parsing: plugin/whoami: "

@@ -61,7 +61,8 @@ class LexerTests(unittest.TestCase):
     def test_quotes_and_escapes(self):
         b = one('. {\n  log . "a b" "say \\"hi\\"" "c\\d" "" x"y"z "q"r\n}\n')
         self.assertEqual(b.directives[0].args,
-                         [".", "a b", 'say "hi"', "c\\d", "", 'x"y"z', "q", "r"])
+                         [".", "a b", 'say "hi"', "c\\d", "", 'x"y"z', "q",
+                          "r"])
 
     def test_backslash_pairs_stay(self):
         b = one('. {\n  log "a\\\\b"\n}\n')
@@ -113,7 +114,8 @@ class BlockTests(unittest.TestCase):
 
     def test_several_blocks_and_children(self):
         blocks = p("a:53 {\n  forward . 1.1.1.1 {\n    max_fails 3\n"
-                   "    policy random\n  }\n  cache 30\n}\nb:54 {\n  whoami\n}\n")
+                   "    policy random\n  }\n  cache 30\n}\n"
+                   "b:54 {\n  whoami\n}\n")
         self.assertEqual(len(blocks), 2)
         self.assertEqual([flat(d) for d in blocks[0].directives], [
             ("forward", [".", "1.1.1.1"],
@@ -124,7 +126,8 @@ class BlockTests(unittest.TestCase):
         self.assertEqual(blocks[1].line, 8)
 
     def test_nested_and_inline_block(self):
-        b = one(". {\n  template IN A x {\n    match a { b }\n    answer x\n  }\n"
+        b = one(". {\n  template IN A x {\n    match a { b }\n"
+                "    answer x\n  }\n"
                 "  health { lameduck 5s }\n}\n")
         self.assertEqual([flat(d) for d in b.directives], [
             ("template", ["IN", "A", "x"],
@@ -201,12 +204,14 @@ class EnvTests(unittest.TestCase):
 
     def test_unclosed_reference_is_literal(self):
         self.assertEqual(corefile.expand_env("{$X", {"X": "1"}), "{$X")
-        self.assertEqual(corefile.expand_env("a{$X}b{%X%}", {"X": "1"}), "a1b1")
+        self.assertEqual(corefile.expand_env("a{$X}b{%X%}", {"X": "1"}),
+                         "a1b1")
 
 
 class SnippetTests(unittest.TestCase):
     def test_snippet(self):
-        blocks = p("(common) {\n  errors\n  forward . 1.1.1.1 {\n    force_tcp\n"
+        blocks = p("(common) {\n  errors\n  forward . 1.1.1.1 {\n"
+                   "    force_tcp\n"
                    "  }\n}\na {\n  import common\n  whoami\n}\n"
                    "b {\n  whoami\n  import common\n}\n")
         self.assertEqual(len(blocks), 2)
@@ -233,12 +238,15 @@ class SnippetTests(unittest.TestCase):
     def test_redeclaration(self):
         e = self.assertRaises(CorefileError, p, "(a) {\n}\n(a) {\n}\n")
         self.assertEqual(str(e), "Corefile:3 - Error during parsing: "
-                                 "redeclaration of previously declared snippet a")
+                                 "redeclaration of previously declared "
+                                 "snippet a")
 
     def test_self_import(self):
-        e = self.assertRaises(CorefileError, p, "(a) {\n  whoami\n  import a\n}\n")
+        e = self.assertRaises(CorefileError, p,
+                              "(a) {\n  whoami\n  import a\n}\n")
         self.assertEqual(e.line, 3)
-        self.assertIn("maximum snippet import depth (10000) exceeded", e.message)
+        self.assertIn("maximum snippet import depth (10000) exceeded",
+                      e.message)
 
     def test_snippet_cycle(self):
         e = self.assertRaises(CorefileError, p,
@@ -275,24 +283,29 @@ class ImportTests(unittest.TestCase):
 
     def test_import_file_inside_block(self):
         self.write("conf/common.conf", "errors\nlog\n")
-        blocks = self.parse_main(". {\n  import conf/common.conf\n  whoami\n}\n")
+        blocks = self.parse_main(
+            ". {\n  import conf/common.conf\n  whoami\n}\n")
         ds = blocks[0].directives
         self.assertEqual([d.name for d in ds], ["errors", "log", "whoami"])
-        self.assertEqual(ds[0].file, os.path.join(self.dir, "conf", "common.conf"))
+        self.assertEqual(ds[0].file,
+                         os.path.join(self.dir, "conf", "common.conf"))
         self.assertEqual((ds[1].line, ds[2].line), (2, 3))
 
     def test_import_top_level_blocks(self):
         self.write("blocks/a.conf", "a.org {\n  whoami\n}\n")
         self.write("blocks/b.conf", "b.org {\n  log\n}\n")
         blocks = self.parse_main("import blocks/*.conf\n. {\n  whoami\n}\n")
-        self.assertEqual([b.keys[0].zone for b in blocks], ["a.org.", "b.org.", "."])
-        self.assertEqual(blocks[1].file, os.path.join(self.dir, "blocks", "b.conf"))
+        self.assertEqual([b.keys[0].zone for b in blocks],
+                         ["a.org.", "b.org.", "."])
+        self.assertEqual(blocks[1].file,
+                         os.path.join(self.dir, "blocks", "b.conf"))
 
     def test_nested_imports_relative_to_importer(self):
         self.write("d/x.conf", "import y.conf\n")
         self.write("d/y.conf", "whoami\n")
         b = self.parse_main(". {\n  import d/x.conf\n}\n")[0]
-        self.assertEqual(b.directives[0].file, os.path.join(self.dir, "d", "y.conf"))
+        self.assertEqual(b.directives[0].file,
+                         os.path.join(self.dir, "d", "y.conf"))
 
     def test_absolute_import_and_env_path(self):
         path = self.write("abs.conf", "whoami\n")
@@ -327,7 +340,8 @@ class ImportTests(unittest.TestCase):
     def test_too_many_wildcards(self):
         e = self.assertRaises(CorefileError, self.parse_main,
                               ". {\n  import */*.conf\n}\n")
-        self.assertEqual(e.message, "Glob pattern may only contain one wildcard "
+        self.assertEqual(e.message,
+                         "Glob pattern may only contain one wildcard "
                          "(*), but has others: %s/*/*.conf" % self.dir)
 
     def test_directory(self):
@@ -337,7 +351,8 @@ class ImportTests(unittest.TestCase):
         self.assertTrue(e.message.endswith("sub: is a directory"), e.message)
 
     def test_argument_count(self):
-        e = self.assertRaises(CorefileError, self.parse_main, ". {\n  import\n}\n")
+        e = self.assertRaises(CorefileError, self.parse_main,
+                              ". {\n  import\n}\n")
         self.assertEqual(str(e).split(" - ", 1)[1],
                          "Error during parsing: Wrong argument count or "
                          "unexpected line ending after 'import'")
@@ -355,7 +370,8 @@ class ImportTests(unittest.TestCase):
         self.write("b.conf", "log\nimport a.conf\n")
         e = self.assertRaises(CorefileError, self.parse_main,
                               ". {\n  import a.conf\n}\n")
-        self.assertEqual((e.file, e.line), (os.path.join(self.dir, "b.conf"), 2))
+        self.assertEqual((e.file, e.line),
+                         (os.path.join(self.dir, "b.conf"), 2))
         self.assertIn("maximum file import depth", e.message)
         self.assertIn("a.conf -> ", e.message)
 
@@ -380,7 +396,8 @@ class ImportTests(unittest.TestCase):
 class ErrorTests(unittest.TestCase):
     def check(self, text, line, message, kind="Error during parsing"):
         e = self.assertRaises(CorefileError, p, text)
-        self.assertEqual(str(e), "Corefile:%d - %s: %s" % (line, kind, message))
+        self.assertEqual(str(e),
+                         "Corefile:%d - %s: %s" % (line, kind, message))
         return e
 
     def test_unknown_directive(self):
@@ -400,7 +417,8 @@ class ErrorTests(unittest.TestCase):
                    "Unexpected token '}', expecting '}'", "Syntax error")
 
     def test_unclosed_directive_block(self):
-        self.check(". {\n  forward . x {\n    force_tcp\n", 3, "Unexpected EOF")
+        self.check(". {\n  forward . x {\n    force_tcp\n", 3,
+                   "Unexpected EOF")
 
     def test_unmatched_close_brace(self):
         self.check(". {\n  whoami }\n", 2,
@@ -408,7 +426,8 @@ class ErrorTests(unittest.TestCase):
 
     def test_extra_comma(self):
         self.check("a, {\n}\n", 1,
-                   "Expected another address but had '{' - check for extra comma")
+                   "Expected another address but had '{' - check for extra "
+                   "comma")
 
     def test_comma_at_eof(self):
         self.check("a,", 1, "Unexpected EOF")
@@ -416,13 +435,16 @@ class ErrorTests(unittest.TestCase):
     def test_directive_errors(self):
         d = p(". {\n  forward . {\n    policy\n  }\n}\n")[0].directives[0]
         self.assertEqual(str(d.error("bad")),
-                         "Corefile:2 - Error during parsing: plugin/forward: bad")
-        self.assertEqual(str(d.arg_error()), "Corefile:2 - Error during parsing: "
+                         "Corefile:2 - Error during parsing: "
+                         "plugin/forward: bad")
+        self.assertEqual(str(d.arg_error()),
+                         "Corefile:2 - Error during parsing: "
                          "plugin/forward: Wrong argument count or unexpected "
                          "line ending after '.'")
         child = d.children[0]
         e = child.arg_error()
-        self.assertEqual((e.file, e.line, e.directive), ("Corefile", 3, "forward"))
+        self.assertEqual((e.file, e.line, e.directive),
+                         ("Corefile", 3, "forward"))
         self.assertEqual(e.message, "plugin/forward: Wrong argument count or "
                                     "unexpected line ending after 'policy'")
 
@@ -438,13 +460,16 @@ class ZoneTests(unittest.TestCase):
             "10.1.2.3/16": ["1.10.in-addr.arpa."],
             "0.0.0.0/0": ["in-addr.arpa."],
             "10.0.0.0/22": ["%d.0.10.in-addr.arpa." % i for i in range(4)],
-            "172.16.0.0/12": ["%d.172.in-addr.arpa." % i for i in range(16, 32)],
+            "172.16.0.0/12": ["%d.172.in-addr.arpa." % i
+                              for i in range(16, 32)],
             "10.0.0.0/15": ["0.10.in-addr.arpa.", "1.10.in-addr.arpa."],
-            "192.168.1.0/25": ["%d.1.168.192.in-addr.arpa." % i for i in range(128)],
+            "192.168.1.0/25": ["%d.1.168.192.in-addr.arpa." % i
+                               for i in range(128)],
             "fd00::/8": ["d.f.ip6.arpa."],
             "fd00::/7": ["c.f.ip6.arpa.", "d.f.ip6.arpa."],
             "2001:db8::/32": ["8.b.d.0.1.0.0.2.ip6.arpa."],
-            "2001:db8::/30": ["%s.b.d.0.1.0.0.2.ip6.arpa." % c for c in "89ab"],
+            "2001:db8::/30": ["%s.b.d.0.1.0.0.2.ip6.arpa." % c
+                              for c in "89ab"],
             # a bare address is not a CIDR: CoreDNS keeps it as a name
             "10.0.0.1": ["10.0.0.1."],
             "::/0": [], "a..b": [], "": [],
@@ -453,9 +478,11 @@ class ZoneTests(unittest.TestCase):
             self.assertEqual(names.normalize(name), want, name)
 
     def test_split_host_port(self):
-        self.assertEqual(names.split_host_port("a.org:1053"), (["a.org"], "1053"))
+        self.assertEqual(names.split_host_port("a.org:1053"),
+                         (["a.org"], "1053"))
         self.assertEqual(names.split_host_port("a.org"), (["a.org"], ""))
-        self.assertEqual(names.split_host_port("fd00::/8"), (["d.f.ip6.arpa."], ""))
+        self.assertEqual(names.split_host_port("fd00::/8"),
+                         (["d.f.ip6.arpa."], ""))
         self.assertEqual(names.split_host_port("fd00::/8:54"),
                          (["d.f.ip6.arpa."], "54"))
         self.assertEqual(names.split_transport("https3://x"), ("https3", "x"))
@@ -468,7 +495,8 @@ class ZoneTests(unittest.TestCase):
         self.assertFalse(names.is_subdomain("badexample.org.", "example.org."))
         self.assertFalse(names.is_subdomain("org.", "example.org."))
         self.assertEqual(names.longest_match(["org.", "example.org.", "."],
-                                             "www.example.org."), "example.org.")
+                                             "www.example.org."),
+                         "example.org.")
 
     def test_is_domain_name(self):
         self.assertTrue(names.is_domain_name("a" * 63 + ".org"))
@@ -482,14 +510,16 @@ class DuplicateTests(unittest.TestCase):
 
     def test_duplicate(self):
         e = self.assertRaises(CorefileError, check_duplicates, p(self.text))
-        self.assertEqual(str(e), "Corefile:8 - Error during parsing: cannot serve "
+        self.assertEqual(str(e), "Corefile:8 - Error during parsing: "
+                                 "cannot serve "
                                  "dns://a.org.:53 - it is already defined")
 
     def test_same_zone_other_port_or_transport(self):
         check_duplicates(p("a.org {\n}\na.org:54 {\n}\ntls://a.org {\n}\n"))
 
     def test_duplicate_in_one_block(self):
-        self.assertRaises(CorefileError, check_duplicates, p("a.org a.org:53\n"))
+        self.assertRaises(CorefileError, check_duplicates,
+                          p("a.org a.org:53\n"))
 
     def test_filters(self):
         blocks = p(self.text)
@@ -499,10 +529,12 @@ class DuplicateTests(unittest.TestCase):
         e = self.assertRaises(CorefileError, check_duplicates, blocks,
                               [(["127.0.0.1"], False), None,
                                (["127.0.0.1"], False)])
-        self.assertIn("dns://a.org.:53 on 127.0.0.1 - it is already", e.message)
+        self.assertIn("dns://a.org.:53 on 127.0.0.1 - it is already",
+                      e.message)
         e = self.assertRaises(CorefileError, check_duplicates, blocks,
                               [None, None, (["127.0.0.1"], False)])
-        self.assertEqual(e.message, "cannot serve dns://a.org.:53 on 127.0.0.1 - "
+        self.assertEqual(e.message,
+                         "cannot serve dns://a.org.:53 on 127.0.0.1 - "
                          "zone overlap listener capacity with dns://a.org.:53")
 
 
@@ -550,7 +582,8 @@ def _golden_names():
 class GoldenTests(unittest.TestCase):
     def test_copy_matches_shared(self):
         if not os.path.isdir(SHARED):
-            raise unittest.SkipTest("no shared Corefiles next to the repository")
+            raise unittest.SkipTest(
+                "no shared Corefiles next to the repository")
         if os.environ.get("REGEN_GOLDEN"):
             # The eras Corefiles have their own copy (tests/test_eras.py).
             shutil.copytree(SHARED, COPY, dirs_exist_ok=True,

@@ -1,6 +1,7 @@
 """End to end: the shared example Corefiles, run the way users run them.
 
-Each test starts the real service (tests.support.util.start) on a shared example
+Each test starts the real service (tests.support.util.start) on a shared
+example
 Corefile changed only where a test must: DNS ports become 0 (or a free
 port where two ports must differ), HTTP addresses become loopback
 addresses on port 0, ``/etc/resolv.conf`` becomes a resolv.conf in a

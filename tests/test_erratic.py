@@ -180,7 +180,8 @@ class ErraticTruncateDelayTest(unittest.TestCase):
 
     @defer.inlineCallbacks
     def test_delay_over_udp(self):
-        app = yield util.start(self, ".:0 {\n    erratic {\n        delay 1 5ms\n"
+        app = yield util.start(self, ".:0 {\n    erratic {\n"
+                                     "        delay 1 5ms\n"
                                      "    }\n}\n")
         yield cases.run(self, app.port(), [Case(
             "example.org.", "AAAA", aa=True,
@@ -198,7 +199,8 @@ class ErraticSetupTest(unittest.TestCase):
         e = erratic_of(util.Direct(self, ".:0 {\n    erratic\n}\n"))
         self.assertEqual((e.drop, e.delay, e.truncate), (2, 0, 0))
         self.assertEqual(self.parsed("drop 2\ndelay 3 1ms"), (2, 3, 0, 0.001))
-        self.assertEqual(self.parsed("truncate 2\ndelay 3 1ms"), (0, 3, 2, 0.001))
+        self.assertEqual(self.parsed("truncate 2\ndelay 3 1ms"),
+                         (0, 3, 2, 0.001))
         self.assertEqual(self.parsed("drop 3\ndelay"), (3, 2, 0, 0.1))
         self.assertEqual(self.parsed("drop 3\ntruncate"), (3, 0, 2, 0))
         # A bare "drop" does not count as choosing drops.

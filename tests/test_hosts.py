@@ -139,7 +139,8 @@ class SetupTest(unittest.TestCase):
              "fallthrough_unsupported requires fallthrough"),
             ("hosts {\n  fallthrough\n  fallthrough_unsupported x\n}",
              "Wrong argument count"),
-            ("hosts\nhosts", "this plugin can only be used once per Server Block"),
+            ("hosts\nhosts",
+             "this plugin can only be used once per Server Block"),
         ]
         for text, msg in cases:
             e = self.assertRaises(corefile.CorefileError, self.load, text)

@@ -79,7 +79,8 @@ class Base(unittest.TestCase):
         cluster(srv)
 
     def corefile(self):
-        return ".:0 {\n    kubernetes %s {\n        endpoint %s\n%s    }\n%s}\n" % (
+        return (".:0 {\n    kubernetes %s {\n        endpoint %s\n%s    }\n"
+                "%s}\n") % (
             self.zones, self.api.url,
             "".join("        %s\n" % o for o in self.options.split(";")
                     if o.strip()), self.extra)
@@ -434,7 +435,8 @@ class PodNamesTest(Base):
     def populate(self, srv):
         cluster(srv)
         srv.add("services", k8s.service("web", "testns", ("None",)))
-        srv.add("endpointslices", k8s.endpoint_slice("web-1", "testns", "web", [
+        srv.add("endpointslices", k8s.endpoint_slice(
+                "web-1", "testns", "web", [
             k8s.endpoint(["10.1.0.1"], target="web-0"),
             k8s.endpoint(["10.1.0.2"], hostname="given", target="web-1"),
             k8s.endpoint(["10.1.0.3"], target="x" * 64),

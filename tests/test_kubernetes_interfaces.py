@@ -217,7 +217,8 @@ class TransferTest(Base):
 
 class MetadataTest(Base):
     options = "pods verified"
-    extra = ('    metadata\n    log . "{/kubernetes/kind} {/kubernetes/namespace}'
+    extra = ('    metadata\n    log . "{/kubernetes/kind} '
+             '{/kubernetes/namespace}'
              ' {/kubernetes/service} {/kubernetes/endpoint} '
              '{/kubernetes/port-name} {/kubernetes/protocol} '
              '{/kubernetes/client-namespace} {/kubernetes/client-pod-name} '

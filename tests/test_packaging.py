@@ -54,9 +54,9 @@ class InstallTest(unittest.TestCase):
         try:
             import setuptools
             import wheel  # noqa: F401 (setuptools builds wheels with it)
-        except ImportError:
+        except ImportError as e:
             raise unittest.SkipTest("setuptools and wheel are needed (the "
-                                    "test extras)")
+                                    "test extras)") from e
         if int(setuptools.__version__.split(".")[0]) < 64:
             raise unittest.SkipTest("setuptools 64 or later is needed")
         self.tmp = tempfile.mkdtemp(prefix="corednstw-install-")

@@ -336,8 +336,8 @@ class WireTest(unittest.TestCase):
     def test_ipv6_client(self):
         try:
             m = yield util.query(self.port, "v6.example.org.", host="::1")
-        except Exception:
-            raise unittest.SkipTest("no IPv6 loopback on this host")
+        except Exception as e:
+            raise unittest.SkipTest("no IPv6 loopback on this host") from e
         self.assertEqual(util.rrs(m, "additional")[1],
                          "v6.example.org. 0 IN AAAA ::1")
 

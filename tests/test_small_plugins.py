@@ -115,7 +115,8 @@ class AnyTest(unittest.TestCase):
 
     @defer.inlineCallbacks
     def test_any(self):
-        app = yield util.start(self, "example.org:0 {\n    whoami\n    any\n}\n")
+        app = yield util.start(self,
+                               "example.org:0 {\n    whoami\n    any\n}\n")
         yield cases.run(self, app.port(), [
             Case("Example.ORG.", "ANY", flags="QR RD", answer=[
                 'Example.ORG. 8482 IN HINFO "ANY obsoleted" "See RFC 8482"'])])
@@ -217,11 +218,14 @@ class LocalTest(unittest.TestCase):
     def test_setup_errors(self):
         err = setup_error(self, ".:0 {\n    local foo\n}\n")
         self.assertIn("Wrong argument count", err)
-        err = setup_error(self, ".:0 {\n    local {\n        localhost_prefix maybe\n"
+        err = setup_error(self, ".:0 {\n    local {\n"
+                                "        localhost_prefix maybe\n"
                                 "    }\n}\n")
-        self.assertIn("""localhost_prefix expects 'on' or 'off', got "maybe\"""", err)
+        self.assertIn("""localhost_prefix expects 'on' or 'off', """
+                      """got "maybe\"""", err)
         self.assertIn("Corefile:3", err)
-        err = setup_error(self, ".:0 {\n    local {\n        localhost_prefix\n"
+        err = setup_error(self, ".:0 {\n    local {\n"
+                                "        localhost_prefix\n"
                                 "    }\n}\n")
         self.assertIn("Wrong argument count", err)
         err = setup_error(self, ".:0 {\n    local {\n        bar\n    }\n}\n")
@@ -691,7 +695,8 @@ class TimeoutsTest(unittest.TestCase):
     @defer.inlineCallbacks
     def test_tcp_read_timeout_closes_silent_connection(self):
         app = yield util.start(self, ".:0 {\n    timeouts {\n        read 1s\n"
-                                     "        idle 30s\n    }\n    whoami\n}\n")
+                                     "        idle 30s\n    }\n"
+                                     "    whoami\n}\n")
         lst = next(iter(app.listeners.values()))
         limits = lst.tcp.factory.timeouts
         self.assertEqual((limits.read, limits.idle), (1.0, 30.0))

@@ -72,7 +72,8 @@ class Outgoing(unittest.TestCase):
         self.assertIn(("a.example.org.", dns.rdatatype.A),
                       [g[:2] for g in got])
         self.assertIn('[INFO] plugin/transfer: Outgoing transfer of %d records'
-                      ' of zone "example.org." to 127.0.0.1 for 2024010101 SOA '
+                      ' of zone "example.org." to 127.0.0.1 for 2024010101 '
+                      'SOA '
                       'serial' % len(got), log.text())
 
     @defer.inlineCallbacks

@@ -35,10 +35,12 @@ being known directive names.
 Dump format (``dump``), one item per line, two-space indentation::
 
     listeners
-      dns :53 <- blocks 2 3          one line per (transport, port): a socket set
+      dns :53 <- blocks 2 3          one line per (transport, port): a
+                                     socket set
     block 1 Corefile:4               block number, where its first key is
       key dns://example.org.:53 <- example.org
-      chain                          directives in chain order (stable for repeats)
+      chain                          directives in chain order (stable for
+                                     repeats)
         log . "{remote}" @ Corefile:5 [not supported yet]
         forward . 1.1.1.1 { @ Corefile:6
           max_fails 3 @ Corefile:7
@@ -73,7 +75,8 @@ class CorefileError(Exception):
         self.kind = kind
 
     def __str__(self):
-        return "%s:%d - %s: %s" % (self.file, self.line, self.kind, self.message)
+        return "%s:%d - %s: %s" % (self.file, self.line, self.kind,
+                                   self.message)
 
 
 @dataclass(eq=False)
@@ -115,7 +118,8 @@ class Directive:
         if after is None:
             after = self.args[-1] if self.args else self.name
         return self.error(
-            "Wrong argument count or unexpected line ending after '%s'" % after)
+            "Wrong argument count or unexpected line ending after '%s'"
+            % after)
 
 
 @dataclass(frozen=True)
@@ -162,7 +166,8 @@ def _unescape(m):
 
 
 def tokenize(text, filename):
-    """Lex ``text`` into tokens carrying file, line and a start-of-line flag."""
+    """Lex ``text`` into tokens carrying file, line and a start-of-line
+    flag."""
     if text.startswith("\ufeff"):
         text = text[1:]
     tokens = []
@@ -287,7 +292,8 @@ class _Parser:
     def read_imports(self, arg, pattern):
         """Lex the files ``pattern`` names, relative to the importing file."""
         base = os.path.dirname(os.path.abspath(arg.file))
-        path = pattern if os.path.isabs(pattern) else os.path.join(base, pattern)
+        path = (pattern if os.path.isabs(pattern)
+                else os.path.join(base, pattern))
         if (path.count("*") > 1 or path.count("?") > 1
                 or ("[" in path and "]" in path)):
             raise self.err(arg, "Glob pattern may only contain one wildcard "
@@ -306,12 +312,14 @@ class _Parser:
         for match in matches:
             name = os.path.abspath(match)
             if os.path.isdir(name):
-                raise self.err(arg, "Could not import %s: is a directory" % match)
+                raise self.err(arg,
+                               "Could not import %s: is a directory" % match)
             try:
                 with open(name, encoding="utf-8") as fh:
                     text = fh.read()
             except (OSError, UnicodeDecodeError) as e:
-                raise self.err(arg, "Could not import %s: %s" % (match, e))
+                raise self.err(arg, "Could not import %s: %s"
+                               % (match, e)) from e
             lists.append(tokenize(text, name))
             sources.append(("file", os.path.realpath(name)))
         return lists, sources
@@ -334,7 +342,8 @@ class _Parser:
             if toks:
                 # whatever preceded the import, its first token opens a line
                 first = toks[0]
-                toks = [_Token(first.text, first.file, first.line, True)] + toks[1:]
+                toks = ([_Token(first.text, first.file, first.line, True)]
+                        + toks[1:])
                 self.frames.append(_Frame(toks, src))
 
     # -- grammar --------------------------------------------------------
@@ -373,7 +382,8 @@ class _Parser:
             self.next()
             braced = True
 
-        if len(keys) == 1 and keys[0][0].startswith("(") and keys[0][0].endswith(")"):
+        if (len(keys) == 1 and keys[0][0].startswith("(")
+                and keys[0][0].endswith(")")):
             self.define_snippet(keys[0][0][1:-1], braced)
             return None
 
@@ -415,7 +425,8 @@ class _Parser:
         for i, tok in enumerate(body[:-1]):
             if (tok.text == "import" and (i == 0 or tok.nl)
                     and expand_env(body[i + 1].text, self.env) == name):
-                raise self.err(tok, "maximum snippet import depth (%d) exceeded"
+                raise self.err(tok, "maximum snippet import depth (%d) "
+                               "exceeded"
                                " (import cycle: %s -> %s)"
                                % (MAX_SNIPPET_EXPANSIONS, name, name))
         self.snippets[name] = body
@@ -463,7 +474,7 @@ class _Parser:
                 addrs.extend(resolve_key(text))
             except ValueError as e:
                 if self.strict:
-                    raise self.err(tok, str(e))
+                    raise self.err(tok, str(e)) from e
                 addrs.append(ZoneAddr("", "", "", text))
         first = keys[0][1]
         return ServerBlock(addrs, body, first.file, first.line, self.root)
@@ -477,7 +488,8 @@ def resolve_key(key):
     for h in hosts:
         names.split_host_port(names.fqdn(h))
     port = port or names.DEFAULT_PORTS[transport]
-    return [ZoneAddr(transport, names.normalize_name(h), port, key) for h in hosts]
+    return [ZoneAddr(transport, names.normalize_name(h), port, key)
+            for h in hosts]
 
 
 def parse(text, filename="Corefile", env=None, strict=True):
@@ -503,7 +515,7 @@ def load(path, env=None, strict=True):
         with open(path, encoding="utf-8") as fh:
             text = fh.read()
     except (OSError, UnicodeDecodeError) as e:
-        raise CorefileError(path, 0, "Could not read Corefile: %s" % e)
+        raise CorefileError(path, 0, "Could not read Corefile: %s" % e) from e
     return parse(text, path, env, strict)
 
 

@@ -219,8 +219,8 @@ def type_value(text):
     """Type number from a mnemonic (or TYPEnnn); ValueError if unknown."""
     try:
         return dns.rdatatype.from_text(text.upper())
-    except Exception:
-        raise ValueError("unknown type %r" % text)
+    except Exception as e:
+        raise ValueError("unknown type %r" % text) from e
 
 
 def rcode_value(text):
@@ -231,8 +231,8 @@ def rcode_value(text):
             return k
     try:
         return int(dns.rcode.from_text(up))
-    except Exception:
-        raise ValueError("unknown rcode %r" % text)
+    except Exception as e:
+        raise ValueError("unknown rcode %r" % text) from e
 
 
 # -- records -----------------------------------------------------------------
@@ -287,7 +287,8 @@ class RR:
 
     @classmethod
     def from_text(cls, name, rtype, ttl, text, rclass=CLASS_IN, origin=None):
-        """Build from presentation rdata (uses dnspython; not for hot paths)."""
+        """Build from presentation rdata (uses dnspython; not for hot
+        paths)."""
         import dns.name
         import dns.rdata
         if isinstance(rtype, str):

@@ -195,7 +195,8 @@ DURATION = histogram(
     ("server", "zone", "view"), TIME_BUCKETS)
 REQUEST_SIZE = histogram(
     "coredns_dns_request_size_bytes",
-    "Size of the EDNS0 UDP buffer in bytes (64K for TCP) per zone and protocol.",
+    "Size of the EDNS0 UDP buffer in bytes (64K for TCP) per zone and "
+    "protocol.",
     ("server", "zone", "view", "proto"), SIZE_BUCKETS)
 DO_REQUESTS = counter(
     "coredns_dns_do_requests_total",

@@ -106,7 +106,8 @@ def reverse_zones(network):
             labels = str(net.network_address).split(".")[:prefix // 8]
             suffix = "in-addr.arpa."
         else:
-            labels = list(net.network_address.exploded.replace(":", "")[:prefix // 4])
+            labels = list(net.network_address.exploded.replace(":", "")
+                          [:prefix // 4])
             suffix = "ip6.arpa."
         zones.append(".".join(labels[::-1] + [suffix]))
     return zones

@@ -8,7 +8,8 @@ count or an unparsable question gets FORMERR (the query's header only, as
 miekg writes it), an unreadable later record FORMERR with the question; a
 bare header (no question) gets SERVFAIL; a question cut after its name or
 type has type/class 0; record counts past the end of the message are
-ignored.  Sockets are created here with SO_REUSEPORT and adopted by the reactor.
+ignored.  Sockets are created here with SO_REUSEPORT and adopted by the
+reactor.
 """
 
 import errno
@@ -245,8 +246,8 @@ class Mux:
         """Answer ``rcode`` outside any chain (no block takes the query, or
         a plugin panicked); counted under zone "dropped"."""
         wire = Response(rcode).finish(req)
-        metrics.report(self.label, req, metrics.DROPPED, "", rcode, "", len(wire),
-                    0.0)
+        metrics.report(self.label, req, metrics.DROPPED, "", rcode, "",
+                       len(wire), 0.0)
         send(wire)
 
 

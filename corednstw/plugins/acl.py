@@ -199,9 +199,9 @@ def _qtype(c, token):
                       % _quote(token))
     try:
         return w.type_value(token)
-    except ValueError:
+    except ValueError as e:
         raise c.error("unexpected token %s; expect legal QTYPE"
-                      % _quote(token))
+                      % _quote(token)) from e
 
 
 def parse_policy(c):
@@ -229,9 +229,9 @@ def parse_policy(c):
                     break
                 try:
                     nets.append(parse_net(t))
-                except ValueError:
+                except ValueError as e:
                     raise c.error("illegal CIDR notation %s"
-                                  % _quote(_normalized(t)))
+                                  % _quote(_normalized(t))) from e
     if not saw_type or 0 in qtypes:
         qtypes = None
     if not saw_net or "*" in nets:

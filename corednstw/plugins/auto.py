@@ -1,6 +1,7 @@
 """auto: zones from master files found in a directory (CoreDNS's auto).
 
-``auto [ZONES...] { directory DIR [REGEXP ORIGIN_TEMPLATE]; reload DURATION }``.
+``auto [ZONES...] { directory DIR [REGEXP ORIGIN_TEMPLATE]; reload
+DURATION }``.
 Files whose base name matches REGEXP (unanchored; default ``db\\.(.*)``)
 become zones whose origin is ORIGIN_TEMPLATE with ``{N}`` replaced by the
 N-th group (default ``{1}``).  The directory is scanned when the server
@@ -190,14 +191,15 @@ def setup(d, block):
                                                            os.R_OK):
                 raise c.error("Unable to access root path '%s'" % directory)
             if not os.path.exists(directory):
-                logger.warning("auto", "Directory does not exist: %s" % directory)
+                logger.warning("auto",
+                               "Directory does not exist: %s" % directory)
             if len(c.args) == 3:
                 if len(c.args[1]) > MAX_REGEX:
                     raise c.error("regexp too large")
                 try:
                     regex = re.compile(c.args[1])
                 except re.error as e:
-                    raise c.error("error parsing regexp: %s" % e)
+                    raise c.error("error parsing regexp: %s" % e) from e
                 if regex.groups == 0:
                     raise c.error("Need at least one sub expression")
                 template = c.args[2]

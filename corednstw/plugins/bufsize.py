@@ -58,8 +58,8 @@ def setup(d, block):
         raise d.arg_error()
     try:
         size = int(d.args[0], 10)
-    except ValueError:
-        raise d.arg_error()
+    except ValueError as e:
+        raise d.arg_error() from e
     if size < 512 or size > 4096:
         raise d.arg_error()
     return Bufsize(size)

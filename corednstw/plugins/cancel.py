@@ -60,8 +60,8 @@ def setup(d, block):
         if arg.isdigit() and arg != "0":
             raise ValueError(arg)   # Go durations need a unit
         timeout = parse_duration(arg)
-    except ValueError:
-        raise d.error('invalid duration: "%s"' % arg)
+    except ValueError as e:
+        raise d.error('invalid duration: "%s"' % arg) from e
     if timeout <= 0:
         raise d.error('invalid negative duration: "%s"' % arg)
     return Cancel(timeout)

@@ -108,8 +108,8 @@ def _sections(resp, req):
 def _prefix(c, text):
     try:
         net = ipaddress.ip_network(text, strict=False)
-    except ValueError:
-        raise c.error("invalid CIDR address: %s" % text)
+    except ValueError as e:
+        raise c.error("invalid CIDR address: %s" % text) from e
     if net.version != 6:
         raise c.error('invalid netmask %d IPv6 address: "%s"'
                       % (net.max_prefixlen, net))

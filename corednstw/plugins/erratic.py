@@ -95,8 +95,9 @@ class Erratic(Plugin):
 def _amount(c, arg):
     try:
         n = int(arg, 10)
-    except ValueError:
-        raise c.error('strconv.ParseInt: parsing "%s": invalid syntax' % arg)
+    except ValueError as e:
+        raise c.error('strconv.ParseInt: parsing "%s": invalid syntax'
+                      % arg) from e
     if n < 0:
         raise c.error('illegal amount value given "%s"' % arg)
     if n >= 1 << 31:
@@ -129,8 +130,9 @@ def setup(d, block):
             if len(args) > 1:
                 try:
                     e.duration = parse_duration(args[1])
-                except ValueError:
-                    raise c.error('time: invalid duration "%s"' % args[1])
+                except ValueError as exc:
+                    raise c.error('time: invalid duration "%s"'
+                                  % args[1]) from exc
         elif c.name == "truncate":
             if len(args) > 1:
                 raise c.arg_error()

@@ -86,7 +86,7 @@ class Errors(Plugin):
             self._last = p.name
         return self._last
 
-    # -- logging and consolidation ----------------------------------------------
+    # -- logging and consolidation --------------------------------------------
 
     def report(self, req, rcode, text):
         level = logger.error
@@ -156,14 +156,14 @@ def _consolidate(c):
     try:
         period = parse_duration(args[0], strict=True)
     except ValueError as e:
-        raise c.error(str(e))
+        raise c.error(str(e)) from e
     if len(args[1]) > MAX_REGEXP_LEN:
         raise c.error("regex pattern too long: %d > %d"
                       % (len(args[1]), MAX_REGEXP_LEN))
     try:
         re.compile(args[1])
     except re.error as e:
-        raise c.error("error parsing regexp: %s: `%s`" % (e, args[1]))
+        raise c.error("error parsing regexp: %s: `%s`" % (e, args[1])) from e
     level = None
     show_first = False
     for a in args[2:]:

@@ -7,7 +7,8 @@ the zone answers SERVFAIL until the file appears.  Every ``reload`` interval
 (default 1m, 0 turns it off) the file is read again off the reactor thread
 and swapped in when its SOA serial changed (or, with ``reload_by_mtime``,
 when its modification time moved on); a file that no longer parses keeps
-the last good zone.  Lookups follow corednstw.engines.authority (CoreDNS's rules).
+the last good zone.  Lookups follow corednstw.engines.authority (CoreDNS's
+rules).
 """
 
 import os
@@ -50,7 +51,7 @@ class File(authority.ZoneServer):
             self.names.append(zf.origin)
         self.zone_map[zf.origin] = data
 
-    # -- life cycle -------------------------------------------------------------
+    # -- life cycle -----------------------------------------------------------
 
     def start(self):
         reactor = self.reactor
@@ -68,7 +69,7 @@ class File(authority.ZoneServer):
                 zf.loop.stop()
             zf.loop = None
 
-    # -- reloading ----------------------------------------------------------------
+    # -- reloading ------------------------------------------------------------
 
     def check(self, zf):
         """One reload tick: read the file in a thread, swap on success."""
@@ -86,9 +87,10 @@ class File(authority.ZoneServer):
         if data is None:
             return
         self.zone_map[zf.origin] = data
-        logger.info(self.name, "Successfully reloaded zone %s in %s with %d SOA "
-                 "serial" % (go_quote(zf.origin), go_quote(zf.path),
-                             data.serial))
+        logger.info(self.name,
+                    "Successfully reloaded zone %s in %s with %d SOA "
+                    "serial" % (go_quote(zf.origin), go_quote(zf.path),
+                                data.serial))
         self.notify_peers(zf.origin)
 
     def _reload_failed(self, failure, zf):
@@ -170,7 +172,7 @@ def setup(d, block):
         try:
             data = load(path, origin, by_mtime)
         except authority.ZoneError as e:
-            raise d.error(str(e))
+            raise d.error(str(e)) from e
         except OSError as e:
             open_error = e
         plugin.add(ZoneFile(origin, path, reload, by_mtime), data)

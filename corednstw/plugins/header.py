@@ -108,7 +108,7 @@ def setup(d, block):
         try:
             rules = new_rules(action, flags)
         except ValueError as e:
-            raise c.error("setting up rule: %s" % e)
+            raise c.error("setting up rule: %s" % e) from e
         (response if selector == "response" else query).extend(rules)
     if not query and not response:
         raise d.arg_error()

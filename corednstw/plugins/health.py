@@ -52,7 +52,7 @@ class Health(Plugin):
     def http_endpoints(self):
         return [(self.address, "/health", httpd.Text(_ok))]
 
-    # -- the self-check --------------------------------------------------------
+    # -- the self-check -------------------------------------------------------
 
     def url(self):
         """The URL polled: the bound port, and a loopback address when the
@@ -148,7 +148,7 @@ def setup(d, block):
             raise c.arg_error()
         try:
             lameduck = parse_duration(c.args[0])
-        except ValueError:
+        except ValueError as e:
             raise d.error("unable to parse lameduck duration value: '%s'"
-                          % c.args[0])
+                          % c.args[0]) from e
     return Health(address, lameduck)

@@ -45,7 +45,7 @@ RELOAD_TIMESTAMP = metrics.gauge(
     "The timestamp of the last reload of hosts file.")
 
 
-# -- parsing -------------------------------------------------------------------
+# -- parsing ------------------------------------------------------------------
 
 def parse_ip(text):
     """An ipaddress object for a hosts-file address (IPv6 zone dropped;
@@ -194,7 +194,7 @@ class Snapshot:
         return bool(self.lookup(qname, w.A) or self.lookup(qname, w.AAAA))
 
 
-# -- the plugin ------------------------------------------------------------------
+# -- the plugin ---------------------------------------------------------------
 
 class Hosts(Plugin):
     name = NAME
@@ -217,7 +217,7 @@ class Hosts(Plugin):
         self._reading = None
         self._stopped = False
 
-    # -- serving -----------------------------------------------------------------
+    # -- serving --------------------------------------------------------------
 
     def serve(self, req):
         qname = req.qname
@@ -243,7 +243,7 @@ class Hosts(Plugin):
             return Response(w.SERVFAIL)
         return Response(w.NOERROR, answer, aa=True, plugin=NAME)
 
-    # -- the file ------------------------------------------------------------------
+    # -- the file -------------------------------------------------------------
 
     def start(self):
         # The first read happens before any query is served (CoreDNS reads
@@ -320,7 +320,7 @@ class Hosts(Plugin):
         RELOAD_TIMESTAMP.set((), mtime)
 
 
-# -- setup -------------------------------------------------------------------------
+# -- setup --------------------------------------------------------------------
 
 def setup(d, block):
     path = DEFAULT_PATH
@@ -333,7 +333,8 @@ def setup(d, block):
         except FileNotFoundError:
             logger.warning(NAME, "File does not exist: %s" % path)
         except OSError as e:
-            raise d.error("unable to access hosts file '%s': %s" % (path, e))
+            raise d.error("unable to access hosts file '%s': %s"
+                          % (path, e)) from e
         else:
             if stat.S_ISDIR(st.st_mode):
                 logger.warning(NAME, 'Hosts file "%s" is a directory' % path)
@@ -358,8 +359,8 @@ def setup(d, block):
                 raise c.error("ttl needs a time in second")
             try:
                 ttl = int(c.args[0])
-            except ValueError:
-                raise c.error("ttl needs a number of second")
+            except ValueError as e:
+                raise c.error("ttl needs a number of second") from e
             if ttl <= 0 or ttl > 65535:
                 raise c.error("ttl provided is invalid")
         elif c.name == "reload":
@@ -368,8 +369,9 @@ def setup(d, block):
                               "disable)")
             try:
                 reload = parse_duration(c.args[0], strict=True)
-            except ValueError:
-                raise c.error("invalid duration for reload '%s'" % c.args[0])
+            except ValueError as e:
+                raise c.error("invalid duration for reload '%s'"
+                              % c.args[0]) from e
             if reload < 0:
                 raise c.error("invalid negative duration for reload '%s'"
                               % c.args[0])

@@ -310,7 +310,7 @@ class LoadBalance(Plugin):
         resp.wire = None
         return resp
 
-    # -- the weight file ---------------------------------------------------------
+    # -- the weight file ------------------------------------------------------
 
     def start(self):
         wts = self.weights
@@ -318,14 +318,15 @@ class LoadBalance(Plugin):
             return
         try:
             wts.load()
-        except OSError:
+        except OSError as e:
             if wts.reload == 0:
-                raise RuntimeError("plugin/%s: weight file open error" % NAME)
+                raise RuntimeError("plugin/%s: weight file open error"
+                                   % NAME) from e
             logger.warning(NAME, "Failed to open weight file:weight file open "
                         "error. Will try again in %s"
                         % format_duration(wts.reload))
         except ValueError as e:
-            raise RuntimeError("plugin/%s: %s" % (NAME, e))
+            raise RuntimeError("plugin/%s: %s" % (NAME, e)) from e
         if wts.reload > 0:
             self._loop = task.LoopingCall(self._reload)
             self._loop.clock = self.reactor
@@ -385,8 +386,9 @@ def setup(d, block):
                 raise c.error("unexpected argument")
             try:
                 reload = parse_duration(c.args[0], strict=True)
-            except ValueError:
-                raise c.error("invalid reload duration '%s'" % c.args[0])
+            except ValueError as e:
+                raise c.error("invalid reload duration '%s'"
+                              % c.args[0]) from e
         weights = Weights(path, max(reload, 0.0))
         return LoadBalance(weights=weights)
     for c in d.children:
@@ -397,7 +399,7 @@ def setup(d, block):
                 if "/" not in cidr:
                     raise ValueError(cidr)
                 prefer.append(ipaddress.ip_network(cidr, strict=False))
-            except ValueError:
+            except ValueError as e:
                 raise c.error('invalid CIDR "%s": invalid CIDR address: %s'
-                              % (cidr, cidr))
+                              % (cidr, cidr)) from e
     return LoadBalance(prefer=Prefer(prefer) if prefer else None)

@@ -94,7 +94,7 @@ class Outcome:
             return 0, ()
 
 
-# -- formats --------------------------------------------------------------------
+# -- formats ------------------------------------------------------------------
 
 def go_float(secs):
     """Go's strconv.FormatFloat(secs, 'f', -1, 64): shortest digits that
@@ -239,7 +239,7 @@ class Format:
                                       for f in self.fns])
 
 
-# -- the plugin ----------------------------------------------------------------------
+# -- the plugin ---------------------------------------------------------------
 
 class Rule:
     __slots__ = ("scope", "format", "compiled", "classes", "all")

@@ -76,7 +76,7 @@ class Loop(Plugin):
             return Response(w.SERVFAIL)
         return self.next.serve(req)
 
-    # -- the probe -----------------------------------------------------------------
+    # -- the probe ------------------------------------------------------------
 
     def start(self):
         app = self.block.config.app

@@ -1,7 +1,8 @@
 """prometheus: counts every query of the block and serves /metrics.
 
 ``prometheus [ADDRESS]`` (default localhost:9153).  Middleware: it passes the
-query on, then records the answer in the core families (corednstw.core.metrics).
+query on, then records the answer in the core families
+(corednstw.core.metrics).
 The metrics endpoint is shared by every block naming the same address.
 """
 

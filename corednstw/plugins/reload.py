@@ -122,7 +122,7 @@ def setup(d, block):
         if len(d.args) > 1:
             jitter = parse_duration(d.args[1])
     except ValueError as e:
-        raise d.error(str(e))
+        raise d.error(str(e)) from e
     if interval < MIN_INTERVAL:
         raise d.error("interval value must be greater or equal to 2s")
     if jitter != 0 and jitter < MIN_JITTER:

@@ -33,6 +33,6 @@ def setup(d, block):
         logger.warning("root", "Root path does not exist: %s" % root)
     except OSError as e:
         raise d.error("unable to access root path '%s': %s"
-                      % (root, e.strerror or e))
+                      % (root, e.strerror or e)) from e
     block.settings["root"] = root
     return Root(root)

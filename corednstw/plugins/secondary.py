@@ -33,7 +33,7 @@ class TransferError(Exception):
     pass
 
 
-# -- a small TCP client for SOA checks and AXFR --------------------------------
+# -- a small TCP client for SOA checks and AXFR -------------------------------
 
 class _Exchange(Int16StringReceiver):
     """Sends one query and feeds each reply message to ``on_message``,
@@ -147,7 +147,7 @@ def soa_serial(reactor, peer, zone, timeout=TIMEOUT):
                     timeout).addCallback(lambda _: found[0] if found else None)
 
 
-# -- the plugin --------------------------------------------------------------------
+# -- the plugin ---------------------------------------------------------------
 
 class SecondaryZone:
     """Transfer state of one origin."""
@@ -259,7 +259,7 @@ class Secondary(authority.ZoneServer):
                         True)
         d.addCallbacks(ok, failed)
 
-    # -- transfers --------------------------------------------------------------
+    # -- transfers ------------------------------------------------------------
 
     @defer.inlineCallbacks
     def should_transfer(self, sz):
@@ -308,8 +308,9 @@ class Secondary(authority.ZoneServer):
                     rrs = yield axfr(self.reactor, peer, sz.origin)
                     data = authority.from_records(sz.origin, rrs)
                 except Exception as e:
-                    logger.error(self.name, "Failed to transfer `%s' from %s: %s"
-                              % (sz.origin, _hp(peer), e))
+                    logger.error(self.name,
+                                 "Failed to transfer `%s' from %s: %s"
+                                 % (sz.origin, _hp(peer), e))
                     err = e
                     continue
                 self.zone_map[sz.origin] = data
@@ -322,7 +323,7 @@ class Secondary(authority.ZoneServer):
             sz.busy = False
         raise err or TransferError("no primaries")
 
-    # -- NOTIFY ----------------------------------------------------------------
+    # -- NOTIFY ---------------------------------------------------------------
 
     def notify_received(self, req, origin):
         sz = self.secondaries.get(origin)
@@ -343,8 +344,9 @@ class Secondary(authority.ZoneServer):
                 self._restart(sz)
 
         def failed(f):
-            logger.warning(self.name, "Notify from %s for %s: transfer failed: "
-                        "%s" % (client, sz.origin, f.getErrorMessage()))
+            logger.warning(self.name,
+                           "Notify from %s for %s: transfer failed: "
+                           "%s" % (client, sz.origin, f.getErrorMessage()))
         self.check(sz).addCallbacks(done, failed)
 
 
@@ -366,8 +368,8 @@ def setup(d, block):
                     raise c.error("can't use '*' in transfer from")
                 try:
                     primaries.append(parse_peer(a))
-                except ValueError:
-                    raise c.error("not an IP address or file: %s" % a)
+                except ValueError as e:
+                    raise c.error("not an IP address or file: %s" % a) from e
             has_transfer = True
         elif c.name == "fallthrough":
             fall = Fallthrough.parse(c.args)

@@ -371,8 +371,8 @@ def _parse_rr(text):
                 try:
                     ttl = dns.ttl.from_text(v)
                     continue
-                except dns.exception.DNSException:
-                    raise ValueError('not a TTL: "%s"' % v)
+                except dns.exception.DNSException as e:
+                    raise ValueError('not a TTL: "%s"' % v) from e
             up = v.upper()
             if rclass is None and (up in CLASSES or
                                    re.match(r"CLASS\d+$", up)):
@@ -384,7 +384,7 @@ def _parse_rr(text):
         rd = dns.rdata.from_text(rclass, rtype, tok, origin=dns.name.root,
                                  relativize=False)
     except dns.exception.DNSException as e:
-        raise ValueError("%s in %r" % (e, text))
+        raise ValueError("%s in %r" % (e, text)) from e
     return w.RR(owner, rtype, DEFAULT_TTL if ttl is None else ttl,
                 w.rdata_wire(rd), rclass)
 
@@ -448,8 +448,8 @@ def _opt_match(t, c, env):
             rx = goregexp.compile(source)
         except goregexp.RegexpError as e:
             if "too long" in str(e):
-                raise c.error(str(e))
-            raise c.error("could not parse regex: %s, %s" % (source, e))
+                raise c.error(str(e)) from e
+            raise c.error("could not parse regex: %s, %s" % (source, e)) from e
         t.regexes.append((rx, source, goregexp.group_names(rx)))
 
 
@@ -460,7 +460,7 @@ def _section(index):
                 tmpl = gotemplate.compile(source, gotemplate.COREDNS_FUNCS)
             except ex.ExpressionError as e:
                 raise c.error("could not compile template: %s, %s"
-                              % (source, e))
+                              % (source, e)) from e
             part = RRText(index, tmpl)
             (t.answer, t.additional, t.authority)[index].append(part)
     return handler
@@ -487,7 +487,8 @@ def _compile(c, source, env):
     try:
         return ex.compile_expr(source, env)
     except ex.ExpressionError as e:
-        raise c.error("could not compile expression: %s, %s" % (source, e))
+        raise c.error("could not compile expression: %s, %s"
+                      % (source, e)) from e
 
 
 def _opt_rcode(t, c, env):
@@ -498,8 +499,8 @@ def _opt_rcode(t, c, env):
         if code != code.upper():
             raise ValueError(code)
         t.rcode = w.rcode_value(code)
-    except ValueError:
-        raise c.error("unknown rcode %s" % code)
+    except ValueError as e:
+        raise c.error("unknown rcode %s" % code) from e
 
 
 def _opt_ederror(t, c, env):

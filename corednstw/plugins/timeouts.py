@@ -25,8 +25,9 @@ def _max_queries(c):
     """maxtcpqueries: -1 (unlimited, the default) or a positive count."""
     try:
         n = int(c.args[0])
-    except ValueError:
-        raise c.error("invalid value for maxtcpqueries '%s'" % c.args[0])
+    except ValueError as e:
+        raise c.error("invalid value for maxtcpqueries '%s'"
+                      % c.args[0]) from e
     if n == 0 or n < -1:
         raise c.error("maxtcpqueries provided '%d' needs to be -1 "
                       "(unlimited) or a positive integer" % n)
@@ -48,8 +49,8 @@ def setup(d, block):
             arg += "s"   # a bare number is seconds
         try:
             secs = parse_duration(arg)
-        except ValueError:
-            raise c.error("failed to parse duration '%s'" % arg)
+        except ValueError as e:
+            raise c.error("failed to parse duration '%s'" % arg) from e
         if secs < MIN or secs > MAX:
             raise c.error("timeout provided '%s' needs to be between 1 second "
                           "and 24 hours" % format_duration(secs))

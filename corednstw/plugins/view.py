@@ -66,7 +66,7 @@ def setup(d, block):
         try:
             programs.append(ex.compile_expr(source, env))
         except ex.ExpressionError as e:
-            raise c.error("%s: %s" % (source, e))
+            raise c.error("%s: %s" % (source, e)) from e
     plugin = View(d.args[0], programs)
     block.filters.append(plugin.filter)
     block.view = d.args[0]

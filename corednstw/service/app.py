@@ -53,7 +53,7 @@ class App(service.Service):
         self.muxes = []
         self._retired = []
 
-    # -- configuration ---------------------------------------------------------
+    # -- configuration --------------------------------------------------------
 
     def parse(self, strict=True):
         """Parse the Corefile (or the default one) into server blocks;
@@ -73,7 +73,7 @@ class App(service.Service):
         _default_ports(blocks, self.dns_port)
         return configlib.build(self, self.path or "Corefile", blocks, errors)
 
-    # -- service ---------------------------------------------------------------
+    # -- service --------------------------------------------------------------
 
     def startService(self):
         service.Service.startService(self)
@@ -187,7 +187,7 @@ class App(service.Service):
             udp=transport not in configlib.STREAM_ONLY)
         return Listener(mux, udp, tcp, host, actual)
 
-    # -- reload ------------------------------------------------------------------
+    # -- reload ---------------------------------------------------------------
 
     def reload(self):
         """Switch to the Corefile as it is now, or keep the old config.
@@ -320,7 +320,7 @@ class App(service.Service):
                         logger.error(p.name, "stop failed: %s" % e)
         check()
 
-    # -- helpers for plugins and tests -------------------------------------------
+    # -- helpers for plugins and tests ----------------------------------------
 
     def port(self, host=None, port=None, transport="dns"):
         """The actual port of a listener (for tests on port 0)."""

@@ -57,8 +57,8 @@ def address_arg(d, default, children=False):
     address = d.args[0] if d.args else default
     try:
         split_address(address, 0)
-    except ValueError:
-        raise d.error("invalid address %r" % address)
+    except ValueError as e:
+        raise d.error("invalid address %r" % address) from e
     return address
 
 

@@ -1,8 +1,10 @@
 """Signals as CoreDNS handles them.
 
 SIGTERM and SIGINT: graceful shutdown (lameduck honoured by App.stopService),
-exit status 0; a second SIGINT quits at once with status 2.  SIGQUIT: stop at once.  SIGUSR1: reload the Corefile (when
-the App supports it).  SIGHUP is ignored, as CoreDNS (caddy) ignores it.  Installed once the reactor runs, replacing twistd's
+exit status 0; a second SIGINT quits at once with status 2.  SIGQUIT: stop
+at once.  SIGUSR1: reload the Corefile (when
+the App supports it).  SIGHUP is ignored, as CoreDNS (caddy) ignores it.
+Installed once the reactor runs, replacing twistd's
 handlers, which would re-raise the signal and exit with -15.
 """
 

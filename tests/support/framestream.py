@@ -54,7 +54,8 @@ def _schema():
         ("UPDATE_RESPONSE", 14)])
     field(m, "type", 1, _F.TYPE_ENUM, _F.LABEL_REQUIRED,
           ".dnstap.Message.Type")
-    field(m, "socket_family", 2, _F.TYPE_ENUM, type_name=".dnstap.SocketFamily")
+    field(m, "socket_family", 2, _F.TYPE_ENUM,
+          type_name=".dnstap.SocketFamily")
     field(m, "socket_protocol", 3, _F.TYPE_ENUM,
           type_name=".dnstap.SocketProtocol")
     field(m, "query_address", 4, _F.TYPE_BYTES)

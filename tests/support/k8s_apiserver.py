@@ -40,7 +40,7 @@ KIND_NAMES = {
 }
 
 
-# -- object builders -----------------------------------------------------------
+# -- object builders ----------------------------------------------------------
 
 def _meta(name, ns=None, labels=None, annotations=None):
     m = {"name": name}
@@ -121,7 +121,7 @@ def service_import(name, ns, ips=(), ports=(("http", "TCP", 80),),
                   for p in ports]}}
 
 
-# -- the server -----------------------------------------------------------------
+# -- the server ---------------------------------------------------------------
 
 class APIServer:
     """The cluster state, its event log and the HTTP server."""
@@ -469,7 +469,7 @@ def _match(obj, reqs, fields):
     return True
 
 
-# -- a generated cluster (the benchmark) ------------------------------------------
+# -- a generated cluster (the benchmark) --------------------------------------
 
 def generate(srv, services=10000, namespaces=100, headless=0.1):
     """``services`` services over ``namespaces`` namespaces; a fraction

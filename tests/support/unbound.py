@@ -32,7 +32,7 @@ ZONE = """\
     local-data: "www.example.test. 120 IN AAAA 2001:db8::80"
     local-data: "v4only.example.test. 120 IN A 198.51.100.7"
     local-data: "mail.example.test. 300 IN MX 10 mx.example.test."
-"""
+"""  # noqa: E501 (unbound's local-data takes one record per line)
 
 
 def require(testcase):
@@ -162,10 +162,10 @@ class Unbound:
                 yield exchange(reactor, "127.0.0.1", self.port, wire, "udp",
                                0.5)
                 return
-            except Exception:
+            except Exception as e:
                 if reactor.seconds() > deadline:
                     raise RuntimeError("unbound does not answer: %s"
-                                       % self.log())
+                                       % self.log()) from e
                 d = defer.Deferred()
                 reactor.callLater(0.05, d.callback, None)
                 yield d

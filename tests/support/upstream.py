@@ -48,7 +48,7 @@ class Upstream:
         self.udp = self.tcp = None
         self.port = 0
 
-    # -- life cycle ------------------------------------------------------------
+    # -- life cycle -----------------------------------------------------------
 
     def start(self, port=None):
         port = self.port if port is None else port
@@ -99,7 +99,7 @@ class Upstream:
         for send, data in pending:
             send(data)
 
-    # -- answering ---------------------------------------------------------------
+    # -- answering ------------------------------------------------------------
 
     def answer(self, data, proto, send):
         try:

@@ -17,7 +17,8 @@ from twisted.internet.error import TimeoutError
 from corednstw.core import logger
 from corednstw.service.app import App
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__))))
 
 #: The twistd beside this interpreter (the service as a real process).
 TWISTD = os.path.join(os.path.dirname(sys.executable), "twistd")

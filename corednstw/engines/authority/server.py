@@ -130,4 +130,4 @@ def reload_option(c):
     try:
         return parse_duration(c.args[0])
     except ValueError as e:
-        raise c.error(str(e))
+        raise c.error(str(e)) from e

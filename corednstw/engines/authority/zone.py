@@ -68,7 +68,7 @@ def _lower_rdata(rtype, rdata):
     return rdata
 
 
-# -- zone data -------------------------------------------------------------------
+# -- zone data ----------------------------------------------------------------
 
 class Node:
     """The records of one owner name: ``types`` maps a type to its RRs
@@ -234,7 +234,7 @@ class ZoneData:
         x = self.wires[i]
         return x != wire and is_sub(x, wire)
 
-    # -- apex helpers -----------------------------------------------------------
+    # -- apex helpers ---------------------------------------------------------
 
     def soa_rrs(self, do):
         return [self.soa] + self.sigsoa if do else [self.soa]
@@ -344,7 +344,7 @@ class ZoneData:
                 return True
         return False
 
-    # -- the lookup ---------------------------------------------------------------
+    # -- the lookup -----------------------------------------------------------
 
     def lookup(self, req, upstream=None):
         """Answer ``req`` from this zone: (answer, authority, additional,
@@ -564,7 +564,7 @@ class ZoneData:
             return got(None)
         return d.addCallbacks(got, failed)
 
-    # -- transfer -----------------------------------------------------------------
+    # -- transfer -------------------------------------------------------------
 
     def apex_records(self):
         return [self.soa] + self.sigsoa + self.ns + self.signs

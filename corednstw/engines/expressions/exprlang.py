@@ -430,8 +430,9 @@ class _Parser:
             if "." in low or "e" in low:
                 return ("const", tok.pos, float(text), FLOAT)
             return ("const", tok.pos, int(text, 10), INT)
-        except ValueError:
-            raise self.error("invalid number literal %s" % tok.value, tok)
+        except ValueError as e:
+            raise self.error("invalid number literal %s" % tok.value,
+                             tok) from e
 
     def call(self, tok, args):
         name = tok.value
@@ -682,7 +683,7 @@ def _regexp(pattern):
         try:
             rx = goregexp.compile(pattern)
         except goregexp.RegexpError as e:
-            raise EvalError(str(e))
+            raise EvalError(str(e)) from e
         if len(_RX_CACHE) > 256:
             _RX_CACHE.clear()
         _RX_CACHE[pattern] = rx
@@ -861,7 +862,7 @@ class _Compiler:
                 try:
                     rx = goregexp.compile(pat[2])
                 except goregexp.RegexpError as e:
-                    raise self.error(node, str(e))
+                    raise self.error(node, str(e)) from e
                 search = rx.search
 
                 def f(s):
@@ -1005,7 +1006,8 @@ class _Compiler:
             raise self.error(node, "builtin %s takes only array (got %s)"
                              % (name, _typename(lt)))
         if len(args) == 1:
-            pf = (lambda s: s.item)
+            def pf(s):
+                return s.item
         else:
             pf, _ = self.visit(args[1][2])
         return _predicate(name, lf, pf), {
@@ -1103,8 +1105,9 @@ def _to_int(v):
     if isinstance(v, str):
         try:
             return int(v, 10) if v.strip() == v else int("x")
-        except ValueError:
-            raise EvalError('strconv.Atoi: parsing "%s": invalid syntax' % v)
+        except ValueError as e:
+            raise EvalError('strconv.Atoi: parsing "%s": invalid syntax'
+                            % v) from e
     if isinstance(v, float) and (math.isinf(v) or math.isnan(v)):
         raise EvalError("invalid operation: int(%s)" % go_text(v))
     return int(v)
@@ -1116,9 +1119,9 @@ def _to_float(v):
                         % _typename(_kind(v)))
     try:
         return float(v)
-    except ValueError:
+    except ValueError as e:
         raise EvalError('strconv.ParseFloat: parsing "%s": invalid syntax'
-                        % v)
+                        % v) from e
 
 
 def _b_int(c, node, args):
@@ -1290,12 +1293,12 @@ BUILTINS = frozenset(_BUILTINS) | _PREDICATES
 def _incidr(scope, ip, cidr):
     try:
         addr = ipaddress.ip_address(ip)
-    except ValueError:
-        raise EvalError("first argument is not an IP address")
+    except ValueError as e:
+        raise EvalError("first argument is not an IP address") from e
     try:
         net = _network(cidr)
-    except ValueError:
-        raise EvalError("invalid CIDR address: %s" % cidr)
+    except ValueError as e:
+        raise EvalError("invalid CIDR address: %s" % cidr) from e
     if addr.version != net.version:
         if addr.version == 6 and addr.ipv4_mapped is not None:
             addr = addr.ipv4_mapped

@@ -38,7 +38,8 @@ def compile(pattern):
     try:
         return re.compile(text)
     except re.error as e:
-        raise RegexpError("error parsing regexp: %s: `%s`" % (e, pattern))
+        raise RegexpError("error parsing regexp: %s: `%s`"
+                          % (e, pattern)) from e
 
 
 def translate(pattern):

@@ -77,8 +77,9 @@ def compile(text, funcs=None):
         out = []
         try:
             fn(data, out)
-        except _Flow:
-            raise EvalError("{{break}} or {{continue}} outside {{range}}")
+        except _Flow as e:
+            raise EvalError(
+                "{{break}} or {{continue}} outside {{range}}") from e
         return "".join(out)
     return Template(text, render)
 
@@ -465,8 +466,9 @@ class _Parser:
                     return int(text, 8)
                 return int(text)
             return float(text)
-        except ValueError:
-            raise _error(self.text, off, "bad number syntax: %s" % value)
+        except ValueError as e:
+            raise _error(self.text, off,
+                         "bad number syntax: %s" % value) from e
 
 
 _KEYWORDS = {"if", "else", "end", "range", "with", "define", "template",
@@ -565,9 +567,9 @@ def method(v, name, args):
                         % (name, _type_name(v)))
     try:
         return getattr(v, attr)(*args)
-    except TypeError:
+    except TypeError as e:
         raise EvalError("wrong number of args for %s: got %d"
-                        % (name, len(args)))
+                        % (name, len(args))) from e
 
 
 def _chain(base, names):
@@ -603,10 +605,10 @@ def _call(name, fn, args, piped):
         try:
             return fn(*vals)
         except EvalError as e:
-            raise EvalError("error calling %s: %s" % (name, e))
-        except TypeError:
+            raise EvalError("error calling %s: %s" % (name, e)) from e
+        except TypeError as e:
             raise EvalError("wrong number of args for %s: got %d"
-                            % (name, len(vals)))
+                            % (name, len(vals))) from e
     return run
 
 
@@ -889,8 +891,8 @@ def parse_uint(s, base, bits):
         raise syntax
     try:
         value = int(text, base)
-    except ValueError:
-        raise syntax
+    except ValueError as e:
+        raise syntax from e
     if value >= 1 << bits:
         raise EvalError('strconv.ParseUint: parsing "%s": value out of '
                         'range' % s)

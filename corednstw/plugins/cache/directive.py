@@ -11,15 +11,16 @@ from corednstw.plugins.cache.plugin import Cache
 def _int(c, text):
     try:
         return int(text, 10)
-    except ValueError:
-        raise c.error('strconv.Atoi: parsing "%s": invalid syntax' % text)
+    except ValueError as e:
+        raise c.error('strconv.Atoi: parsing "%s": invalid syntax'
+                      % text) from e
 
 
 def _dur(c, text):
     try:
         return parse_duration(text, strict=True)
     except ValueError as e:
-        raise c.error(str(e))
+        raise c.error(str(e)) from e
 
 
 def setup(d, block):
@@ -158,8 +159,9 @@ def _parse_stale(c, a, ca):
     if ca.verify_stale and rest:
         try:
             t = parse_duration(rest[0], strict=True)
-        except ValueError:
-            raise c.error("invalid serve_stale verify timeout: %s" % rest[0])
+        except ValueError as e:
+            raise c.error("invalid serve_stale verify timeout: %s"
+                          % rest[0]) from e
         if t < 0:
             raise c.error("invalid negative timeout for serve_stale verify")
         ca.verify_timeout = t
@@ -169,8 +171,9 @@ def _parse_stale(c, a, ca):
     if rest:
         try:
             t = parse_duration(rest[0], strict=True)
-        except ValueError:
-            raise c.error("invalid serve_stale response TTL: %s" % rest[0])
+        except ValueError as e:
+            raise c.error("invalid serve_stale response TTL: %s"
+                          % rest[0]) from e
         if t < 0:
             raise c.error("invalid negative response TTL for serve_stale")
         if t != int(t):
@@ -183,8 +186,9 @@ def _parse_stale(c, a, ca):
     if len(rest) > 1:
         try:
             t = parse_duration(rest[1], strict=True)
-        except ValueError:
-            raise c.error("invalid serve_stale failure recheck: %s" % rest[1])
+        except ValueError as e:
+            raise c.error("invalid serve_stale failure recheck: %s"
+                          % rest[1]) from e
         if t < 0:
             raise c.error("invalid negative failure recheck for serve_stale")
         if t > 300:

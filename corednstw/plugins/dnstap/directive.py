@@ -32,8 +32,8 @@ def _endpoint(d, text, listen):
 def _multiple(d, text, what, units, top):
     try:
         v = int(text)
-    except ValueError:
-        raise d.error("dnstap: invalid %s %r" % (what, text))
+    except ValueError as e:
+        raise d.error("dnstap: invalid %s %r" % (what, text)) from e
     if v < 1 or v > top:
         raise d.error("dnstap: %s must be between 1 and %d (%s): %d"
                       % (what, top, units, v))
@@ -125,4 +125,4 @@ def _server_tls(d, block, certs, skipverify):
             return pc.options(ca)
         return pc.options()
     except (OSError, Exception) as e:
-        raise d.error("unable to load TLS certificate: %s" % e)
+        raise d.error("unable to load TLS certificate: %s" % e) from e

@@ -87,7 +87,7 @@ class Dnstap(Plugin):
             _now(), None, rmsg), req)
         return resp
 
-    # -- the interface for forwarders -------------------------------------------
+    # -- the interface for forwarders -----------------------------------------
 
     def tap_forwarder_query(self, req, upstream, wire=None, proto="udp",
                             local=None, start=None):
@@ -111,7 +111,7 @@ class Dnstap(Plugin):
             FORWARDER_RESPONSE, proto, local, upstream, start, _now(), None,
             wire if self.full else None), req)
 
-    # -- life cycle -------------------------------------------------------------
+    # -- life cycle -----------------------------------------------------------
 
     def start(self):
         self.output.start(self.reactor)

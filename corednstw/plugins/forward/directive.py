@@ -107,14 +107,15 @@ def _duration(d, c, text, what):
     try:
         return parse_duration(text, strict=True)
     except ValueError as e:
-        raise c.error(str(e))
+        raise c.error(str(e)) from e
 
 
 def _uint(c, text):
     try:
         n = int(text, 10)
-    except ValueError:
-        raise c.error('strconv.ParseUint: parsing "%s": invalid syntax' % text)
+    except ValueError as e:
+        raise c.error('strconv.ParseUint: parsing "%s": invalid syntax'
+                      % text) from e
     if n < 0 or n >= 1 << 32:
         raise c.error('strconv.ParseUint: parsing "%s": invalid syntax' % text)
     return n
@@ -123,8 +124,9 @@ def _uint(c, text):
 def _int(c, text):
     try:
         return int(text, 10)
-    except ValueError:
-        raise c.error('strconv.Atoi: parsing "%s": invalid syntax' % text)
+    except ValueError as e:
+        raise c.error('strconv.Atoi: parsing "%s": invalid syntax'
+                      % text) from e
 
 
 def _rcodes(c, args, failover=False):
@@ -132,8 +134,8 @@ def _rcodes(c, args, failover=False):
     for a in args:
         try:
             rc = w.rcode_value(a)
-        except ValueError:
-            raise c.error("%s is not a valid rcode" % a)
+        except ValueError as e:
+            raise c.error("%s is not a valid rcode" % a) from e
         if failover and rc == w.NOERROR:
             raise c.error("NoError cannot be used in failover")
         out.append(rc)
@@ -250,8 +252,8 @@ def _parse_option(d, c, f, o, block):
             ip = ipaddress.ip_address(args[0])
             # An IPv4-mapped address binds as the IPv4 address (Go's net.IP).
             o.source = str(getattr(ip, "ipv4_mapped", None) or ip)
-        except ValueError:
-            raise c.error("invalid IP address: %s" % args[0])
+        except ValueError as e:
+            raise c.error("invalid IP address: %s" % args[0]) from e
     elif name in ("doh_method", "resolver"):
         raise c.error("%s: not supported yet" % name)
     else:
@@ -336,7 +338,7 @@ def _resolv_conf(d, path):
                     if _is_ip(host):
                         out.append((host, 53))
     except OSError as e:
-        raise d.error('failed to open file "%s": %s' % (path, e))
+        raise d.error('failed to open file "%s": %s' % (path, e)) from e
     return out
 
 
@@ -360,7 +362,7 @@ def _tls_options(d, o, servername):
                 key = fh.read()
             client = ssl.PrivateCertificate.loadPEM(cert + b"\n" + key)
     except Exception as e:
-        raise d.error("tls: %s" % e)
+        raise d.error("tls: %s" % e) from e
     return ssl.optionsForClientTLS(
         servername, trustRoot=trust, clientCertificate=client,
         extraCertificateOptions={"raiseMinimumTo": ssl.TLSVersion.TLSv1_2})

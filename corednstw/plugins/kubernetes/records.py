@@ -161,7 +161,7 @@ class Namespace:
         self.mark = 0
 
 
-# -- JSON to records (runs in the watch threads) -------------------------------
+# -- JSON to records (runs in the watch threads) ------------------------------
 
 def _meta(obj):
     m = obj.get("metadata") or {}

@@ -10,7 +10,8 @@ Grammar (apimachinery's labels.Parse): comma-separated requirements, each
 
 import re
 
-_KEY = r"(?:[A-Za-z0-9](?:[-A-Za-z0-9_.]*[A-Za-z0-9])?/)?[A-Za-z0-9](?:[-A-Za-z0-9_.]*[A-Za-z0-9])?"
+_KEY = (r"(?:[A-Za-z0-9](?:[-A-Za-z0-9_.]*[A-Za-z0-9])?/)?"
+        r"[A-Za-z0-9](?:[-A-Za-z0-9_.]*[A-Za-z0-9])?")
 _VALUE = r"(?:[A-Za-z0-9](?:[-A-Za-z0-9_.]*[A-Za-z0-9])?)?"
 _REQ = re.compile(
     r"\s*(?:(?P<not>!)\s*(?P<nkey>%(k)s)"
@@ -54,8 +55,9 @@ def parse(text):
             if op in (">", "<"):
                 try:
                     int(val)
-                except ValueError:
-                    raise SelectorError("%s needs an integer: %r" % (op, val))
+                except ValueError as e:
+                    raise SelectorError("%s needs an integer: %r"
+                                        % (op, val)) from e
             reqs.append((m.group("key"), "=" if op == "==" else op, (val,)))
     return reqs
 

@@ -47,7 +47,7 @@ class Store:
         self.listeners = []         # callables(kind) after each change
         self.version = 0            # bumped by every change (answer caches)
 
-    # -- sync state -------------------------------------------------------------
+    # -- sync state -----------------------------------------------------------
 
     @property
     def synced(self):
@@ -70,7 +70,7 @@ class Store:
                 NAMESPACES: self.namespaces, PODS: self.pods,
                 IMPORTS: self.imports, MC_SLICES: self.mc_slices}[kind]
 
-    # -- changes ----------------------------------------------------------------
+    # -- changes --------------------------------------------------------------
 
     def apply(self, kind, events):
         """Apply [(type, record)]: type LIST (a list page item), ADDED,
@@ -210,7 +210,7 @@ class Store:
         kind = "headless_with_selector" if svc.headless else "cluster_ip"
         PROGRAMMING.observe((kind,), max(0.0, self.clock() - tt))
 
-    # -- reads --------------------------------------------------------------------
+    # -- reads ----------------------------------------------------------------
 
     def slices_of(self, name, ns, mc=False):
         """The slices of a service, in name order (a stable answer order)."""

@@ -112,8 +112,9 @@ def _max_fails(c, args, g):
         raise c.arg_error()
     try:
         g.max_fails = int(args[0], 10)
-    except ValueError:
-        raise c.error('strconv.Atoi: parsing "%s": invalid syntax' % args[0])
+    except ValueError as e:
+        raise c.error('strconv.Atoi: parsing "%s": invalid syntax'
+                      % args[0]) from e
 
 
 def _health_check(c, args, g):
@@ -178,7 +179,7 @@ def _duration(c, text):
     try:
         return parse_duration(text, strict=True)
     except ValueError as e:
-        raise c.error(str(e))
+        raise c.error(str(e)) from e
 
 
 # -- upstreams ----------------------------------------------------------------
@@ -256,5 +257,5 @@ def _resolv_conf(d, path):
                         and _is_ip(parts[1]):
                     out.append((_ip(parts[1]), 53))
     except OSError as e:
-        raise d.error('failed to open file "%s": %s' % (path, e))
+        raise d.error('failed to open file "%s": %s' % (path, e)) from e
     return out

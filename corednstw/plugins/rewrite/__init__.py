@@ -293,7 +293,7 @@ def setup(d, block):
     try:
         rule = new_rule(args)
     except ValueError as e:
-        raise d.error(str(e))
+        raise d.error(str(e)) from e
     for p in block.plugins:
         if isinstance(p, Rewrite):
             # Later lines extend the first one's list: one plugin, so

@@ -245,9 +245,9 @@ def variable_data(variable, st):
 def _code(text):
     try:
         c = int(text, 0)
-    except ValueError:
+    except ValueError as e:
         raise ValueError('strconv.ParseUint: parsing "%s": invalid syntax'
-                         % text)
+                         % text) from e
     if not 0 <= c <= 0xFFFF:
         raise ValueError('strconv.ParseUint: parsing "%s": value out of '
                          'range' % text)
@@ -258,17 +258,17 @@ def _data(text):
     if text.startswith("0x"):
         try:
             return bytes.fromhex(text[2:])
-        except ValueError:
-            raise ValueError("encoding/hex: invalid byte in %r" % text)
+        except ValueError as e:
+            raise ValueError("encoding/hex: invalid byte in %r" % text) from e
     return text.encode("utf-8")
 
 
 def _bits(text, limit, family):
     try:
         v = int(text, 0)
-    except ValueError:
+    except ValueError as e:
         raise ValueError('strconv.ParseUint: parsing "%s": invalid syntax'
-                         % text)
+                         % text) from e
     if v < 0:
         raise ValueError('strconv.ParseUint: parsing "%s": invalid syntax'
                          % text)

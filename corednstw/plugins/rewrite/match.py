@@ -37,8 +37,8 @@ def compile_regex(pattern, context="regex"):
                          % (context, len(pattern), MAX_REGEX_LEN))
     try:
         return re.compile(pattern)
-    except re.error:
-        raise ValueError("invalid regex matching pattern: %s" % pattern)
+    except re.error as e:
+        raise ValueError("invalid regex matching pattern: %s" % pattern) from e
 
 
 def checked_regex(pattern, replacement):

@@ -147,7 +147,7 @@ def parse_answers(kind, args):
             rx = m.checked_regex(args[i], args[i + 1])
         except ValueError as e:
             raise ValueError("%s answer rule for %s rule: %s"
-                             % (last, kind, e))
+                             % (last, kind, e)) from e
         rewriter = m.RegexRewriter(rx, m.normalize(args[i + 1]))
         if last == NAME:
             rules.append(NameResponse(rewriter))

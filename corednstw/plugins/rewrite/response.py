@@ -56,9 +56,9 @@ def _name_matcher(field, kind, value):
                              % (field, len(value), m.MAX_REGEX_LEN))
         try:
             return m.matcher(kind, re.compile(value))
-        except re.error:
+        except re.error as e:
             raise ValueError("invalid regex pattern in a %s rule: %s"
-                             % (field, value))
+                             % (field, value)) from e
     if kind not in m.MATCH_TYPES:
         raise ValueError("%s rule supports only exact, prefix, suffix, "
                          "substring, and regex name matching" % field)
@@ -117,8 +117,8 @@ def new_ttl_rule(mode, args):
     s = args[1] if len(args) == 2 else args[2] if len(args) == 3 else ""
     try:
         lo, hi = parse_ttl(s)
-    except ValueError:
-        raise ValueError("invalid TTL '%s' for a ttl rule" % s)
+    except ValueError as e:
+        raise ValueError("invalid TTL '%s' for a ttl rule" % s) from e
     kind, name = (m.EXACT, args[0]) if len(args) == 2 else args[:2]
     return NameMatchRule(mode, _name_matcher("ttl", kind, name),
                          [TTLResponse(lo, hi)])
@@ -239,5 +239,6 @@ def new_cname_rule(mode, args):
         try:
             frm = re.compile(frm)
         except re.error as e:
-            raise ValueError("invalid cname rewrite regex pattern: %s" % e)
+            raise ValueError("invalid cname rewrite regex pattern: %s"
+                             % e) from e
     return CnameRule(mode, kind, frm, to)

@@ -14,16 +14,16 @@ def _type(text):
         raise ValueError('invalid type "%s"' % up)
     try:
         return w.type_value(up)
-    except ValueError:
-        raise ValueError('invalid type "%s"' % up)
+    except ValueError as e:
+        raise ValueError('invalid type "%s"' % up) from e
 
 
 def _class(text):
     up = text.upper()
     try:
         return _CLASSES[up]
-    except KeyError:
-        raise ValueError('invalid class "%s"' % up)
+    except KeyError as e:
+        raise ValueError('invalid class "%s"' % up) from e
 
 
 class TypeRule(Rule):

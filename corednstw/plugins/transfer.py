@@ -136,17 +136,17 @@ class Transfer(Plugin):
         soa = first if first is not None and first.rtype == w.SOA else None
         count = sum(len(m) for m in msgs)
         if count == 1 and soa is not None:
-            logger.info(self.name, 'Outgoing noop, incremental transfer for up '
-                     'to date zone "%s" to %s for %d SOA serial' % (
-                         req.name, req.client, _serial(soa)))
+            logger.info(self.name, 'Outgoing noop, incremental transfer for '
+                        'up to date zone "%s" to %s for %d SOA serial' % (
+                            req.name, req.client, _serial(soa)))
             return Response(w.NOERROR, [soa], plugin=self.name)
         resp = StreamResponse(w.NOERROR, msgs[0] if msgs else [], aa=True,
                               plugin=self.name)
         for m in msgs[1:]:
             resp.more.append(encode(req, Response(w.NOERROR, m, aa=True)))
-        logger.info(self.name, 'Outgoing transfer of %d records of zone "%s" to '
-                 '%s for %d SOA serial' % (count, req.name, req.client,
-                                           _serial(soa) if soa else 0))
+        logger.info(self.name, 'Outgoing transfer of %d records of zone "%s" '
+                    'to %s for %d SOA serial' % (count, req.name, req.client,
+                                                 _serial(soa) if soa else 0))
         return resp
 
     # -- NOTIFY -------------------------------------------------------------
@@ -330,8 +330,9 @@ def setup(d, block):
                     continue
                 try:
                     to.append(parse_peer(h))
-                except ValueError:
-                    raise c.error("not an IP address or file: %s" % h)
+                except ValueError as e:
+                    raise c.error("not an IP address or file: %s"
+                                  % h) from e
         elif c.name == "source":
             if len(c.args) != 1:
                 raise c.arg_error()
@@ -339,8 +340,9 @@ def setup(d, block):
                 raise c.error("source already specified")
             try:
                 source = str(ipaddress.ip_address(c.args[0]))
-            except ValueError:
-                raise c.error('invalid source address "%s"' % c.args[0])
+            except ValueError as e:
+                raise c.error('invalid source address "%s"'
+                              % c.args[0]) from e
         else:
             raise c.error('unknown property "%s"' % c.name)
     if not to:

@@ -250,8 +250,8 @@ def setup(d, block):
             try:
                 with open(block.path(c.args[0])) as fh:
                     found = parse_key_file(fh.read())
-            except (OSError, ValueError):
-                raise c.arg_error()
+            except (OSError, ValueError) as e:
+                raise c.arg_error() from e
             for name, secret in found.items():
                 add(name, secret, c)
         elif c.name == "require":

@@ -11,7 +11,9 @@ BADTIME); an unsigned query of a required type or opcode is REFUSED.
 
 The answer is signed over its final bytes: the plugin leaves a signer on
 the Request (``req.sign``) that the server applies after encoding, so
-whatever plugins before this one change in the answer is covered.
+whatever plugins before this one change in the answer is covered.  The
+server applies it to every message of a zone transfer in turn, each MAC
+chained to the one before (RFC 8945 section 5.3.1).
 """
 
 import struct
@@ -45,10 +47,15 @@ _RRHEAD = struct.Struct("!HHIH")
 
 class Signer:
     """Adds the TSIG record to the reply bytes: signed with the query's
-    MAC, or (for BADKEY and BADSIG) with no MAC at all."""
+    MAC, or (for BADKEY and BADSIG) with no MAC at all.
+
+    Called again for each further message of a zone transfer, it signs
+    that message over the previous one's MAC and the timers only (RFC 8945
+    section 5.3.1), so a client can check the whole stream.
+    """
 
     __slots__ = ("owner", "key", "algorithm", "request_mac", "error",
-                 "time_signed", "other", "clock")
+                 "time_signed", "other", "clock", "mac")
 
     def __init__(self, owner, key, algorithm, request_mac, error, clock,
                  time_signed=0, other=b""):
@@ -60,27 +67,45 @@ class Signer:
         self.clock = clock
         self.time_signed = time_signed
         self.other = other
+        self.mac = None         # the last message's MAC, once one is signed
 
     def __call__(self, wire):
+        try:
+            record = self.record(wire)
+        except Exception as e:           # noqa: BLE001 - never fail a reply
+            logger.error("tsig", "signing the reply: %s" % e)
+            return wire
+        ar = struct.unpack_from("!H", wire, 10)[0] + 1
+        return wire[:10] + struct.pack("!H", ar) + wire[12:] + record
+
+    def record(self, wire):
+        """The TSIG record (owner to rdata) for ``wire``."""
         msgid = struct.unpack_from("!H", wire, 0)[0]
         rd = dns.rdtypes.ANY.TSIG.TSIG(
             dns.rdataclass.ANY, dns.rdatatype.TSIG, self.algorithm,
             self.time_signed if self.error == BADTIME else 0, FUDGE, b"",
             msgid, self.error, self.other)
         if self.error not in (BADKEY, BADSIG):
-            now = self.time_signed or int(self.clock())
-            try:
-                rd, _ = dns.tsig.sign(wire, self.key, rd, now,
-                                      self.request_mac)
-            except Exception as e:       # noqa: BLE001 - never fail a reply
-                logger.error("tsig", "signing the reply: %s" % e)
-                return wire
+            rd = self.signed(wire, rd)
         rdata = rd.to_wire()
-        ar = struct.unpack_from("!H", wire, 10)[0] + 1
-        return (wire[:10] + struct.pack("!H", ar) + wire[12:]
-                + w.name_to_wire(self.owner)
+        return (w.name_to_wire(self.owner)
                 + _RRHEAD.pack(TSIG, dns.rdataclass.ANY, 0, len(rdata))
                 + rdata)
+
+    def signed(self, wire, rd):
+        """``rd`` with its MAC: over the query's MAC for the first message,
+        over the previous message's MAC and the timers for the others."""
+        now = self.time_signed or int(self.clock())
+        if self.mac is None:
+            rd, _ = dns.tsig.sign(wire, self.key, rd, now,
+                                  self.request_mac)
+        else:
+            ctx = dns.tsig.get_context(self.key)
+            ctx.update(struct.pack("!H", len(self.mac)) + self.mac)
+            rd, _ = dns.tsig.sign(wire, self.key, rd, now, ctx=ctx,
+                                  multi=True)
+        self.mac = rd.mac
+        return rd
 
 
 class TSIGServer(Plugin):

@@ -1,10 +1,11 @@
 """tsig with transfer: every message of a signed AXFR carries a TSIG that
 chains over the one before (RFC 8945 section 5.3.1), as dnspython and a
 real Knot DNS secondary check it; wrong keys and unsigned requests get
-nothing."""
+nothing; a signed UDP answer keeps room for its TSIG record."""
 
 import base64
 
+import dns.flags
 import dns.message
 import dns.query
 import dns.rcode
@@ -168,3 +169,49 @@ class KnotSecondary(unittest.TestCase):
         m = yield util.query(sec.port, "example.org", "SOA")
         self.assertNotEqual(m.rcode(), dns.rcode.NOERROR)
         self.assertEqual(m.answer, [])
+
+
+class UDPRoom(unittest.TestCase):
+    """A signed answer that would not fit the client's buffer with its
+    TSIG record is cut to the question, TC set, and still signed."""
+
+    def test_question_only_when_full(self):
+        big = "".join('big 60 IN TXT "%s"\n' % ("y" * 40 + str(i))
+                      for i in range(8))
+        d = util.write_files(self, {"db": ZONE + big})
+        direct = util.Direct(self, COREFILE % d)
+        q = dns.message.make_query("big.example.org", "TXT")
+        plain = direct.ask(q.to_wire())
+        self.assertLess(len(plain), 512)
+        self.assertGreater(len(plain), 512 - 60)
+        q = dns.message.make_query("big.example.org", "TXT")
+        q.use_tsig(RING, KEY)
+        data = direct.ask(q.to_wire())
+        self.assertLessEqual(len(data), 512)
+        m = dns.message.from_wire(data, keyring=RING, request_mac=q.mac)
+        self.assertTrue(m.flags & dns.flags.TC)
+        self.assertEqual(m.answer, [])
+        self.assertEqual(str(m.question[0].name), "big.example.org.")
+        self.assertTrue(m.had_tsig)
+        # With EDNS the OPT record stays.
+        q = dns.message.make_query("big.example.org", "TXT", use_edns=0,
+                                   payload=512)
+        q.use_tsig(RING, KEY)
+        data = direct.ask(q.to_wire())
+        self.assertLessEqual(len(data), 512)
+        m = dns.message.from_wire(data, keyring=RING, request_mac=q.mac)
+        self.assertTrue(m.flags & dns.flags.TC)
+        self.assertEqual((m.answer, m.edns, m.payload), ([], 0, 512))
+
+    def test_fits_untouched(self):
+        d = util.write_files(self, {"db": ZONE})
+        direct = util.Direct(self, COREFILE % d)
+        q = dns.message.make_query("t1.example.org", "TXT", use_edns=0,
+                                   payload=1232)
+        q.use_tsig(RING, KEY)
+        m = dns.message.from_wire(direct.ask(q.to_wire()), keyring=RING,
+                                  request_mac=q.mac)
+        self.assertFalse(m.flags & dns.flags.TC)
+        self.assertEqual(len(m.answer), 1)
+        self.assertEqual(m.edns, 0)
+        self.assertEqual(m.payload, 1232)

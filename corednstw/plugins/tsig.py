@@ -51,14 +51,16 @@ class Signer:
 
     Called again for each further message of a zone transfer, it signs
     that message over the previous one's MAC and the timers only (RFC 8945
-    section 5.3.1), so a client can check the whole stream.
+    section 5.3.1), so a client can check the whole stream.  ``limit`` is
+    the client's UDP buffer (0 over TCP): an answer the record would push
+    past it is cut to its question, with TC set (section 5.3).
     """
 
     __slots__ = ("owner", "key", "algorithm", "request_mac", "error",
-                 "time_signed", "other", "clock", "mac")
+                 "time_signed", "other", "clock", "limit", "mac")
 
     def __init__(self, owner, key, algorithm, request_mac, error, clock,
-                 time_signed=0, other=b""):
+                 time_signed=0, other=b"", limit=0):
         self.owner = owner
         self.key = key
         self.algorithm = algorithm
@@ -67,11 +69,17 @@ class Signer:
         self.clock = clock
         self.time_signed = time_signed
         self.other = other
+        self.limit = limit
         self.mac = None         # the last message's MAC, once one is signed
 
     def __call__(self, wire):
+        previous = self.mac
         try:
             record = self.record(wire)
+            if self.limit and len(wire) + len(record) > self.limit:
+                self.mac = previous
+                wire = _question_only(wire)
+                record = self.record(wire)
         except Exception as e:           # noqa: BLE001 - never fail a reply
             logger.error("tsig", "signing the reply: %s" % e)
             return wire
@@ -108,6 +116,30 @@ class Signer:
         return rd
 
 
+def _question_only(wire):
+    """The reply cut to its header, question and OPT record, with TC set:
+    what RFC 8945 section 5.3 sends when the TSIG record does not fit."""
+    try:
+        msgid, flags, qd, an, ns, ar = struct.unpack_from("!6H", wire, 0)
+        off = 12
+        for _ in range(qd):
+            off = w.skip_name(wire, off) + 4
+        qend = off
+        opt = b""
+        for _ in range(an + ns + ar):
+            start = off
+            off = w.skip_name(wire, off)
+            rtype, _, _, rdlen = _RRHEAD.unpack_from(wire, off)
+            off += 10 + rdlen
+            if rtype == w.OPT:
+                opt = wire[start:off]
+    except (w.FormatError, struct.error):
+        return wire
+    return (struct.pack("!6H", msgid, flags | w.TC, qd, 0, 0,
+                        1 if opt else 0)
+            + wire[12:qend] + opt)
+
+
 class TSIGServer(Plugin):
     name = "tsig"
 
@@ -138,7 +170,8 @@ class TSIGServer(Plugin):
         error, key = self.check(req.data, off, owner, rdata)
         _strip(req, off)
         signer = Signer(owner, key, rdata.algorithm, rdata.mac, error,
-                        self.reactor.seconds)
+                        self.reactor.seconds,
+                        limit=req.size if req.proto != "tcp" else 0)
         if error == BADTIME:
             signer.time_signed = rdata.time_signed
             signer.other = struct.pack(

@@ -203,13 +203,14 @@ class Mux:
             return
         if not wire:
             return          # the plugin chose to write nothing
-        if req.sign is not None:
-            wire = req.sign(wire)
+        sign = req.sign
+        if sign is not None:
+            wire = sign(wire)
         send(wire)
         more = resp.more
         if more:            # further messages (zone transfers over TCP)
             for m in more:
-                send(m)
+                send(m if sign is None else sign(m))
 
     def _failed(self, failure, req, send):
         self.inflight -= 1

@@ -13,8 +13,11 @@ first plugin of the block implementing the Transferer interface::
         # a serial equal to ours (IXFR, up to date) one batch [SOA].
 
 Records are sent in messages of whole RRs, a new message starting before
-the batch would pass 63,000 bytes (CoreDNS's limit).  ``notify(zone)``
-sends NOTIFY over UDP to every ``to`` address that is not ``*`` (3 tries).
+the batch would pass 63,000 bytes (CoreDNS's limit).  When the tsig plugin
+verified the request, the server signs every message with its signer
+(``req.sign``), each over the MAC of the one before.  ``notify(zone)``
+sends NOTIFY over UDP to every ``to`` address that is not ``*`` (3 tries),
+unsigned as CoreDNS sends it.
 """
 
 import ipaddress
@@ -35,7 +38,11 @@ NOTIFY_TIMEOUT = 2.0
 
 
 class StreamResponse(Response):
-    """A response followed by further messages on the same TCP stream."""
+    """A response followed by further messages on the same TCP stream.
+
+    ``more`` holds them encoded but unsigned: the server passes each
+    through the request's signer in order, since each MAC covers the
+    previous one."""
 
     def __init__(self, *args, **kw):
         Response.__init__(self, *args, **kw)

@@ -11,7 +11,9 @@ BADTIME); an unsigned query of a required type or opcode is REFUSED.
 
 The answer is signed over its final bytes: the plugin leaves a signer on
 the Request (``req.sign``) that the server applies after encoding, so
-whatever plugins before this one change in the answer is covered.
+whatever plugins before this one change in the answer is covered.  The
+server applies it to every message of a zone transfer in turn, each MAC
+chained to the one before (RFC 8945 section 5.3.1).
 """
 
 import struct
@@ -45,13 +47,20 @@ _RRHEAD = struct.Struct("!HHIH")
 
 class Signer:
     """Adds the TSIG record to the reply bytes: signed with the query's
-    MAC, or (for BADKEY and BADSIG) with no MAC at all."""
+    MAC, or (for BADKEY and BADSIG) with no MAC at all.
+
+    Called again for each further message of a zone transfer, it signs
+    that message over the previous one's MAC and the timers only (RFC 8945
+    section 5.3.1), so a client can check the whole stream.  ``limit`` is
+    the client's UDP buffer (0 over TCP): an answer the record would push
+    past it is cut to its question, with TC set (section 5.3).
+    """
 
     __slots__ = ("owner", "key", "algorithm", "request_mac", "error",
-                 "time_signed", "other", "clock")
+                 "time_signed", "other", "clock", "limit", "mac")
 
     def __init__(self, owner, key, algorithm, request_mac, error, clock,
-                 time_signed=0, other=b""):
+                 time_signed=0, other=b"", limit=0):
         self.owner = owner
         self.key = key
         self.algorithm = algorithm
@@ -60,27 +69,75 @@ class Signer:
         self.clock = clock
         self.time_signed = time_signed
         self.other = other
+        self.limit = limit
+        self.mac = None         # the last message's MAC, once one is signed
 
     def __call__(self, wire):
+        previous = self.mac
+        try:
+            record = self.record(wire)
+            if self.limit and len(wire) + len(record) > self.limit:
+                self.mac = previous
+                wire = _question_only(wire)
+                record = self.record(wire)
+        except Exception as e:           # noqa: BLE001 - never fail a reply
+            logger.error("tsig", "signing the reply: %s" % e)
+            return wire
+        ar = struct.unpack_from("!H", wire, 10)[0] + 1
+        return wire[:10] + struct.pack("!H", ar) + wire[12:] + record
+
+    def record(self, wire):
+        """The TSIG record (owner to rdata) for ``wire``."""
         msgid = struct.unpack_from("!H", wire, 0)[0]
         rd = dns.rdtypes.ANY.TSIG.TSIG(
             dns.rdataclass.ANY, dns.rdatatype.TSIG, self.algorithm,
             self.time_signed if self.error == BADTIME else 0, FUDGE, b"",
             msgid, self.error, self.other)
         if self.error not in (BADKEY, BADSIG):
-            now = self.time_signed or int(self.clock())
-            try:
-                rd, _ = dns.tsig.sign(wire, self.key, rd, now,
-                                      self.request_mac)
-            except Exception as e:       # noqa: BLE001 - never fail a reply
-                logger.error("tsig", "signing the reply: %s" % e)
-                return wire
+            rd = self.signed(wire, rd)
         rdata = rd.to_wire()
-        ar = struct.unpack_from("!H", wire, 10)[0] + 1
-        return (wire[:10] + struct.pack("!H", ar) + wire[12:]
-                + w.name_to_wire(self.owner)
+        return (w.name_to_wire(self.owner)
                 + _RRHEAD.pack(TSIG, dns.rdataclass.ANY, 0, len(rdata))
                 + rdata)
+
+    def signed(self, wire, rd):
+        """``rd`` with its MAC: over the query's MAC for the first message,
+        over the previous message's MAC and the timers for the others."""
+        now = self.time_signed or int(self.clock())
+        if self.mac is None:
+            rd, _ = dns.tsig.sign(wire, self.key, rd, now,
+                                  self.request_mac)
+        else:
+            ctx = dns.tsig.get_context(self.key)
+            ctx.update(struct.pack("!H", len(self.mac)) + self.mac)
+            rd, _ = dns.tsig.sign(wire, self.key, rd, now, ctx=ctx,
+                                  multi=True)
+        self.mac = rd.mac
+        return rd
+
+
+def _question_only(wire):
+    """The reply cut to its header, question and OPT record, with TC set:
+    what RFC 8945 section 5.3 sends when the TSIG record does not fit."""
+    try:
+        msgid, flags, qd, an, ns, ar = struct.unpack_from("!6H", wire, 0)
+        off = 12
+        for _ in range(qd):
+            off = w.skip_name(wire, off) + 4
+        qend = off
+        opt = b""
+        for _ in range(an + ns + ar):
+            start = off
+            off = w.skip_name(wire, off)
+            rtype, _, _, rdlen = _RRHEAD.unpack_from(wire, off)
+            off += 10 + rdlen
+            if rtype == w.OPT:
+                opt = wire[start:off]
+    except (w.FormatError, struct.error):
+        return wire
+    return (struct.pack("!6H", msgid, flags | w.TC, qd, 0, 0,
+                        1 if opt else 0)
+            + wire[12:qend] + opt)
 
 
 class TSIGServer(Plugin):
@@ -113,7 +170,8 @@ class TSIGServer(Plugin):
         error, key = self.check(req.data, off, owner, rdata)
         _strip(req, off)
         signer = Signer(owner, key, rdata.algorithm, rdata.mac, error,
-                        self.reactor.seconds)
+                        self.reactor.seconds,
+                        limit=req.size if req.proto != "tcp" else 0)
         if error == BADTIME:
             signer.time_signed = rdata.time_signed
             signer.other = struct.pack(

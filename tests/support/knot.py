@@ -1,9 +1,11 @@
-"""Start a real Knot DNS primary (Debian's ``knot``) for integration tests.
+"""Start a real Knot DNS (Debian's ``knot``) for integration tests.
 
 ``start(testcase, zones, notify_port=None)`` writes a configuration and the
 zone files into a temporary directory, runs ``knotd`` on 127.0.0.1 and a
 free port, waits until it answers SOA for every zone, and stops it at test
-cleanup.  Without knotd the test is skipped, except under CI=true where it
+cleanup.  ``start_secondary(testcase, zone, primary_port, key)`` runs one
+that transfers ``zone`` in from a primary, the requests signed with a TSIG
+key.  Without knotd the test is skipped, except under CI=true where it
 fails.
 """
 
@@ -48,6 +50,38 @@ template:
     semantic-checks: off
 {zones}"""
 
+SECONDARY_CONF = """\
+server:
+    rundir: "{dir}"
+    listen: 127.0.0.1@{port}
+    udp-workers: 1
+    tcp-workers: 1
+    background-workers: 1
+database:
+    storage: "{dir}/db"
+log:
+  - target: stderr
+    any: info
+key:
+  - id: {keyname}
+    algorithm: {algorithm}
+    secret: {secret}
+remote:
+  - id: primary
+    address: 127.0.0.1@{primary_port}
+    key: {keyname}
+template:
+  - id: default
+    storage: "{dir}"
+    zonefile-sync: -1
+    journal-content: none
+    semantic-checks: off
+zone:
+  - domain: {zone}
+    master: primary
+"""
+
+
 def require(testcase):
     """Skip without knotd, fail under CI=true."""
     if KNOTD is None:
@@ -61,6 +95,11 @@ class Knot:
         self.dir = directory
         self.port = port
         self.proc = proc
+
+    def log(self):
+        """What knotd wrote so far."""
+        with open(os.path.join(self.dir, "knot.log")) as f:
+            return f.read()
 
     def write_zone(self, zone, text):
         with open(os.path.join(self.dir, zone + "zone"), "w") as f:
@@ -93,6 +132,29 @@ def start(testcase, zones, notify_port=None):
         for o in zones)
     conf = CONF.format(dir=d, port=port, notify_port=notify_port or 9,
                        zones=zlines)
+    knot = run(testcase, d, port, conf)
+    for origin in zones:
+        yield wait_answers(port, origin, knot.proc)
+    return knot
+
+
+def start_secondary(testcase, zone, primary_port, key,
+                    algorithm="hmac-sha256"):
+    """Run knotd as a secondary of ``zone`` (final dot) pulling it from
+    127.0.0.1:``primary_port``, signing with ``key`` (name, base64
+    secret).  Returns the Knot at once: the zone arrives later."""
+    require(testcase)
+    d = util.write_files(testcase, {})
+    os.makedirs(os.path.join(d, "db"), exist_ok=True)
+    port = free_port()
+    conf = SECONDARY_CONF.format(
+        dir=d, port=port, primary_port=primary_port, zone=zone,
+        keyname=key[0], secret=key[1], algorithm=algorithm)
+    return run(testcase, d, port, conf)
+
+
+def run(testcase, d, port, conf):
+    """Start knotd with ``conf`` in directory ``d``; stopped at cleanup."""
     path = os.path.join(d, "knot.conf")
     with open(path, "w") as f:
         f.write(conf)
@@ -102,8 +164,6 @@ def start(testcase, zones, notify_port=None):
     knot = Knot(d, port, proc)
     testcase.addCleanup(log.close)
     testcase.addCleanup(knot.stop)
-    for origin in zones:
-        yield wait_answers(port, origin, proc)
     return knot
 
 

@@ -27,9 +27,13 @@ def validity(now):
 
 
 def rrset_key(rrs):
-    """The cache key of an RRset: every field of every record, in order."""
-    return tuple((rr.name, rr.rtype, rr.rclass, rr.ttl, rr.rdata)
-                 for rr in rrs)
+    """The cache key of an RRset: every field of every record, in order
+    (a one-record set, the usual case, keyed by its record's fields)."""
+    if len(rrs) == 1:
+        rr = rrs[0]
+        return (rr.name, rr.rtype, rr.rclass, rr.ttl, rr.rdata)
+    return tuple([(rr.name, rr.rtype, rr.rclass, rr.ttl, rr.rdata)
+                  for rr in rrs])
 
 
 class SignatureCache:

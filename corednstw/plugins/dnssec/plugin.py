@@ -186,24 +186,26 @@ class Dnssec(Plugin):
         """The RRSIGs for every RRset of a section owned in our zones."""
         if not rrs:
             return []
-        sets = {}
-        for rr in rrs:
-            t = rr.rtype
-            if t == w.RRSIG or t == w.OPT:
-                continue
-            k = (rr.name, t)
-            group = sets.get(k)
-            if group is None:
-                sets[k] = [rr]
-            else:
-                group.append(rr)
+        if len(rrs) == 1:
+            sets = {(rrs[0].name, rrs[0].rtype): rrs}
+        else:
+            sets = {}
+            for rr in rrs:
+                k = (rr.name, rr.rtype)
+                group = sets.get(k)
+                if group is None:
+                    sets[k] = [rr]
+                else:
+                    group.append(rr)
         out = []
         zones = self.zones
-        for (name, _), group in sets.items():
+        for (name, t), group in sets.items():
+            if t == w.RRSIG or t == w.OPT:
+                continue
             signer = match(zones, name.lower())
             if signer is not None:
-                out.extend(self.sign_rrset(group, signer, group[0].ttl,
-                                           server, now))
+                out += self.sign_rrset(group, signer, group[0].ttl, server,
+                                       now)
         return out
 
 

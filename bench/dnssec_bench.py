@@ -6,11 +6,12 @@
 
 Part one builds ``dnssec`` in front of ``file`` without sockets (queries
 go straight into the block mux, as tests' util.Direct does) and times
-the same A query three ways: without DO (nothing signed), with DO once
-the signature cache is warm, and with DO against an empty cache (every
-answer signed anew: each query asks another name, so the black lie is
-signed too).  It prints microseconds per query and the ratio of the
-cached signed answer to the unsigned one.
+the same A query four ways: without DO (nothing signed), with DO once
+the signature cache is warm, with DO through ``file`` alone (the same
+answer unsigned, EDNS0 included), and with DO against an empty cache
+(every answer signed anew: each query asks another name, so the black
+lie is signed too).  It prints microseconds per query and the ratios of
+the cached signed answer to the unsigned ones.
 
 Part two signs a zone of RECORDS A records with the sign plugin's
 Signer and prints the records signed per second (and RRSIGs made).
@@ -52,8 +53,9 @@ class _Quiet:
         pass
 
 
-def build(directory, alg):
-    """The mux of ``example.org { dnssec; file }`` and its dnssec."""
+def build(directory, alg, sign=True):
+    """The mux of ``example.org { dnssec; file }`` and its dnssec
+    (``sign`` False: ``file`` alone, and None)."""
     key = keys.generate("example.org", alg)
     base = keys.write_files(key, directory)
     db = os.path.join(directory, "db.example.org")
@@ -61,13 +63,13 @@ def build(directory, alg):
         f.write(ZONE)
     corefile = os.path.join(directory, "Corefile")
     with open(corefile, "w") as f:
-        f.write("example.org:0 {\n dnssec {\n  key file %s\n }\n"
-                " file %s {\n  reload 0\n }\n}\n" % (base, db))
+        f.write("example.org:0 {\n%s file %s {\n  reload 0\n }\n}\n" % (
+            " dnssec {\n  key file %s\n }\n" % base if sign else "", db))
     app = App(corefile, reactor=task.Clock(), dns_port=0)
     app.config = cfg = app.load()
     mux = next(iter(app.build_muxes(cfg).values()))
-    plugin = [p for p in cfg.plugins() if p.name == "dnssec"][0]
-    return mux, plugin
+    plugins = [p for p in cfg.plugins() if p.name == "dnssec"]
+    return mux, (plugins[0] if plugins else None)
 
 
 def per_query(mux, wires, rounds):
@@ -99,6 +101,8 @@ def bench_queries(n, alg):
                    lambda r: None)      # warm the signature cache
         unsigned_us = per_query(mux, plain, 5)
         signed_us = per_query(mux, signed, 5)
+        bare, _ = build(d, alg, sign=False)
+        bare_do_us = per_query(bare, signed, 5)
         fresh = [query("n%d.example.org" % i, True)
                  for i in range(min(n, 2000))]
         plugin.cache.items.clear()
@@ -107,8 +111,11 @@ def bench_queries(n, alg):
         shutil.rmtree(d, True)
     print("A query, unsigned (no DO):        %7.1f us/query" % unsigned_us)
     print("A query, signed, cache warm (DO): %7.1f us/query" % signed_us)
-    print("ratio signed/unsigned:            %7.2f" % (signed_us
+    print("A query, file alone (DO):         %7.1f us/query" % bare_do_us)
+    print("ratio signed/unsigned, no DO:     %7.2f" % (signed_us
                                                     / unsigned_us))
+    print("ratio signed/unsigned, both DO:   %7.2f" % (signed_us
+                                                    / bare_do_us))
     print("NXDOMAIN, signed anew (DO):       %7.1f us/query" % miss_us)
 
 

@@ -12,22 +12,14 @@ from corednstw.engines import response
 from corednstw.plugins import cache as cachemod
 from corednstw.plugins.cache import plugin as cacheplugin
 from tests.support import util
+from tests.support.cases import rrset as _rrset
 from tests.support.upstream import Upstream
-from tests.test_forward import build as _build
-
-
-def build(testcase, text):
-    app_plugins, _ = _build(testcase, text)
-    return app_plugins
 
 
 def parse_cache(testcase, body):
-    import os
-
-    from corednstw.service.app import App
-    d = util.write_files(testcase, {"Corefile": ". {\n%s\n}\n" % body})
-    cfg = App(os.path.join(d, "Corefile"), dns_port=0).load()
-    return [p for p in cfg.plugins() if p.name == "cache"][0]
+    plugins, _ = util.build_plugins(testcase, ". {\n%s\n}\n" % body,
+                                    "cache")
+    return plugins[0]
 
 
 class ParseTest(unittest.TestCase):
@@ -392,12 +384,6 @@ SOA = ("example.org. %d IN SOA sns.dns.icann.org. noc.dns.icann.org. "
        "2016082540 7200 3600 1209600 3600")
 #: Fri Apr 21 10:51:21 BST 2017, the tables' "now".
 APRIL_2017 = 1492768281.0
-
-
-def _rrset(line):
-    import dns.rrset
-    name, ttl, cls, rtype, rdata = line.split(None, 4)
-    return dns.rrset.from_text(name, int(ttl), cls, rtype, rdata)
 
 
 class Harness:
@@ -1121,12 +1107,7 @@ class SetupTableTest(unittest.TestCase):
     errors."""
 
     def parse(self, text):
-        import os
-
-        from corednstw.service.app import App
-        d = util.write_files(self, {"Corefile": ". {\n%s\n}\n" % text})
-        cfg = App(os.path.join(d, "Corefile"), dns_port=0).load()
-        return [p for p in cfg.plugins() if p.name == "cache"][0]
+        return parse_cache(self, text)
 
     def test_setup(self):
         D = cachemod.DEFAULT_CAP

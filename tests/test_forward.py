@@ -13,24 +13,17 @@ from corednstw.core import corefile
 from corednstw.engines import upstream as engine
 from corednstw.plugins import forward as fwd
 from corednstw.plugins.forward.directive import _parse_to
-from corednstw.service.app import App
 from tests.support import util
 from tests.support.unbound import Unbound
 from tests.support.upstream import Upstream
 
 
-def build(testcase, text, files=None):
-    d = util.write_files(testcase, dict(files or {}, Corefile=text))
-    app = App(os.path.join(d, "Corefile"), dns_port=0)
-    cfg = app.load()
-    return [p for p in cfg.plugins() if p.name == "forward"], d
-
-
 class ParseTest(unittest.TestCase):
 
     def test_defaults(self):
-        (f,), _ = build(self, ". {\n forward . 10.0.0.1 [2001:db8::1]:5353"
-                              " tls://9.9.9.9%dns.quad9.net\n}\n")
+        (f,), _ = util.build_plugins(
+            self, ". {\n forward . 10.0.0.1 [2001:db8::1]:5353"
+                  " tls://9.9.9.9%dns.quad9.net\n}\n", "forward")
         self.assertEqual([p.addr for p in f.proxies],
                          ["10.0.0.1:53", "[2001:db8::1]:5353", "9.9.9.9:853"])
         self.assertEqual(f.policy, "random")
@@ -42,7 +35,7 @@ class ParseTest(unittest.TestCase):
         self.assertIsNone(f.proxies[0].tls)
 
     def test_all_options(self):
-        (f,), _ = build(self, """. {
+        (f,), _ = util.build_plugins(self, """. {
     forward example.org 10.0.0.1:1053 10.0.0.2 {
         except a.example.org b.example.org
         force_tcp
@@ -63,7 +56,7 @@ class ParseTest(unittest.TestCase):
         source_address 127.0.0.1
     }
 }
-""")
+""", "forward")
         self.assertEqual(f.from_, "example.org.")
         self.assertEqual(f.ignored, ["a.example.org.", "b.example.org."])
         self.assertTrue(f.force_tcp and f.prefer_udp and f.failfast)
@@ -80,7 +73,8 @@ class ParseTest(unittest.TestCase):
     def test_resolv_conf(self):
         d = util.write_files(self, {"resolv.conf": "# x\nnameserver 10.1.1.1"
                                     "\nsearch example\nnameserver ::1\n"})
-        (f,), _ = build(self, ". {\n forward . %s/resolv.conf\n}\n" % d)
+        (f,), _ = util.build_plugins(
+            self, ". {\n forward . %s/resolv.conf\n}\n" % d, "forward")
         self.assertEqual([p.addr for p in f.proxies],
                          ["10.1.1.1:53", "[::1]:53"])
 
@@ -111,7 +105,8 @@ class ParseTest(unittest.TestCase):
         ]
         for text, msg in cases:
             with self.assertRaises(corefile.CorefileError) as cm:
-                build(self, ". {\n %s\n}\n" % text)
+                util.build_plugins(self, ". {\n %s\n}\n" % text,
+                                   "forward")
             self.assertIn(msg, str(cm.exception), text)
             self.assertIn("plugin/forward", str(cm.exception))
 
@@ -128,7 +123,8 @@ class SetupTableTest(unittest.TestCase):
     as far as they apply: input -> settings or an error text."""
 
     def parse(self, text):
-        return build(self, ". {\n%s\n}\n" % text)[0]
+        return util.build_plugins(self, ". {\n%s\n}\n" % text,
+                                  "forward")[0]
 
     def error(self, text):
         with self.assertRaises(corefile.CorefileError) as cm:

@@ -16,44 +16,10 @@ from corednstw.core import dnswire as w
 from corednstw.core.request import Response
 from tests.support import k8s_apiserver as k8s
 from tests.support import util
+from tests.support.k8s_cluster import cluster
 
 SOA = ("cluster.local. 5 IN SOA ns.dns.cluster.local. "
        "hostmaster.cluster.local. SERIAL 7200 1800 86400 5")
-
-
-def cluster(srv):
-    """CoreDNS's APIConnServeTest data."""
-    srv.add("namespaces", *[k8s.namespace(n) for n in (
-        "testns", "kube-system", "podns", "unexposedns")])
-    srv.add("services",
-            k8s.service("kubedns", "kube-system", ("10.0.0.10",),
-                        (("dns", "UDP", 53),)),
-            k8s.service("svc1", "testns", ("10.0.0.1",)),
-            k8s.service("svcempty", "testns", ("10.0.0.1",)),
-            k8s.service("svc6", "testns", ("1234:abcd::1",)),
-            k8s.service("hdls1", "testns", ("None",), ()),
-            k8s.service("external", "testns", type="ExternalName",
-                        external="ext.interwebs.test"),
-            k8s.service("external-to-service", "testns", type="ExternalName",
-                        external="svc1.testns.svc.cluster.local."),
-            k8s.service("hdlsprtls", "testns", ("None",), ()),
-            k8s.service("svc1", "unexposedns", ("10.0.0.2",)),
-            k8s.service("svc-dual-stack", "testns", ("10.0.0.3", "10::3")))
-    srv.add("endpointslices",
-            k8s.endpoint_slice("kubedns-1", "kube-system", "kubedns",
-                               [k8s.endpoint(["172.0.0.100"])],
-                               (("dns", "UDP", 53),)),
-            k8s.endpoint_slice("svc1-slice1", "testns", "svc1",
-                               [k8s.endpoint(["172.0.0.1"], "ep1a")]),
-            k8s.endpoint_slice("svcempty-slice1", "testns", "svcempty", []),
-            k8s.endpoint_slice("hdls1-slice1", "testns", "hdls1", [
-                k8s.endpoint(["172.0.0.2"]), k8s.endpoint(["172.0.0.3"]),
-                k8s.endpoint(["172.0.0.4"], "dup-name"),
-                k8s.endpoint(["172.0.0.5"], "dup-name"),
-                k8s.endpoint(["5678:abcd::1"]),
-                k8s.endpoint(["5678:abcd::2"])]),
-            k8s.endpoint_slice("hdlsprtls-slice1", "testns", "hdlsprtls",
-                               [k8s.endpoint(["172.0.0.20"])], ()))
 
 
 def lines(msg, section):

@@ -13,7 +13,7 @@ from twisted.trial import unittest
 from corednstw.core.request import parse_response
 from tests.support import k8s_apiserver as k8s
 from tests.support import util
-from tests.test_kubernetes import cluster
+from tests.support.k8s_cluster import cluster
 
 
 def corefile(url, options="", extra=""):
@@ -50,8 +50,7 @@ class ReloadTest(Base):
                    if what == "list")
 
     def rewrite(self, text):
-        with open(self.app.path, "w") as f:
-            f.write(text)
+        util.rewrite(self.app.path, text)
 
     @defer.inlineCallbacks
     def test_unchanged_directive_keeps_watches(self):

@@ -358,15 +358,13 @@ example.com:0 {
         # Weight 255 against 1+1: the odds of another first are tiny, and
         # the seeded generator makes the outcome fixed.
         self.assertEqual(firsts, ["100.64.1.2"] * 10)
-        with open(path, "w") as f:
-            f.write("www.example.com\n100.64.1.3 200\n")
+        util.rewrite(path, "www.example.com\n100.64.1.3 200\n")
         yield util.wait_for(lambda: plugin.weights.domains.get(
             "www.example.com.") == [(bytes([100, 64, 1, 3]), 200)])
         m = yield util.query(app.port(), "www.example.com", "A")
         self.assertEqual(str(m.answer[0][0]), "100.64.1.3")
         # A broken file is reported and the last weights stay.
-        with open(path, "w") as f:
-            f.write("www.example.com\nbad 1\n")
+        util.rewrite(path, "www.example.com\nbad 1\n")
         yield util.wait_for(lambda: any("wrong IP address" in line
                                         for line in cap.lines))
         self.assertEqual(len(plugin.weights.domains["www.example.com."]), 1)

@@ -11,23 +11,16 @@ from corednstw.core import corefile
 from corednstw.engines import response
 from corednstw.plugins import cache as cachemod
 from corednstw.plugins.cache import plugin as cacheplugin
-from tests.support import util
+from tests.support import cases, util
+from tests.support.cases import Case
+from tests.support.cases import rrset as _rrset
 from tests.support.upstream import Upstream
-from tests.test_forward import build as _build
-
-
-def build(testcase, text):
-    app_plugins, _ = _build(testcase, text)
-    return app_plugins
 
 
 def parse_cache(testcase, body):
-    import os
-
-    from corednstw.service.app import App
-    d = util.write_files(testcase, {"Corefile": ". {\n%s\n}\n" % body})
-    cfg = App(os.path.join(d, "Corefile"), dns_port=0).load()
-    return [p for p in cfg.plugins() if p.name == "cache"][0]
+    plugins, _ = util.build_plugins(testcase, ". {\n%s\n}\n" % body,
+                                    "cache")
+    return plugins[0]
 
 
 class ParseTest(unittest.TestCase):
@@ -131,22 +124,18 @@ class CacheTest(unittest.TestCase):
         hl = (labels[0], "success", ".", "")
         before = (cachemod.REQUESTS.get(labels), cachemod.HITS.get(hl),
                   cachemod.MISSES.get(labels))
-        m = yield self.q("www.example")
-        self.assertFalse(m.flags & dns.flags.AA)
-        self.assertEqual(util.rrs(m), ["www.example. 300 IN A 192.0.2.1"])
+        miss = Case("www.example", aa=False, answer=[
+            "www.example. 300 IN A 192.0.2.1"])
+        yield cases.run(self, self.port, [miss])
         self.clock.t += 100.4
-        m = yield self.q("WWW.Example", proto="tcp")
-        self.assertTrue(m.flags & dns.flags.AA)
-        self.assertTrue(m.flags & dns.flags.RA)
-        self.assertEqual(str(m.question[0].name), "WWW.Example.")
         # owner names pointing at the question follow the client's case
-        self.assertEqual([x.lower() for x in util.rrs(m)],
-                         ["www.example. 200 in a 192.0.2.1"])
+        yield cases.run(self, self.port, [Case(
+            "WWW.Example", aa=True, ra=True, answer=[
+                "WWW.Example. 200 IN A 192.0.2.1"])], proto="tcp")
         self.assertEqual(self.up.count(), 1)
         self.clock.t += 200
-        m = yield self.q("www.example")
+        yield cases.run(self, self.port, [miss])
         self.assertEqual(self.up.count(), 2)
-        self.assertEqual(util.rrs(m), ["www.example. 300 IN A 192.0.2.1"])
         after = (cachemod.REQUESTS.get(labels), cachemod.HITS.get(hl),
                  cachemod.MISSES.get(labels))
         self.assertEqual([a - b for a, b in zip(after, before)], [3, 1, 2])
@@ -155,11 +144,11 @@ class CacheTest(unittest.TestCase):
     @defer.inlineCallbacks
     def test_ttl_cap_and_min(self):
         yield self.serve("cache 30")
-        m = yield self.q("a.example")
-        self.assertEqual(util.rrs(m), ["a.example. 30 IN A 192.0.2.1"])
+        yield cases.run(self, self.port, [
+            Case("a.example", answer=["a.example. 30 IN A 192.0.2.1"])])
         self.up.ttl = 1
-        m = yield self.q("b.example")
-        self.assertEqual(util.rrs(m), ["b.example. 5 IN A 192.0.2.1"])
+        yield cases.run(self, self.port, [
+            Case("b.example", answer=["b.example. 5 IN A 192.0.2.1"])])
 
     @defer.inlineCallbacks
     def test_negative_ttl_and_same_ttl_everywhere(self):
@@ -254,8 +243,8 @@ class CacheTest(unittest.TestCase):
         yield self.serve("cache {\n keepttl\n }")
         yield self.q("k.example")
         self.clock.t += 100
-        m = yield self.q("k.example")
-        self.assertEqual(util.rrs(m), ["k.example. 300 IN A 192.0.2.1"])
+        yield cases.run(self, self.port, [Case("k.example", aa=True, answer=[
+            "k.example. 300 IN A 192.0.2.1"])])
         self.assertEqual(self.up.count(), 1)
 
     @defer.inlineCallbacks
@@ -277,8 +266,8 @@ class CacheTest(unittest.TestCase):
         self.assertEqual(self.up.count(name="other.example."), 2)
         self.assertEqual(cachemod.PREFETCHES.get(labels) - pf, 2)
         # the refreshed entry is served with its full TTL again
-        m = yield self.q("p.example")
-        self.assertEqual(util.rrs(m), ["p.example. 300 IN A 192.0.2.1"])
+        yield cases.run(self, self.port, [Case("p.example", answer=[
+            "p.example. 300 IN A 192.0.2.1"])])
 
     @defer.inlineCallbacks
     def test_serve_stale_immediate(self):
@@ -289,8 +278,8 @@ class CacheTest(unittest.TestCase):
         self.clock.t += 400
         labels = (self.app.muxes[0].label, ".", "")
         st = cachemod.SERVED_STALE.get(labels)
-        m = yield self.q("s.example")
-        self.assertEqual(util.rrs(m), ["s.example. 0 IN A 192.0.2.1"])
+        yield cases.run(self, self.port, [Case("s.example", answer=[
+            "s.example. 0 IN A 192.0.2.1"])])
         self.assertEqual(cachemod.SERVED_STALE.get(labels) - st, 1)
         # one background refresh was tried
         yield util.wait_for(lambda: self.up.count(name="s.example.") >= 2)
@@ -305,12 +294,12 @@ class CacheTest(unittest.TestCase):
         yield self.q("v.example")
         self.clock.t += 400
         self.up.address = "192.0.2.99"
-        m = yield self.q("v.example")
-        self.assertEqual(util.rrs(m), ["v.example. 300 IN A 192.0.2.99"])
+        yield cases.run(self, self.port, [Case("v.example", answer=[
+            "v.example. 300 IN A 192.0.2.99"])])
         self.up.silent = True
         self.clock.t += 400
-        m = yield self.q("v.example")
-        self.assertEqual(util.rrs(m), ["v.example. 0 IN A 192.0.2.99"])
+        yield cases.run(self, self.port, [Case("v.example", answer=[
+            "v.example. 0 IN A 192.0.2.99"])])
 
     @defer.inlineCallbacks
     def test_other_zone_not_cached(self):
@@ -394,12 +383,6 @@ SOA = ("example.org. %d IN SOA sns.dns.icann.org. noc.dns.icann.org. "
 APRIL_2017 = 1492768281.0
 
 
-def _rrset(line):
-    import dns.rrset
-    name, ttl, cls, rtype, rdata = line.split(None, 4)
-    return dns.rrset.from_text(name, int(ttl), cls, rtype, rdata)
-
-
 class Harness:
     """A cache in front of a scripted backend, queried through the block
     mux (no sockets).  ``backend(query message) -> dnspython response``
@@ -476,6 +459,24 @@ class Harness:
 
 def _answer_ttls(m):
     return [rr.ttl for sec in (m.answer, m.authority) for rr in sec]
+
+
+def _cached(rcode, ttl, desc):
+    """cached.org.'s answer from the Go tests' backends, at ``ttl``: the A
+    record of ``ttl_backend`` or the denial of ``rcode_backend``."""
+    if rcode == 0:
+        return Case("cached.org.", answer=[
+            "cached.org. %d IN A 127.0.0.53" % ttl], desc=str(desc))
+    return Case("cached.org.", rcode=rcode, ns=[SOA % ttl],
+                desc=str(desc))
+
+
+def _at_ttl(line, ttl):
+    """A zone-file line with its TTL replaced by ``ttl`` (None: kept)."""
+    if ttl is None:
+        return line
+    name, _, rest = line.split(None, 2)
+    return "%s %d %s" % (name, ttl, rest)
 
 
 class InsertionTableTest(unittest.TestCase):
@@ -629,17 +630,13 @@ class InsertionTableTest(unittest.TestCase):
             self.assertEqual(h.calls, 1 if cached else 2, name)
             if not cached:
                 continue
-            self.assertTrue(m.flags & dns.flags.AA, name)
-            self.assertEqual(bool(m.flags & dns.flags.RA), ra, name)
-            self.assertEqual(bool(m.flags & dns.flags.AD),
-                             sad and (do or ad), name)
-            self.assertEqual(bool(m.flags & dns.flags.CD), cd, name)
-            self.assertEqual(m.rcode(), rcode, name)
-            self.assertEqual(len([r for s in m.answer for r in s]),
-                             len({x.lower() for x in answer}), name)
-            self.assertEqual(len(m.authority), len(ns), name)
+            # a hit: every record at the clamped TTL, flags as stored
+            cases.check_response(self, Case(
+                qname.lower(), qtype, rcode, desc=name, aa=True, ra=ra,
+                ad=sad and (do or ad), cd=cd,
+                answer=[_at_ttl(x, ttl) for x in answer],
+                ns=[_at_ttl(x, ttl) for x in ns]), m)
             if ttl is not None:
-                self.assertEqual(set(_answer_ttls(m)), {ttl}, name)
                 # the miss was answered with the same clamped TTLs
                 self.assertEqual(set(_answer_ttls(first)), {ttl}, name)
 
@@ -718,9 +715,8 @@ class BehaviourTableTest(unittest.TestCase):
             self.assertEqual(h.ask("cached.org.").rcode(), rcode)
             h.clock.t += advance
             h.backend = h.rcode_backend(dns.rcode.SERVFAIL, 60)
-            m = h.ask("cached.org.")
-            self.assertEqual(m.rcode(), rcode, config)
-            self.assertEqual(_answer_ttls(m), [want], config)
+            cases.check_response(self, _cached(rcode, want, config),
+                                 h.ask("cached.org."))
 
     def test_stale_verify(self):
         h = Harness(self, " serve_stale 1h verify")
@@ -737,9 +733,8 @@ class BehaviourTableTest(unittest.TestCase):
             h.backend = backend
             h.clock.t = start + minutes * 60
             before = cachemod.SERVED_STALE.get(labels)
-            m = h.ask("cached.org.")
-            self.assertEqual(m.rcode(), rcode, minutes)
-            self.assertEqual(_answer_ttls(m), [ttl], minutes)
+            cases.check_response(self, _cached(rcode, ttl, minutes),
+                                 h.ask("cached.org."))
             self.assertEqual(cachemod.SERVED_STALE.get(labels) - before,
                              1 if stale else 0, minutes)
 
@@ -929,8 +924,9 @@ class MoreTablesTest(unittest.TestCase):
                 m = h.ask(qname, do=do, cd=cd)
                 self.assertEqual(h.calls - calls, 1 if fetch else 0,
                                  (qname, after))
-                self.assertEqual(util.rrs(m), ["%s %d IN A 127.0.0.%d" % (
-                    qname, want_ttl, addr)], (qname, after))
+                cases.check_response(self, Case(qname, answer=[
+                    "%s %d IN A 127.0.0.%d" % (qname, want_ttl, addr)],
+                    desc="after %ds" % after), m)
 
     def test_prefetch_asks_with_ad(self):
         h = Harness(self, " prefetch 1 1m 90%")
@@ -1121,12 +1117,7 @@ class SetupTableTest(unittest.TestCase):
     errors."""
 
     def parse(self, text):
-        import os
-
-        from corednstw.service.app import App
-        d = util.write_files(self, {"Corefile": ". {\n%s\n}\n" % text})
-        cfg = App(os.path.join(d, "Corefile"), dns_port=0).load()
-        return [p for p in cfg.plugins() if p.name == "cache"][0]
+        return parse_cache(self, text)
 
     def test_setup(self):
         D = cachemod.DEFAULT_CAP

@@ -13,24 +13,18 @@ from corednstw.core import corefile
 from corednstw.engines import upstream as engine
 from corednstw.plugins import forward as fwd
 from corednstw.plugins.forward.directive import _parse_to
-from corednstw.service.app import App
-from tests.support import util
+from tests.support import cases, util
+from tests.support.cases import Case
 from tests.support.unbound import Unbound
 from tests.support.upstream import Upstream
-
-
-def build(testcase, text, files=None):
-    d = util.write_files(testcase, dict(files or {}, Corefile=text))
-    app = App(os.path.join(d, "Corefile"), dns_port=0)
-    cfg = app.load()
-    return [p for p in cfg.plugins() if p.name == "forward"], d
 
 
 class ParseTest(unittest.TestCase):
 
     def test_defaults(self):
-        (f,), _ = build(self, ". {\n forward . 10.0.0.1 [2001:db8::1]:5353"
-                              " tls://9.9.9.9%dns.quad9.net\n}\n")
+        (f,), _ = util.build_plugins(
+            self, ". {\n forward . 10.0.0.1 [2001:db8::1]:5353"
+                  " tls://9.9.9.9%dns.quad9.net\n}\n", "forward")
         self.assertEqual([p.addr for p in f.proxies],
                          ["10.0.0.1:53", "[2001:db8::1]:5353", "9.9.9.9:853"])
         self.assertEqual(f.policy, "random")
@@ -42,7 +36,7 @@ class ParseTest(unittest.TestCase):
         self.assertIsNone(f.proxies[0].tls)
 
     def test_all_options(self):
-        (f,), _ = build(self, """. {
+        (f,), _ = util.build_plugins(self, """. {
     forward example.org 10.0.0.1:1053 10.0.0.2 {
         except a.example.org b.example.org
         force_tcp
@@ -63,7 +57,7 @@ class ParseTest(unittest.TestCase):
         source_address 127.0.0.1
     }
 }
-""")
+""", "forward")
         self.assertEqual(f.from_, "example.org.")
         self.assertEqual(f.ignored, ["a.example.org.", "b.example.org."])
         self.assertTrue(f.force_tcp and f.prefer_udp and f.failfast)
@@ -80,7 +74,8 @@ class ParseTest(unittest.TestCase):
     def test_resolv_conf(self):
         d = util.write_files(self, {"resolv.conf": "# x\nnameserver 10.1.1.1"
                                     "\nsearch example\nnameserver ::1\n"})
-        (f,), _ = build(self, ". {\n forward . %s/resolv.conf\n}\n" % d)
+        (f,), _ = util.build_plugins(
+            self, ". {\n forward . %s/resolv.conf\n}\n" % d, "forward")
         self.assertEqual([p.addr for p in f.proxies],
                          ["10.1.1.1:53", "[::1]:53"])
 
@@ -112,7 +107,8 @@ class ParseTest(unittest.TestCase):
         ]
         for text, msg in cases:
             with self.assertRaises(corefile.CorefileError) as cm:
-                build(self, ". {\n %s\n}\n" % text)
+                util.build_plugins(self, ". {\n %s\n}\n" % text,
+                                   "forward")
             self.assertIn(msg, str(cm.exception), text)
             self.assertIn("plugin/forward", str(cm.exception))
 
@@ -129,7 +125,8 @@ class SetupTableTest(unittest.TestCase):
     as far as they apply: input -> settings or an error text."""
 
     def parse(self, text):
-        return build(self, ". {\n%s\n}\n" % text)[0]
+        return util.build_plugins(self, ". {\n%s\n}\n" % text,
+                                  "forward")[0]
 
     def error(self, text):
         with self.assertRaises(corefile.CorefileError) as cm:
@@ -336,8 +333,9 @@ class SetupTableTest(unittest.TestCase):
         self.assertGreater(len(seen), 1)
 
 
-def _flags(m):
-    return m.flags
+#: The SOA the scripted upstream denies with.
+UPSTREAM_SOA = ("example. 3600 IN SOA ns.example. host.example. 1 7200 1800 "
+                "86400 60")
 
 
 class Served:
@@ -365,13 +363,12 @@ class ForwardTest(Served, unittest.TestCase):
         port = yield self.serve(" forward . %s" % up.addr())
         q = util.make_query("WWW.Example.ORG", "A")
         q.id = 4321
+        want = Case("WWW.Example.ORG", ra=True, answer=[
+            "WWW.Example.ORG. 300 IN A 192.0.2.1"])
         for proto in ("udp", "tcp"):
             m = yield util.query(port, q, proto=proto)
             self.assertEqual(m.id, 4321)
-            self.assertEqual(str(m.question[0].name), "WWW.Example.ORG.")
-            self.assertEqual(util.rrs(m), [
-                "WWW.Example.ORG. 300 IN A 192.0.2.1"])
-            self.assertTrue(m.flags & dns.flags.RA)
+            cases.check_response(self, want, m)
         # the client's transport is used upstream
         self.assertEqual(up.count(proto="udp"), 1)
         self.assertEqual(up.count(proto="tcp"), 1)
@@ -409,9 +406,8 @@ class ForwardTest(Served, unittest.TestCase):
         up.truncate = True
         port = yield self.serve(" forward . %s {\n prefer_udp\n }"
                                 % up.addr())
-        m = yield util.query(port, "a.example", "A", proto="tcp")
-        self.assertFalse(m.flags & dns.flags.TC)
-        self.assertEqual(util.rrs(m), ["a.example. 300 IN A 192.0.2.1"])
+        yield cases.run(self, port, [Case("a.example", tc=False, answer=[
+            "a.example. 300 IN A 192.0.2.1"])], proto="tcp")
         self.assertEqual((up.count(proto="udp"), up.count(proto="tcp")),
                          (1, 1))
 
@@ -420,17 +416,15 @@ class ForwardTest(Served, unittest.TestCase):
         up = self.upstream()
         up.wrong_id = True
         port = yield self.serve(" forward . %s" % up.addr())
-        m = yield util.query(port, "a.example", "A")
-        self.assertEqual(util.rrs(m), ["a.example. 300 IN A 192.0.2.1"])
+        yield cases.run(self, port, [Case("a.example", answer=[
+            "a.example. 300 IN A 192.0.2.1"])])
 
     @defer.inlineCallbacks
     def test_wrong_question_formerr(self):
         up = self.upstream()
         up.wrong_question = True
         port = yield self.serve(" forward . %s" % up.addr())
-        m = yield util.query(port, "a.example", "A")
-        self.assertEqual(m.rcode(), dns.rcode.FORMERR)
-        self.assertEqual(str(m.question[0].name), "a.example.")
+        yield cases.run(self, port, [Case("a.example", rcode="FORMERR")])
 
     @defer.inlineCallbacks
     def test_timeout_then_next_upstream(self):
@@ -513,11 +507,11 @@ class ForwardTest(Served, unittest.TestCase):
         port = yield self.serve(
             " forward . %s {\n next NXDOMAIN\n }\n forward . %s"
             % (one.addr(), two.addr()))
-        m = yield util.query(port, "nxname.example", "A")
-        self.assertEqual(m.rcode(), dns.rcode.NXDOMAIN)
+        yield cases.run(self, port, [Case("nxname.example", rcode="NXDOMAIN",
+                                          ns=[UPSTREAM_SOA])])
         self.assertEqual((one.count(), two.count()), (1, 1))
-        m = yield util.query(port, "ok.example", "A")
-        self.assertEqual(util.rrs(m), ["ok.example. 300 IN A 192.0.2.1"])
+        yield cases.run(self, port, [Case("ok.example", answer=[
+            "ok.example. 300 IN A 192.0.2.1"])])
         self.assertEqual(two.count(), 1)
 
     @defer.inlineCallbacks
@@ -538,8 +532,9 @@ class ForwardTest(Served, unittest.TestCase):
         port = yield self.serve(
             " forward example %s {\n except skip.example\n }\n whoami"
             % up.addr())
-        m = yield util.query(port, "x.skip.example", "A")
-        self.assertEqual(len(m.additional), 2)  # whoami answered
+        # whoami answered
+        yield cases.run(self, port, [Case(
+            "x.skip.example", aa=True, extra=cases.whoami("x.skip.example"))])
         yield util.query(port, "other.org", "A")
         self.assertEqual(up.count(), 0)
         yield util.query(port, "skip.example.example", "A")
@@ -572,9 +567,8 @@ class ConformanceTest(Served, unittest.TestCase):
                            ["example.org. 300 IN A 192.0.2.1"])):
             port = yield self.serve(" forward . %s%s\n forward . %s"
                                     % (one.addr(), opt, two.addr()))
-            m = yield util.query(port, "example.org", "A")
-            self.assertEqual(m.rcode(), 0)
-            self.assertEqual(util.rrs(m), want, opt)
+            yield cases.run(self, port, [
+                Case("example.org", answer=want, desc=opt.strip())])
 
     @defer.inlineCallbacks
     def test_error_rcodes_passed_through(self):
@@ -586,9 +580,8 @@ class ConformanceTest(Served, unittest.TestCase):
                       dns.rcode.SERVFAIL):
             up.rcode = rcode
             before = up.count()
-            m = yield util.query(port, "example.org", "A")
-            self.assertEqual(m.rcode(), rcode)
-            self.assertTrue(m.flags & dns.flags.RA)
+            yield cases.run(self, port, [
+                Case("example.org", rcode=rcode, ra=True)])
             self.assertEqual(up.count() - before, 1)
 
     @defer.inlineCallbacks
@@ -610,15 +603,17 @@ class ConformanceTest(Served, unittest.TestCase):
         refused = self.upstream()
         refused.rcode = dns.rcode.REFUSED
         good = self.upstream()
-        for order, opt, has_record in [
-                ((fail, refused, good), "failover ServFail Refused", True),
-                ((fail, refused, good), "", False),
-                ((good, fail, refused), "", True)]:
+        record = ["example.org. 300 IN A 192.0.2.1"]
+        for order, opt, rcode, answer in [
+                ((fail, refused, good), "failover ServFail Refused",
+                 "NOERROR", record),
+                ((fail, refused, good), "", "SERVFAIL", []),
+                ((good, fail, refused), "", "NOERROR", record)]:
             port = yield self.serve(
                 " forward . %s {\n policy sequential\n %s\n }"
                 % (" ".join(u.addr() for u in order), opt))
-            m = yield util.query(port, "example.org", "A")
-            self.assertEqual(bool(m.answer), has_record, (opt, has_record))
+            yield cases.run(self, port, [Case(
+                "example.org", rcode=rcode, answer=answer, desc=opt)])
 
     @defer.inlineCallbacks
     def test_default_connect_attempt_cap(self):
@@ -792,8 +787,8 @@ class ConformanceTest(Served, unittest.TestCase):
         self.addCleanup(lp.stopListening)
         port = yield self.serve(" forward . 127.0.0.1:%d"
                                 % lp.getHost().port)
-        m = yield util.query(port, "variant.example", "A")
-        self.assertEqual(util.rrs(m), ["variant.example. 60 IN A 192.0.2.55"])
+        yield cases.run(self, port, [Case("variant.example", answer=[
+            "variant.example. 60 IN A 192.0.2.55"])])
 
     @defer.inlineCallbacks
     def test_taps_in_order(self):
@@ -940,13 +935,13 @@ class UnboundTest(unittest.TestCase):
         app = yield util.start(self, ".:0 {\n forward . 127.0.0.1:%d\n}\n"
                                % self.ub.port)
         for proto in ("udp", "tcp"):
-            m = yield util.query(app.port(), "WWW.example.test", "A",
-                                 proto=proto)
-            self.assertEqual(util.rrs(m), [
-                "WWW.example.test. 120 IN A 192.0.2.80"])
-        m = yield util.query(app.port(), "nope.example.test", "A")
-        self.assertEqual(m.rcode(), dns.rcode.NXDOMAIN)
-        self.assertEqual(len(m.authority), 1)
+            yield cases.run(self, app.port(), [Case(
+                "WWW.example.test", answer=[
+                    "WWW.example.test. 120 IN A 192.0.2.80"])], proto)
+        # unbound's SOA, whatever its fields
+        yield cases.run(self, app.port(), [Case(
+            "nope.example.test", rcode="NXDOMAIN",
+            ns=["example.test. * IN SOA * * * * * * *"])])
 
     @defer.inlineCallbacks
     def test_tls_verified(self):
@@ -954,10 +949,9 @@ class UnboundTest(unittest.TestCase):
             self, ".:0 {\n forward . tls://127.0.0.1:%d {\n"
                   "  tls %s\n  tls_servername dns.example.test\n }\n}\n"
             % (self.ub.tls_port, self.ub.ca))
-        for _ in range(2):
-            m = yield util.query(app.port(), "mail.example.test", "MX")
-            self.assertEqual(util.rrs(m), [
-                "mail.example.test. 300 IN MX 10 mx.example.test."])
+        mx = Case("mail.example.test", "MX", answer=[
+            "mail.example.test. 300 IN MX 10 mx.example.test."])
+        yield cases.run(self, app.port(), [mx, mx])
         labels = ("forward", "127.0.0.1:%d" % self.ub.tls_port, "tcp-tls")
         self.assertEqual(engine.CONN_MISSES.get(labels), 1)
         self.assertEqual(engine.CONN_HITS.get(labels), 1)
@@ -967,9 +961,9 @@ class UnboundTest(unittest.TestCase):
         app = yield util.start(
             self, ".:0 {\n forward . tls://127.0.0.1%%dns.example.test:%d {\n"
                   "  tls %s\n }\n}\n" % (self.ub.tls_port, self.ub.ca))
-        m = yield util.query(app.port(), "www.example.test", "AAAA")
-        self.assertEqual(util.rrs(m), [
-            "www.example.test. 120 IN AAAA 2001:db8::80"])
+        yield cases.run(self, app.port(), [Case(
+            "www.example.test", "AAAA", answer=[
+                "www.example.test. 120 IN AAAA 2001:db8::80"])])
 
     @defer.inlineCallbacks
     def test_tls_wrong_name_fails(self):
@@ -977,8 +971,8 @@ class UnboundTest(unittest.TestCase):
             self, ".:0 {\n forward . tls://127.0.0.1:%d {\n"
                   "  tls %s\n  tls_servername other.example\n  max_fails 0\n"
                   " }\n}\n" % (self.ub.tls_port, self.ub.ca))
-        m = yield util.query(app.port(), "www.example.test", "A")
-        self.assertEqual(m.rcode(), dns.rcode.SERVFAIL)
+        yield cases.run(self, app.port(), [
+            Case("www.example.test", rcode="SERVFAIL")])
 
 
 class ReplyTest(unittest.TestCase):

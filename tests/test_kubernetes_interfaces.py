@@ -11,9 +11,10 @@ from twisted.internet import defer
 from twisted.trial import unittest
 
 from corednstw.core.request import parse_response
+from tests.support import cases, util
 from tests.support import k8s_apiserver as k8s
-from tests.support import util
-from tests.test_kubernetes import cluster
+from tests.support.cases import Case
+from tests.support.k8s_cluster import cluster
 
 
 def corefile(url, options="", extra=""):
@@ -21,6 +22,12 @@ def corefile(url, options="", extra=""):
             "        endpoint %s\n%s    }\n%s}\n" % (
                 url, "".join("        %s\n" % o for o in options.split(";")
                              if o.strip()), extra))
+
+
+def svc1(ttl):
+    """svc1's A record, with the TTL the plugin is set to."""
+    return Case("svc1.testns.svc.cluster.local.", aa=True, answer=[
+        "svc1.testns.svc.cluster.local. %d IN A 10.0.0.1" % ttl])
 
 
 class Base(unittest.TestCase):
@@ -50,8 +57,7 @@ class ReloadTest(Base):
                    if what == "list")
 
     def rewrite(self, text):
-        with open(self.app.path, "w") as f:
-            f.write(text)
+        util.rewrite(self.app.path, text)
 
     @defer.inlineCallbacks
     def test_unchanged_directive_keeps_watches(self):
@@ -63,15 +69,13 @@ class ReloadTest(Base):
         self.assertIsNot(new, old)
         self.assertIs(new.store, old.store)
         self.assertTrue(new.ready())
-        m = yield util.query(self.port, "svc1.testns.svc.cluster.local.")
-        self.assertEqual(util.rrs(m), [
-            "svc1.testns.svc.cluster.local. 5 IN A 10.0.0.1"])
+        yield cases.run(self, self.port, [svc1(5)])
         # The watches now feed the new plugin.
         self.api.add("services", k8s.service("late", "testns", ("10.0.0.77",)))
         yield util.wait_for(lambda: ("late", "testns") in new.store.services)
-        m = yield util.query(self.port, "late.testns.svc.cluster.local.")
-        self.assertEqual(util.rrs(m), [
-            "late.testns.svc.cluster.local. 5 IN A 10.0.0.77"])
+        yield cases.run(self, self.port, [
+            Case("late.testns.svc.cluster.local.", aa=True, answer=[
+                "late.testns.svc.cluster.local. 5 IN A 10.0.0.77"])])
         self.assertEqual(self.lists(), before)
         self.assertFalse(any(wr.stopped.is_set() for wr in new.watchers))
 
@@ -88,9 +92,7 @@ class ReloadTest(Base):
                                         for wr in old_watchers))
         yield util.wait_for(new.ready)
         self.assertGreater(self.lists(), before)
-        m = yield util.query(self.port, "svc1.testns.svc.cluster.local.")
-        self.assertEqual(util.rrs(m), [
-            "svc1.testns.svc.cluster.local. 7 IN A 10.0.0.1"])
+        yield cases.run(self, self.port, [svc1(7)])
 
 
 def axfr(zone, serial=None):
@@ -267,9 +269,7 @@ class KubeconfigTest(unittest.TestCase):
         app = yield util.start(self, (
             ".:0 {\n    kubernetes cluster.local {\n        kubeconfig %s "
             "good\n    }\n}\n") % os.path.join(d, "kubeconfig"))
-        m = yield util.query(app.port(), "svc1.testns.svc.cluster.local.")
-        self.assertEqual(util.rrs(m), [
-            "svc1.testns.svc.cluster.local. 5 IN A 10.0.0.1"])
+        yield cases.run(self, app.port(), [svc1(5)])
 
 
 KUBECONFIG = """apiVersion: v1

@@ -12,7 +12,8 @@ from corednstw.core import corefile
 from corednstw.core import dnswire as w
 from corednstw.core.request import RawResponse, Request, Response, make_query
 from corednstw.plugins import loadbalance as lb
-from tests.support import util
+from tests.support import cases, util
+from tests.support.cases import Case
 
 
 def rr(text):
@@ -65,13 +66,21 @@ def counts(rrs):
     return c[0], c[1], c[2], grouped
 
 
+def hosts_case(name, *ips):
+    """The A answer hosts gives ``name``: ``ips``, in any order."""
+    return Case(name, "A", aa=True, answer=[
+        "%s. 3600 IN A %s" % (name, ip) for ip in ips])
+
+
 @defer.inlineCallbacks
-def orders(port, count, name="a.example.org"):
-    """The addresses of ``count`` A answers for ``name``, in answer order."""
+def orders(testcase, port, count, case):
+    """The addresses of ``count`` answers to ``case``, in answer order;
+    every reply is checked against ``case`` first."""
     out = []
     for _ in range(count):
-        m = yield util.query(port, name, "A")
-        out.append([str(r) for r in m.answer[0]])
+        m = yield cases.ask(port, case)
+        cases.check_response(testcase, case, m)
+        out.append([str(rrset[0]) for rrset in m.answer])
     return out
 
 
@@ -244,7 +253,9 @@ example.org:0 {
 }
 """)
         tops = set()
-        for ips in (yield orders(app.port(), 20)):
+        want = hosts_case("a.example.org", "172.16.0.1", "10.9.20.5",
+                          "1.1.1.1", "192.168.1.2", "10.9.20.3")
+        for ips in (yield orders(self, app.port(), 20, want)):
             tops.add(tuple(ips[:2]))
             self.assertEqual(ips[2], "192.168.1.2")
             self.assertEqual(sorted(ips[3:]), ["1.1.1.1", "172.16.0.1"])
@@ -351,22 +362,20 @@ example.com:0 {
         plugin.weights.rng = random.Random(1)
         self.assertIn("[INFO] plugin/loadbalance: Successfully reloaded "
                       "weight file %s" % path, cap.lines)
-        firsts = []
-        for _ in range(10):
-            m = yield util.query(app.port(), "www.example.com", "A")
-            firsts.append(str(m.answer[0][0]))
+        want = hosts_case("www.example.com", "100.64.1.1", "100.64.1.2",
+                          "100.64.1.3")
+        firsts = [ips[0] for ips in (yield orders(self, app.port(), 10,
+                                                  want))]
         # Weight 255 against 1+1: the odds of another first are tiny, and
         # the seeded generator makes the outcome fixed.
         self.assertEqual(firsts, ["100.64.1.2"] * 10)
-        with open(path, "w") as f:
-            f.write("www.example.com\n100.64.1.3 200\n")
+        util.rewrite(path, "www.example.com\n100.64.1.3 200\n")
         yield util.wait_for(lambda: plugin.weights.domains.get(
             "www.example.com.") == [(bytes([100, 64, 1, 3]), 200)])
-        m = yield util.query(app.port(), "www.example.com", "A")
-        self.assertEqual(str(m.answer[0][0]), "100.64.1.3")
+        (ips,) = yield orders(self, app.port(), 1, want)
+        self.assertEqual(ips[0], "100.64.1.3")
         # A broken file is reported and the last weights stay.
-        with open(path, "w") as f:
-            f.write("www.example.com\nbad 1\n")
+        util.rewrite(path, "www.example.com\nbad 1\n")
         yield util.wait_for(lambda: any("wrong IP address" in line
                                         for line in cap.lines))
         self.assertEqual(len(plugin.weights.domains["www.example.com."]), 1)
@@ -455,7 +464,9 @@ example.org:0 {
     }
 }
 """)
-        seen = set(map(tuple, (yield orders(app.port(), 30))))
+        want = hosts_case("a.example.org", "10.0.0.1", "10.0.0.2",
+                          "10.0.0.3")
+        seen = set(map(tuple, (yield orders(self, app.port(), 30, want))))
         self.assertEqual({tuple(sorted(o)) for o in seen},
                          {("10.0.0.1", "10.0.0.2", "10.0.0.3")})
         # 30 answers in the same order: odds 6 * 6**-30.

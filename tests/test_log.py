@@ -12,7 +12,8 @@ from corednstw.core import corefile
 from corednstw.core import dnswire as w
 from corednstw.core.request import RawResponse, Response
 from corednstw.plugins import log as logplugin
-from tests.support import util
+from tests.support import cases, util
+from tests.support.cases import Case
 
 
 class FakeClock:
@@ -78,7 +79,8 @@ class CommonFormatTest(Base):
         self.assertEqual(self.log.lines, [
             '[INFO] 127.0.0.1:53344 - 1234 "A IN example.org. udp 29 false '
             '512" SERVFAIL qr,rd 29 0.000123s'])
-        self.assertEqual(w.unpack_header(reply)[1] & 0xF, w.SERVFAIL)
+        cases.check_response(self, Case("example.org.", rcode="SERVFAIL"),
+                             cases.parse_reply(reply))
 
     def test_whoami_tcp_do(self):
         x = self.direct()
@@ -87,6 +89,10 @@ class CommonFormatTest(Base):
         self.assertEqual(self.log.lines, [
             '[INFO] 127.0.0.1:53344 - 7 "AAAA IN example.org. tcp %d true '
             '65535" NOERROR qr,aa,rd %d 0.000123s' % (len(q), len(reply))])
+        cases.check_response(self, Case(
+            "Example.ORG", "AAAA", flags="QR AA RD",
+            extra=cases.whoami("Example.ORG", "tcp", port=53344)),
+            cases.parse_reply(reply))
 
     def test_combined(self):
         x = self.direct('log . {combined}')

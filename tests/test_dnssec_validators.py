@@ -21,6 +21,7 @@ from corednstw.core import dnswire as w
 from corednstw.core.plugin import then
 from corednstw.plugins.dnssec import keys
 from tests.support import unbound, util
+from tests.support.unbound import ValidatingUnbound
 
 ZONE = """\
 $TTL 300
@@ -39,36 +40,6 @@ tampered IN A  192.0.2.66
 """
 
 DELV = shutil.which("delv")
-
-
-def anchor(key, zone="example.org."):
-    """The DNSKEY of ``key`` as presentation text, owned by ``zone``."""
-    return "%s DNSKEY %d 3 %d %s" % (
-        zone, key.flags, key.algorithm,
-        base64.b64encode(key.public).decode())
-
-
-class ValidatingUnbound(unbound.Unbound):
-    """unbound with its validator on, our key as the zone's trust anchor
-    and the zone sent to our server."""
-
-    def __init__(self, testcase, key, port, zone="example.org."):
-        extra = """\
-    val-log-level: 2
-    qname-minimisation: no
-    trust-anchor: "{anchor}"
-stub-zone:
-    name: "{zone}"
-    stub-addr: 127.0.0.1@{port}
-""".format(anchor=anchor(key, zone), zone=zone, port=port)
-        unbound.Unbound.__init__(self, testcase, unbound.ZONE + extra)
-
-    def _config(self):
-        text = unbound.Unbound._config(self)
-        text = text.replace('module-config: "iterator"',
-                            'module-config: "validator iterator"')
-        return text.replace("harden-dnssec-stripped: no",
-                            "harden-dnssec-stripped: yes")
 
 
 def make_keys(testcase, *specs):

@@ -24,8 +24,8 @@ from twisted.trial import unittest
 from corednstw.plugins import loop as loopmod
 from tests.support import k8s_apiserver as k8s
 from tests.support import util
+from tests.support.e2e import Resolver, no_lameduck, probes_answered
 from tests.support.util import free_port
-from tests.test_e2e import Resolver, no_lameduck, probes_answered
 
 ERAS = os.path.join(util.REPO, "tests", "corefiles", "eras")
 SHARED = os.path.join(util.REPO, "..", "shared", "corefiles", "eras")

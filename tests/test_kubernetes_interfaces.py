@@ -4,9 +4,6 @@ kept across a reload, zone transfers through *transfer*, metadata for
 
 import os
 
-import dns.message
-import dns.rdatatype
-import dns.rrset
 from twisted.internet import defer
 from twisted.trial import unittest
 
@@ -15,6 +12,7 @@ from tests.support import cases, util
 from tests.support import k8s_apiserver as k8s
 from tests.support.cases import Case
 from tests.support.k8s_cluster import cluster
+from tests.support.xfr import axfr, transferred
 
 
 def corefile(url, options="", extra=""):
@@ -93,26 +91,6 @@ class ReloadTest(Base):
         yield util.wait_for(new.ready)
         self.assertGreater(self.lists(), before)
         yield cases.run(self, self.port, [svc1(7)])
-
-
-def axfr(zone, serial=None):
-    q = dns.message.make_query(zone, "IXFR" if serial else "AXFR")
-    if serial is not None:
-        q.authority.append(dns.rrset.from_text(
-            zone, 0, "IN", "SOA", "ns. a. %d 1 1 1 1" % serial))
-    return q.to_wire()
-
-
-def transferred(replies):
-    out = []
-    for data in replies:
-        m = parse_response(data)
-        assert m.rcode == 0, m
-        for rr in m.answer:
-            out.append("%s %d %s %s" % (rr.name, rr.ttl,
-                                        dns.rdatatype.to_text(rr.rtype),
-                                        rr.rdata_obj().to_text()))
-    return out
 
 
 class TransferTest(Base):

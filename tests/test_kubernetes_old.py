@@ -14,9 +14,9 @@ from corednstw.plugins.kubernetes import upstream as upstream_option
 from tests.support import k8s_apiserver as k8s
 from tests.support import upstream as upstreammod
 from tests.support import util
+from tests.support.k8s_cluster import cluster
 from tests.support.util import free_port
-from tests.test_kubernetes import cluster
-from tests.test_kubernetes_interfaces import axfr, transferred
+from tests.support.xfr import axfr, transferred
 
 EXT = "external.testns.svc.cluster.local."
 TO_SERVICE = "external-to-service.testns.svc.cluster.local."

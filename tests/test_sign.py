@@ -20,7 +20,7 @@ from corednstw.core import dnswire as w
 from corednstw.plugins.dnssec import keys
 from corednstw.plugins.sign import signer as sg
 from tests.support import unbound, util
-from tests.test_dnssec_validators import ValidatingUnbound
+from tests.support.unbound import ValidatingUnbound
 
 # CoreDNS's plugin/sign/testdata/db.miek.nl.
 ZONE = """\

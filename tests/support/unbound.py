@@ -9,6 +9,7 @@ Without unbound the tests are skipped, except under CI (CI=true), where
 they fail.
 """
 
+import base64
 import datetime
 import ipaddress
 import os
@@ -186,3 +187,33 @@ class Unbound:
                 self.proc.kill()
                 self.proc.wait()
         self.proc = None
+
+
+def anchor(key, zone="example.org."):
+    """The DNSKEY of ``key`` as presentation text, owned by ``zone``."""
+    return "%s DNSKEY %d 3 %d %s" % (
+        zone, key.flags, key.algorithm,
+        base64.b64encode(key.public).decode())
+
+
+class ValidatingUnbound(Unbound):
+    """unbound with its validator on, our key as the zone's trust anchor
+    and the zone sent to our server."""
+
+    def __init__(self, testcase, key, port, zone="example.org."):
+        extra = """\
+    val-log-level: 2
+    qname-minimisation: no
+    trust-anchor: "{anchor}"
+stub-zone:
+    name: "{zone}"
+    stub-addr: 127.0.0.1@{port}
+""".format(anchor=anchor(key, zone), zone=zone, port=port)
+        Unbound.__init__(self, testcase, ZONE + extra)
+
+    def _config(self):
+        text = Unbound._config(self)
+        text = text.replace('module-config: "iterator"',
+                            'module-config: "validator iterator"')
+        return text.replace("harden-dnssec-stripped: no",
+                            "harden-dnssec-stripped: yes")

@@ -139,7 +139,8 @@ class CacheTest(unittest.TestCase):
         self.assertTrue(m.flags & dns.flags.AA)
         self.assertTrue(m.flags & dns.flags.RA)
         self.assertEqual(str(m.question[0].name), "WWW.Example.")
-        # owner names pointing at the question follow the client's case
+        # owner names keep the case of the stored answer (CoreDNS's cache
+        # sends the records it stored)
         self.assertEqual([x.lower() for x in util.rrs(m)],
                          ["www.example. 200 in a 192.0.2.1"])
         self.assertEqual(self.up.count(), 1)
@@ -472,6 +473,30 @@ class Harness:
             r.authority.append(_rrset(SOA % ttl))
             return r
         return fn
+
+
+class UncompressedTest(unittest.TestCase):
+    """Entries are kept uncompressed, so hits go out as CoreDNS writes
+    an answer that fits: without compression pointers."""
+
+    def test_hit_uncompressed(self):
+        h = Harness(self)
+
+        def backend(q):
+            import dns.message
+            r = dns.message.make_response(q)
+            r.answer.append(_rrset(
+                "example.org. 300 IN MX 10 mx.example.org."))
+            r.answer.append(_rrset("mx.example.org. 300 IN A 10.0.2.1"))
+            return r
+        h.backend = backend
+        q = h.query("example.org.", "MX").to_wire()
+        wires = [h.s.ask(q), h.s.ask(q)]
+        self.assertEqual(h.calls, 1)
+        for data in wires:
+            self.assertNotIn(b"\xc0", data[12:])
+            self.assertEqual(len(data), 12 + 17 + (13 + 10 + 2 + 16)
+                             + (16 + 10 + 4))
 
 
 def _answer_ttls(m):

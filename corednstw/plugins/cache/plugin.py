@@ -202,14 +202,12 @@ class Cache(Plugin):
         if e is None:
             out = (_HDR.pack(req.id, hf, 1, item.an, item.ns, item.ar)
                    + data[12:qend] + body)
-            limit = 512 if req.proto == "udp" else 65535
         else:
             out = (_HDR.pack(req.id, hf, 1, item.an, item.ns, item.ar + 1)
                    + data[12:qend] + body + self._opt(e))
-            limit = 65535 if req.proto != "udp" else (
-                e.size if e.size > 512 else 512)
-        if len(out) > limit:
-            # Too big for this client: the structured path truncates.
+        if rq.too_big(req, len(out)):
+            # Too big for this client uncompressed: the structured path
+            # compresses and truncates.
             resp = rq.parse_response(out)
             resp.plugin = "cache"
             return resp
@@ -251,6 +249,13 @@ class Cache(Plugin):
                 raw = rq.encode(req, resp)
             finally:
                 req.proto = proto
+        else:
+            # Stored uncompressed: hits are sent as CoreDNS writes what
+            # fits the client.
+            try:
+                raw = w.expand_message(raw)
+            except w.FormatError:
+                pass
         now = self.now()
         p = parse(raw, int(now))
         if p is None:

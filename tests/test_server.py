@@ -697,6 +697,46 @@ class FormerrTest(unittest.TestCase):
         qlen = len(query()) - 12
         self.assertEqual(r[12:], q[12:12 + qlen])
 
+    def test_malformed_client_subnet(self):
+        # miekg cannot unpack these ECS options (RFC 7871), so the whole
+        # query fails: FORMERR with the question.  The address itself is
+        # not checked (miekg cuts or pads it).
+        qlen = len(query()) - 12
+        for value, rcode in (
+                (b"\x00\x01\x18", w.FORMERR),            # too short
+                (b"\x00\x03\x18\x00\x01\x02\x03", w.FORMERR),  # family
+                (b"\x00\x00\x08\x00", w.FORMERR),        # family 0, /8
+                (b"\x00\x01\x21\x00\x01\x02\x03\x04", w.FORMERR),
+                (b"\x00\x01\x18\x21\x01\x02\x03", w.FORMERR),  # scope
+                (b"\x00\x02\x81\x00" + bytes(16), w.FORMERR),
+                (b"\x00\x00\x00\x00", w.NOERROR),
+                (b"\x00\x01\x18\x00\x01\x02\x03", w.NOERROR),
+                (b"\x00\x01\x18\x00\x01\x02\x03\x04\x05", w.NOERROR),
+                (b"\x00\x02\x80\x00" + bytes(16), w.NOERROR)):
+            q = _with_option(query(edns=1232), 8, value)
+            r = self.s.ask(q)
+            self.assertEqual(HDR.unpack(r[:12])[1] & 0xF, rcode, value)
+            if rcode == w.FORMERR:
+                self.assertEqual(HDR.unpack(r[:12])[2:], (1, 0, 0, 0))
+                self.assertEqual(r[12:], q[12:12 + qlen])
+
+    def test_other_malformed_options(self):
+        # The other options miekg checks: EXPIRE, TCP-KEEPALIVE, EDE.
+        for code, value, rcode in (
+                (9, b"\x00\x01", w.FORMERR), (9, b"", w.NOERROR),
+                (11, b"\x00", w.FORMERR), (11, b"\x00\x10", w.NOERROR),
+                (15, b"\x00", w.FORMERR), (10, b"\x01", w.NOERROR)):
+            r = self.s.ask(_with_option(query(edns=1232), code, value))
+            self.assertEqual(HDR.unpack(r[:12])[1] & 0xF, rcode,
+                             (code, value))
+
+
+def _with_option(wire, code, value):
+    """``wire`` (a query ending in an OPT without options) with one EDNS
+    option added."""
+    option = struct.pack("!HH", code, len(value)) + value
+    return wire[:-2] + struct.pack("!H", len(option)) + option
+
 
 def _with_opt_flags(wire, flags):
     """``wire`` (a query ending in an OPT without options) with the OPT's

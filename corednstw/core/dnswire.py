@@ -388,6 +388,49 @@ def parse_options(rdata):
     return opts
 
 
+def _check_subnet(value):
+    """EDNS Client Subnet (RFC 7871) as miekg reads it: family 0 only
+    with a zero prefix, a prefix and scope no longer than the family's
+    address; the address itself is cut or padded, not checked."""
+    if len(value) < 4:
+        return False
+    family = (value[0] << 8) | value[1]
+    if family == 0:
+        return value[2] == 0
+    bits = {1: 32, 2: 128}.get(family)
+    return bits is not None and value[2] <= bits and value[3] <= bits
+
+
+def _check_domain(value):
+    try:
+        read_name(value, 0)
+    except FormatError:
+        return False
+    return True
+
+
+#: Options miekg refuses to unpack when malformed (its EDNS0_* unpack
+#: errors), which fails the whole query: FORMERR.
+_OPTION_CHECKS = {
+    1: lambda v: len(v) >= 18,              # LLQ
+    2: lambda v: len(v) in (4, 8),          # UL
+    8: _check_subnet,                       # ECS
+    9: lambda v: len(v) == 0 or len(v) >= 4,    # EXPIRE
+    11: lambda v: len(v) in (0, 2),         # TCP-KEEPALIVE
+    15: lambda v: len(v) >= 2,              # EDE
+    18: _check_domain,                      # REPORTING
+    19: lambda v: len(v) >= 2,              # ZONEVERSION
+}
+
+
+def check_options(options):
+    """FormatError when a query's option is one miekg cannot read."""
+    for code, value in options:
+        check = _OPTION_CHECKS.get(code)
+        if check is not None and not check(value):
+            raise FormatError("malformed EDNS0 option %d" % code)
+
+
 def opt_wire(size, ttl, options=()):
     """Wire form of an OPT record."""
     rd = b"".join(_HH.pack(c, len(v)) + v for c, v in options)

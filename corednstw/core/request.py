@@ -191,7 +191,10 @@ class Request:
                 if rtype == w.OPT:
                     if self.edns is not None:
                         raise w.FormatError("two OPT records")
-                    self.edns = w.EDNS(rclass, ttl, w.parse_options(rdata))
+                    opts = w.parse_options(rdata)
+                    if opts:
+                        w.check_options(opts)
+                    self.edns = w.EDNS(rclass, ttl, opts)
                 elif rtype == 250:  # TSIG: last; kept for the tsig plugin
                     self.tsig = start
         except w.FormatError as e:

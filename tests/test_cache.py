@@ -3,6 +3,7 @@ upstream (query counts tell hits from misses; a fake clock ages entries)."""
 
 import dns.edns
 import dns.flags
+import dns.opcode
 import dns.rcode
 from twisted.internet import defer
 from twisted.trial import unittest
@@ -220,6 +221,29 @@ class CacheTest(unittest.TestCase):
             m = yield self.q("t.example")
             self.assertTrue(m.flags & dns.flags.TC)
         self.assertEqual(up.count(), 2)
+
+    @defer.inlineCallbacks
+    def test_notify_reply_flags_passed_through(self):
+        # A NOTIFY is forwarded and its reply written through as the
+        # upstream sent it: miekg's SetReply sets no RD for a NOTIFY.
+        up = Upstream().start()
+
+        def handler(q, proto):
+            import dns.message
+            r = dns.message.make_response(q)
+            r.flags &= ~dns.flags.RD
+            r.flags |= dns.flags.AA
+            return r
+        up.handler = handler
+        yield self.serve(up=up)
+        for _ in range(2):
+            q = util.make_query("example.org.", "SOA")
+            q.set_opcode(dns.opcode.NOTIFY)
+            m = yield util.query(self.port, q)
+            self.assertEqual(m.opcode(), dns.opcode.NOTIFY)
+            self.assertEqual(m.flags & (dns.flags.RD | dns.flags.AA),
+                             dns.flags.AA)
+        self.assertEqual(self.up.count(), 2)
 
     @defer.inlineCallbacks
     def test_servfail_cached_then_not(self):

@@ -106,6 +106,18 @@ class LookupTable(unittest.TestCase):
         self.assertIn("[INFO] plugin/file: Dropping notify from 127.0.0.1 "
                       "for example.org.", cap.text())
 
+    def test_notify_dropped_behind_middleware(self):
+        # The plugins that change answers on their way out leave a NOTIFY
+        # that file drops unanswered (CoreDNS writes nothing at all).
+        for middleware in ("loadbalance", "header {\n response set ra\n}",
+                           "nsid", "bufsize 1232", "cache"):
+            d = util.Direct(self, "example.org:0 {\n %s\n file %s/db."
+                            "example.org example.org\n}\n"
+                            % (middleware, ZONES))
+            q = util.make_query("example.org", "SOA", use_edns=0)
+            q.set_opcode(dns.opcode.NOTIFY)
+            self.assertIsNone(d.ask(q.to_wire()), middleware)
+
     def test_out_of_zone_refused_when_last(self):
         d = util.Direct(self, "example.org:0 org:0 {\n    file %s/db."
                         "example.org example.org\n}\n" % ZONES)

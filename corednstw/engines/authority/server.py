@@ -116,11 +116,10 @@ class ZoneServer(Plugin):
 
 def drop():
     """An answer that writes nothing to the client (CoreDNS returns
-    success without writing, e.g. for a NOTIFY it ignores)."""
-    from corednstw.core.request import Response
-    r = Response(w.NOERROR, plugin="")
-    r.wire = b""
-    return r
+    success without writing, e.g. for a NOTIFY it ignores): NoReply, which
+    the plugins that rewrite answers pass on unchanged."""
+    from corednstw.core.request import NoReply
+    return NoReply()
 
 
 def reload_option(c):

@@ -22,7 +22,7 @@ from corednstw.core import dnswire as w
 from corednstw.core import metrics
 from corednstw.core import request as rq
 from corednstw.core.plugin import Plugin, match, then
-from corednstw.core.request import RawResponse
+from corednstw.core.request import NoReply, RawResponse
 from corednstw.engines.response import (
     DELEGATION,
     DENIAL,
@@ -190,11 +190,14 @@ class Cache(Plugin):
             hf = 0x8400 | item.hflags  # QR, AA, RA as stored
             if item.ad and (do or rflags & w.AD):
                 hf |= w.AD
+            hf |= rflags & 0x7910   # opcode, RD, CD: SetReply's
         else:
-            hf = w.QR | (flags & 0x07F0)
+            # The answer just received, written through as CoreDNS's
+            # cache writes it: its own flags (a NOTIFY's reply has no RD).
+            hf = w.QR | (flags & 0x07F0) | (rflags & 0x7800)
             if not do and not rflags & w.AD:
                 hf &= ~w.AD
-        hf |= (rflags & 0x7910) | item.rcode   # opcode, RD, CD
+        hf |= item.rcode
         e = req.edns
         body = _TTL.pack(ttl if ttl > 0 else 0).join(item.segs)
         if qend - 12 != item.qlen:
@@ -238,8 +241,9 @@ class Cache(Plugin):
                     do, labels, prefetch, verify)
 
     def _store(self, resp, req, key, do, labels, prefetch, verify):
-        if resp is None:
-            return None
+        if resp is None or resp.__class__ is NoReply:
+            # Nothing to store, and nothing may be sent.
+            return None if verify else resp
         raw = resp.raw
         if raw is None:
             # Encode without the client's size limit: the cache keeps the

@@ -12,7 +12,8 @@ from corednstw.core import corefile
 from corednstw.engines import response
 from corednstw.plugins import cache as cachemod
 from corednstw.plugins.cache import plugin as cacheplugin
-from tests.support import util
+from tests.support import cases, util
+from tests.support.cases import Case
 from tests.support.upstream import Upstream
 from tests.test_forward import build as _build
 
@@ -521,6 +522,25 @@ class UncompressedTest(unittest.TestCase):
             self.assertNotIn(b"\xc0", data[12:])
             self.assertEqual(len(data), 12 + 17 + (13 + 10 + 2 + 16)
                              + (16 + 10 + 4))
+
+
+class UnwrittenTest(unittest.TestCase):
+    """An error no plugin wrote (a bare SERVFAIL) is written by CoreDNS's
+    server around the plugins: the cache neither stores it nor sets AA."""
+
+    def test_unwritten_servfail_not_cached(self):
+        from corednstw.core import dnswire as w
+        from corednstw.core.request import Response
+        h = Harness(self)
+        calls = []
+        h.cache.next = util.Stub(
+            lambda req: calls.append(req) or Response(w.SERVFAIL))
+        for _ in range(2):
+            m = h.ask("example.org.")
+            cases.check_response(self, Case("example.org.", rcode="SERVFAIL",
+                                            flags="QR RD"), m)
+        self.assertEqual(len(calls), 2)
+        self.assertEqual(len(h.cache.ncache), 0)
 
 
 def _answer_ttls(m):

@@ -3,6 +3,8 @@ plugin/file tests), setup errors, reloads, fallthrough and the wire."""
 
 import os
 
+import dns.edns
+import dns.flags
 import dns.message
 import dns.name
 import dns.opcode
@@ -117,6 +119,30 @@ class LookupTable(unittest.TestCase):
             q = util.make_query("example.org", "SOA", use_edns=0)
             q.set_opcode(dns.opcode.NOTIFY)
             self.assertIsNone(d.ask(q.to_wire()), middleware)
+
+    def test_server_written_errors_skip_header_and_nsid(self):
+        # REFUSED for AXFR without transfer and for a name outside the
+        # zones (file last) are returned unwritten: CoreDNS's server
+        # writes them, so header's rules and NSID never apply (the
+        # query's empty NSID option is only echoed, as SizeAndDo does).
+        d = util.Direct(self, "example.org:0 org:0 {\n nsid test\n header"
+                        " {\n response set aa ra\n }\n file %s/db."
+                        "example.org example.org\n}\n" % ZONES)
+
+        def ask(name, qtype, proto="udp"):
+            q = util.make_query(name, qtype, use_edns=0, options=[
+                dns.edns.GenericOption(3, b"")])
+            return cases.parse_reply(d.ask(q.to_wire(), proto))
+        for name, qtype, proto in (("example.org", "AXFR", "tcp"),
+                                   ("example.com.org", "A", "udp")):
+            m = ask(name, qtype, proto)
+            cases.check_response(self, Case(name, qtype, rcode="REFUSED",
+                                            flags="QR RD"), m)
+            self.assertEqual([o.to_wire() for o in m.options], [b""])
+        # An answer file writes gets both.
+        m = ask("example.org", "SOA")
+        self.assertTrue(m.flags & dns.flags.RA)
+        self.assertEqual([o.to_wire() for o in m.options], [b"test"])
 
     def test_out_of_zone_refused_when_last(self):
         d = util.Direct(self, "example.org:0 org:0 {\n    file %s/db."

@@ -417,6 +417,22 @@ class Response:
             len(self.additional), self.plugin or "-")
 
 
+#: Rcodes a CoreDNS plugin returns without writing (plugin.ClientWrite
+#: false); the server then writes them itself.
+_SERVER_WRITES = frozenset((w.SERVFAIL, w.REFUSED, w.FORMERR, w.NOTIMP))
+
+
+def unwritten(resp: Optional[Response]) -> bool:
+    """Whether ``resp`` is an error no plugin wrote: a bare SERVFAIL,
+    REFUSED, FORMERR or NOTIMP labelled with no plugin.  CoreDNS's server
+    writes those itself (errorFunc), on the writer the plugins never
+    wrapped: header rules, NSID and the cache do not see them."""
+    return (resp is not None and not resp.plugin and resp.raw is None
+            and resp.rcode in _SERVER_WRITES and not resp.answer
+            and not resp.authority and not resp.additional
+            and resp.opt is None)
+
+
 class RawResponse(Response):
     """A response whose wire form already exists (from an upstream or a
     cache): the server patches the ID (and a plugin may have patched TTLs)

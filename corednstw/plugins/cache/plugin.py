@@ -244,6 +244,9 @@ class Cache(Plugin):
         if resp is None or resp.__class__ is NoReply:
             # Nothing to store, and nothing may be sent.
             return None if verify else resp
+        if rq.unwritten(resp):
+            # An error the server writes: CoreDNS's cache never sees it.
+            return None if verify else resp
         raw = resp.raw
         if raw is None:
             # Encode without the client's size limit: the cache keeps the

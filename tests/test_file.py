@@ -144,6 +144,28 @@ class LookupTable(unittest.TestCase):
         self.assertTrue(m.flags & dns.flags.RA)
         self.assertEqual([o.to_wire() for o in m.options], [b"test"])
 
+    @defer.inlineCallbacks
+    def test_cname_loop_with_qtype_ns(self):
+        # CoreDNS 1.14.2 (#7808) looks an in-zone CNAME target up again
+        # through the server for qtype NS; a loop then ends at the loop
+        # guard (nine lookups deep): SERVFAIL with one CNAME per level.
+        # (1.12 chased it in the zone: NOERROR, the chain cut at nine.)
+        zone = ("$ORIGIN loop.test.\n@ 3600 IN SOA ns hm 1 2 3 4 5\n"
+                "@ 3600 IN NS ns\nns 3600 IN A 192.0.2.53\n"
+                "a 3600 IN CNAME b\nb 3600 IN CNAME a\n")
+        d = util.write_files(self, {"db": zone})
+        app = yield util.start(self, "loop.test:0 {\n file %s\n}\n"
+                               % os.path.join(d, "db"))
+        q = util.make_query("a.loop.test.", "NS")
+        m = cases.parse_reply((yield util.send_tcp(
+            app.port(), [q.to_wire()], count=1))[0])
+        chain = (["a.loop.test. 3600 IN CNAME b.loop.test.",
+                  "b.loop.test. 3600 IN CNAME a.loop.test."] * 5)[:9]
+        cases.check_response(self, Case(
+            "a.loop.test.", "NS", rcode="SERVFAIL", answer=chain,
+            ns=["loop.test. 3600 IN NS ns.loop.test."], flags="QR AA RD"),
+            m)
+
     def test_out_of_zone_refused_when_last(self):
         d = util.Direct(self, "example.org:0 org:0 {\n    file %s/db."
                         "example.org example.org\n}\n" % ZONES)

@@ -396,6 +396,23 @@ class ForwardTest(Served, unittest.TestCase):
         self.assertEqual(up.count(), 1)
 
     @defer.inlineCallbacks
+    def test_every_class_forwarded(self):
+        # forward in any block of a server lets every class through
+        # (CoreDNS's classChaos); without it only IN is served.
+        up = self.upstream()
+        port = yield self.serve(" forward . %s" % up.addr())
+        for n, cls in enumerate(("CH", "NONE", "ANY", "HS"), 1):
+            for proto in ("udp", "tcp"):
+                q = util.make_query("example.org.", "A", rdclass=cls)
+                m = yield util.query(port, q, proto=proto)
+                self.assertEqual(m.rcode(), dns.rcode.NOERROR, cls)
+            self.assertEqual(up.count(), 2 * n)
+        port = yield self.serve(" whoami")
+        m = yield util.query(port, util.make_query(
+            "example.org.", "A", rdclass="NONE"))
+        self.assertEqual(m.rcode(), dns.rcode.REFUSED)
+
+    @defer.inlineCallbacks
     def test_tcp_connection_reused(self):
         up = self.upstream()
         port = yield self.serve(" forward . %s" % up.addr())

@@ -247,6 +247,33 @@ class CacheTest(unittest.TestCase):
         self.assertEqual(self.up.count(), 2)
 
     @defer.inlineCallbacks
+    def test_relayed_error_keeps_upstream_ad(self):
+        # The cache asks with AD set; a FORMERR or REFUSED that comes back
+        # with AD clear goes to a DO (and AD) client with AD clear, as
+        # CoreDNS's cache writes what it received.
+        up = Upstream().start()
+
+        def handler(q, proto):
+            import dns.message
+            r = dns.message.make_response(q)
+            r.set_rcode(up.rcode)
+            r.flags &= ~dns.flags.AD
+            return r
+        up.handler = handler
+        yield self.serve(up=up)
+        for rcode in (dns.rcode.FORMERR, dns.rcode.REFUSED):
+            up.rcode = rcode
+            for proto in ("udp", "tcp"):
+                q = util.make_query("example.org.", "A", want_dnssec=True)
+                q.flags |= dns.flags.AD
+                m = yield self.q(q, proto=proto)
+                self.assertEqual(m.rcode(), rcode)
+                self.assertFalse(m.flags & dns.flags.AD)
+        self.assertTrue(all(x[3].flags & dns.flags.AD
+                            for x in self.up.queries))
+        self.assertEqual(self.up.count(), 4)
+
+    @defer.inlineCallbacks
     def test_servfail_cached_then_not(self):
         up = Upstream().start()
         up.rcode = dns.rcode.SERVFAIL

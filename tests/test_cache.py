@@ -3,6 +3,7 @@ upstream (query counts tell hits from misses; a fake clock ages entries)."""
 
 import dns.edns
 import dns.flags
+import dns.opcode
 import dns.rcode
 from twisted.internet import defer
 from twisted.trial import unittest
@@ -128,10 +129,11 @@ class CacheTest(unittest.TestCase):
             "www.example. 300 IN A 192.0.2.1"])
         yield cases.run(self, self.port, [miss])
         self.clock.t += 100.4
-        # owner names pointing at the question follow the client's case
+        # owner names keep the case of the stored answer (CoreDNS's cache
+        # sends the records it stored); the question is the client's
         yield cases.run(self, self.port, [Case(
             "WWW.Example", aa=True, ra=True, answer=[
-                "WWW.Example. 200 IN A 192.0.2.1"])], proto="tcp")
+                "www.example. 200 IN A 192.0.2.1"])], proto="tcp")
         self.assertEqual(self.up.count(), 1)
         self.clock.t += 200
         yield cases.run(self, self.port, [miss])
@@ -208,6 +210,56 @@ class CacheTest(unittest.TestCase):
             m = yield self.q("t.example")
             self.assertTrue(m.flags & dns.flags.TC)
         self.assertEqual(up.count(), 2)
+
+    @defer.inlineCallbacks
+    def test_notify_reply_flags_passed_through(self):
+        # A NOTIFY is forwarded and its reply written through as the
+        # upstream sent it: miekg's SetReply sets no RD for a NOTIFY.
+        up = Upstream().start()
+
+        def handler(q, proto):
+            import dns.message
+            r = dns.message.make_response(q)
+            r.flags &= ~dns.flags.RD
+            r.flags |= dns.flags.AA
+            return r
+        up.handler = handler
+        yield self.serve(up=up)
+        for _ in range(2):
+            q = util.make_query("example.org.", "SOA")
+            q.set_opcode(dns.opcode.NOTIFY)
+            m = yield util.query(self.port, q)
+            self.assertEqual(m.opcode(), dns.opcode.NOTIFY)
+            self.assertEqual(m.flags & (dns.flags.RD | dns.flags.AA),
+                             dns.flags.AA)
+        self.assertEqual(self.up.count(), 2)
+
+    @defer.inlineCallbacks
+    def test_relayed_error_keeps_upstream_ad(self):
+        # The cache asks with AD set; a FORMERR or REFUSED that comes back
+        # with AD clear goes to a DO (and AD) client with AD clear, as
+        # CoreDNS's cache writes what it received.
+        up = Upstream().start()
+
+        def handler(q, proto):
+            import dns.message
+            r = dns.message.make_response(q)
+            r.set_rcode(up.rcode)
+            r.flags &= ~dns.flags.AD
+            return r
+        up.handler = handler
+        yield self.serve(up=up)
+        for rcode in (dns.rcode.FORMERR, dns.rcode.REFUSED):
+            up.rcode = rcode
+            for proto in ("udp", "tcp"):
+                q = util.make_query("example.org.", "A", want_dnssec=True)
+                q.flags |= dns.flags.AD
+                m = yield self.q(q, proto=proto)
+                self.assertEqual(m.rcode(), rcode)
+                self.assertFalse(m.flags & dns.flags.AD)
+        self.assertTrue(all(x[3].flags & dns.flags.AD
+                            for x in self.up.queries))
+        self.assertEqual(self.up.count(), 4)
 
     @defer.inlineCallbacks
     def test_servfail_cached_then_not(self):
@@ -457,6 +509,49 @@ class Harness:
         return fn
 
 
+class UncompressedTest(unittest.TestCase):
+    """Entries are kept uncompressed, so hits go out as CoreDNS writes
+    an answer that fits: without compression pointers."""
+
+    def test_hit_uncompressed(self):
+        h = Harness(self)
+
+        def backend(q):
+            import dns.message
+            r = dns.message.make_response(q)
+            r.answer.append(_rrset(
+                "example.org. 300 IN MX 10 mx.example.org."))
+            r.answer.append(_rrset("mx.example.org. 300 IN A 10.0.2.1"))
+            return r
+        h.backend = backend
+        q = h.query("example.org.", "MX").to_wire()
+        wires = [h.s.ask(q), h.s.ask(q)]
+        self.assertEqual(h.calls, 1)
+        for data in wires:
+            self.assertNotIn(b"\xc0", data[12:])
+            self.assertEqual(len(data), 12 + 17 + (13 + 10 + 2 + 16)
+                             + (16 + 10 + 4))
+
+
+class UnwrittenTest(unittest.TestCase):
+    """An error no plugin wrote (a bare SERVFAIL) is written by CoreDNS's
+    server around the plugins: the cache neither stores it nor sets AA."""
+
+    def test_unwritten_servfail_not_cached(self):
+        from corednstw.core import dnswire as w
+        from corednstw.core.request import Response
+        h = Harness(self)
+        calls = []
+        h.cache.next = util.Stub(
+            lambda req: calls.append(req) or Response(w.SERVFAIL))
+        for _ in range(2):
+            m = h.ask("example.org.")
+            cases.check_response(self, Case("example.org.", rcode="SERVFAIL",
+                                            flags="QR RD"), m)
+        self.assertEqual(len(calls), 2)
+        self.assertEqual(len(h.cache.ncache), 0)
+
+
 def _answer_ttls(m):
     return [rr.ttl for sec in (m.answer, m.authority) for rr in sec]
 
@@ -630,15 +725,25 @@ class InsertionTableTest(unittest.TestCase):
             self.assertEqual(h.calls, 1 if cached else 2, name)
             if not cached:
                 continue
-            # a hit: every record at the clamped TTL, flags as stored
+            # a hit: every record at the clamped TTL, flags as stored, and
+            # owner names in the case of the stored answer
+            stored = {str(r.name).lower(): str(r.name)
+                      for r in first.answer + first.authority}
             cases.check_response(self, Case(
                 qname.lower(), qtype, rcode, desc=name, aa=True, ra=ra,
                 ad=sad and (do or ad), cd=cd,
-                answer=[_at_ttl(x, ttl) for x in answer],
-                ns=[_at_ttl(x, ttl) for x in ns]), m)
+                answer=[_stored_case(_at_ttl(x, ttl), stored)
+                        for x in answer],
+                ns=[_stored_case(_at_ttl(x, ttl), stored) for x in ns]), m)
             if ttl is not None:
                 # the miss was answered with the same clamped TTLs
                 self.assertEqual(set(_answer_ttls(first)), {ttl}, name)
+
+
+def _stored_case(line, stored):
+    """``line`` with its owner written as the stored answer wrote it."""
+    owner, rest = line.split(" ", 1)
+    return "%s %s" % (stored.get(owner.lower(), owner), rest)
 
 
 class BehaviourTableTest(unittest.TestCase):

@@ -3,6 +3,8 @@ plugin/file tests), setup errors, reloads, fallthrough and the wire."""
 
 import os
 
+import dns.edns
+import dns.flags
 import dns.message
 import dns.name
 import dns.opcode
@@ -106,6 +108,64 @@ class LookupTable(unittest.TestCase):
         self.assertIsNone(d.ask(q.to_wire()))
         self.assertIn("[INFO] plugin/file: Dropping notify from 127.0.0.1 "
                       "for example.org.", cap.text())
+
+    def test_notify_dropped_behind_middleware(self):
+        # The plugins that change answers on their way out leave a NOTIFY
+        # that file drops unanswered (CoreDNS writes nothing at all).
+        for middleware in ("loadbalance", "header {\n response set ra\n}",
+                           "nsid", "bufsize 1232", "cache"):
+            d = util.Direct(self, "example.org:0 {\n %s\n file %s/db."
+                            "example.org example.org\n}\n"
+                            % (middleware, ZONES))
+            q = util.make_query("example.org", "SOA", use_edns=0)
+            q.set_opcode(dns.opcode.NOTIFY)
+            self.assertIsNone(d.ask(q.to_wire()), middleware)
+
+    def test_server_written_errors_skip_header_and_nsid(self):
+        # REFUSED for AXFR without transfer and for a name outside the
+        # zones (file last) are returned unwritten: CoreDNS's server
+        # writes them, so header's rules and NSID never apply (the
+        # query's empty NSID option is only echoed, as SizeAndDo does).
+        d = util.Direct(self, "example.org:0 org:0 {\n nsid test\n header"
+                        " {\n response set aa ra\n }\n file %s/db."
+                        "example.org example.org\n}\n" % ZONES)
+
+        def ask(name, qtype, proto="udp"):
+            q = util.make_query(name, qtype, use_edns=0, options=[
+                dns.edns.GenericOption(3, b"")])
+            return cases.parse_reply(d.ask(q.to_wire(), proto))
+        for name, qtype, proto in (("example.org", "AXFR", "tcp"),
+                                   ("example.com.org", "A", "udp")):
+            m = ask(name, qtype, proto)
+            cases.check_response(self, Case(name, qtype, rcode="REFUSED",
+                                            flags="QR RD"), m)
+            self.assertEqual([o.to_wire() for o in m.options], [b""])
+        # An answer file writes gets both.
+        m = ask("example.org", "SOA")
+        self.assertTrue(m.flags & dns.flags.RA)
+        self.assertEqual([o.to_wire() for o in m.options], [b"test"])
+
+    @defer.inlineCallbacks
+    def test_cname_loop_with_qtype_ns(self):
+        # CoreDNS 1.14.2 (#7808) looks an in-zone CNAME target up again
+        # through the server for qtype NS; a loop then ends at the loop
+        # guard (nine lookups deep): SERVFAIL with one CNAME per level.
+        # (1.12 chased it in the zone: NOERROR, the chain cut at nine.)
+        zone = ("$ORIGIN loop.test.\n@ 3600 IN SOA ns hm 1 2 3 4 5\n"
+                "@ 3600 IN NS ns\nns 3600 IN A 192.0.2.53\n"
+                "a 3600 IN CNAME b\nb 3600 IN CNAME a\n")
+        d = util.write_files(self, {"db": zone})
+        app = yield util.start(self, "loop.test:0 {\n file %s\n}\n"
+                               % os.path.join(d, "db"))
+        q = util.make_query("a.loop.test.", "NS")
+        m = cases.parse_reply((yield util.send_tcp(
+            app.port(), [q.to_wire()], count=1))[0])
+        chain = (["a.loop.test. 3600 IN CNAME b.loop.test.",
+                  "b.loop.test. 3600 IN CNAME a.loop.test."] * 5)[:9]
+        cases.check_response(self, Case(
+            "a.loop.test.", "NS", rcode="SERVFAIL", answer=chain,
+            ns=["loop.test. 3600 IN NS ns.loop.test."], flags="QR AA RD"),
+            m)
 
     def test_out_of_zone_refused_when_last(self):
         d = util.Direct(self, "example.org:0 org:0 {\n    file %s/db."

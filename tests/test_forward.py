@@ -5,6 +5,7 @@ import os
 
 import dns.flags
 import dns.message
+import dns.opcode
 import dns.rcode
 from twisted.internet import defer
 from twisted.trial import unittest
@@ -372,6 +373,42 @@ class ForwardTest(Served, unittest.TestCase):
         # the client's transport is used upstream
         self.assertEqual(up.count(proto="udp"), 1)
         self.assertEqual(up.count(proto="tcp"), 1)
+
+    @defer.inlineCallbacks
+    def test_notify_reply_flags_relayed(self):
+        # CoreDNS writes the upstream's reply as it came: a NOTIFY's
+        # reply from miekg's SetReply has no RD, whatever the query had.
+        up = self.upstream()
+
+        def handler(q, proto):
+            r = dns.message.make_response(q)
+            r.flags &= ~dns.flags.RD
+            return r
+        up.handler = handler
+        port = yield self.serve(" forward . %s" % up.addr())
+        q = util.make_query("example.org.", "SOA")
+        q.set_opcode(dns.opcode.NOTIFY)
+        m = yield util.query(port, q)
+        self.assertEqual(m.opcode(), dns.opcode.NOTIFY)
+        self.assertFalse(m.flags & dns.flags.RD)
+        self.assertEqual(up.count(), 1)
+
+    @defer.inlineCallbacks
+    def test_every_class_forwarded(self):
+        # forward in any block of a server lets every class through
+        # (CoreDNS's classChaos); without it only IN is served.
+        up = self.upstream()
+        port = yield self.serve(" forward . %s" % up.addr())
+        for n, cls in enumerate(("CH", "NONE", "ANY", "HS"), 1):
+            for proto in ("udp", "tcp"):
+                q = util.make_query("example.org.", "A", rdclass=cls)
+                m = yield util.query(port, q, proto=proto)
+                self.assertEqual(m.rcode(), dns.rcode.NOERROR, cls)
+            self.assertEqual(up.count(), 2 * n)
+        port = yield self.serve(" whoami")
+        m = yield util.query(port, util.make_query(
+            "example.org.", "A", rdclass="NONE"))
+        self.assertEqual(m.rcode(), dns.rcode.REFUSED)
 
     @defer.inlineCallbacks
     def test_tcp_connection_reused(self):

@@ -15,7 +15,13 @@ from twisted.trial import unittest
 
 from corednstw.core import dnswire as w
 from corednstw.core import metrics
-from corednstw.core.request import Request, Response, encode, make_query
+from corednstw.core.request import (
+    RawResponse,
+    Request,
+    Response,
+    encode,
+    make_query,
+)
 from tests.support import util
 
 HDR = struct.Struct("!HHHHHH")
@@ -229,6 +235,24 @@ def _big_response(name, n):
         for i in range(n)], aa=True)
 
 
+def _mx_response(n):
+    """``n`` MX records of example.org. (exchanges mx10 onwards)."""
+    return Response(0, answer=[
+        w.RR("example.org.", w.MX, 300,
+             b"\x00\x0a" + w.name_to_wire("mx%d.example.org." % (10 + i)))
+        for i in range(n)], aa=True)
+
+
+def _rrs(out, req=None):
+    """The records of a wire answer (or of a Response, encoded for
+    ``req`` over TCP) as text."""
+    if req is not None:
+        req.proto, proto = "tcp", req.proto
+        out = encode(req, out)
+        req.proto = proto
+    return util.rrs(dns.message.from_wire(out))
+
+
 def _request(wire, proto="udp"):
     req = Request(wire, "127.0.0.1", 5353, proto)
     qd, an, ns, ar = req.parse_header()
@@ -290,14 +314,105 @@ class EncodeTest(unittest.TestCase):
             w.RR(req.name, w.A, 5, b"\x01\x02\x03\x04"),
             w.RR("mixed.example.org.", w.A, 5, b"\x01\x02\x03\x05")]))
         self.assertEqual(out[12:len(wire)], wire[12:])
-        # An owner written as the query's name points to the question (the
-        # client's case); another spelling keeps its own case, as miekg's
-        # case-sensitive compression does.
+        # An answer that fits is written uncompressed (miekg's Truncate
+        # turns compression off): each owner in its own spelling.
         first = len(wire)
-        self.assertEqual(out[first:first + 2], b"\xc0\x0c")
-        second = first + 2 + 10 + 4
-        self.assertEqual(w.read_name(out, second)[0], "mixed.example.org.")
+        self.assertEqual(out[first:first + 19], wire[12:-4])
+        second = first + 19 + 10 + 4
+        self.assertEqual(out[second:second + 19],
+                         w.name_to_wire("mixed.example.org."))
+        self.assertEqual(len(out), second + 19 + 10 + 4)
 
+    def test_fitting_answer_uncompressed(self):
+        req = _request(query("example.org.", w.MX))
+        out = encode(req, _mx_response(3))
+        self.assertNotIn(b"\xc0", out)
+        self.assertEqual(len(out), 12 + 17 + 3 * (13 + 10 + 2 + 18))
+        self.assertEqual(_rrs(out), _rrs(_mx_response(3), req))
+
+    def test_big_answer_compresses_rdata_names(self):
+        # 40 MX records do not fit 512 bytes: compressed as miekg packs
+        # them, the owner and the exchange's "example.org." pointing to
+        # the question, 21 bytes a record, so 23 fit (14 when only owners
+        # were compressed).
+        req = _request(query("example.org.", w.MX))
+        out = encode(req, _mx_response(40))
+        self.assertEqual(header(out)[3], (512 - 12 - 17) // 21)
+        self.assertTrue(header(out)[1] & w.TC)
+        first = 12 + 17
+        self.assertEqual(out[first:first + 21],
+                         b"\xc0\x0c" + struct.pack("!HHIH", w.MX, 1, 300, 9)
+                         + b"\x00\x0a\x04mx10\xc0\x0c")
+        m = dns.message.from_wire(out)
+        self.assertEqual(
+            [r.exchange.to_text() for r in m.answer[0]][:2],
+            ["mx10.example.org.", "mx11.example.org."])
+
+    def test_srv_target_offered_not_compressed(self):
+        # miekg writes an SRV target whole (RFC 2782) but an address
+        # record owned by it then points into it.  50 SRV records are
+        # too many for one unfragmented UDP answer: compressed.
+        name = "_x._tcp.example.org."
+        target = "host.example.org."
+        resp = Response(0, answer=[
+            w.RR(name, w.SRV, 5, w.srv_rdata(0, 0, 53 + i, target))
+            for i in range(50)], additional=[
+            w.RR(target, w.A, 5, b"\x01\x02\x03\x04")])
+        req = _request(query(name, w.SRV, edns=4096))
+        out = encode(req, resp)
+        qlen = 12 + 21 + 4
+        srv = qlen + 2 + 10 + 6
+        self.assertEqual(out[qlen:srv], b"\xc0\x0c" + struct.pack(
+            "!HHIHHHH", w.SRV, 1, 5, 24, 0, 0, 53))
+        self.assertEqual(out[srv:srv + 18], w.name_to_wire(target))
+        a_owner = qlen + 50 * (2 + 10 + 6 + 18)
+        self.assertEqual(out[a_owner:a_owner + 2],
+                         struct.pack("!H", 0xC000 | srv))
+        self.assertEqual(header(out)[3:], (50, 0, 2))
+        # Over TCP it is sent as it is.
+        req = _request(query(name, w.SRV, edns=4096), "tcp")
+        out = encode(req, resp)
+        self.assertNotIn(b"\xc0", out)
+        self.assertEqual(_rrs(out), _rrs(resp, req))
+
+    def test_udp_fragment_limits_compress(self):
+        # CoreDNS's Scrub compresses a UDP answer bigger than 1480 bytes
+        # (IPv4) or 1220 (IPv6) even when the client takes more; TCP gets
+        # it uncompressed.
+        resp = _mx_response(40)
+        plain = 12 + 17 + 40 * 43 + 11
+        for client, proto, compressed in (
+                ("127.0.0.1", "udp", True), ("::1", "udp", True),
+                ("127.0.0.1", "tcp", False)):
+            req = Request(query("example.org.", w.MX, edns=4096), client,
+                          53, proto)
+            qd, an, ns, ar = req.parse_header()
+            req.parse_question(an, ns, ar)
+            out = encode(req, resp)
+            self.assertEqual(len(out) < plain, compressed, (client, proto))
+            self.assertEqual(header(out)[3], 40)
+        resp = _mx_response(30)    # 1330 bytes: only IPv6 compresses
+        for client, compressed in (("127.0.0.1", False), ("::1", True)):
+            req = Request(query("example.org.", w.MX, edns=4096), client)
+            qd, an, ns, ar = req.parse_header()
+            req.parse_question(an, ns, ar)
+            self.assertEqual(b"\xc0" in encode(req, resp), compressed)
+
+    def test_relayed_answer_expanded(self):
+        # An upstream's compressed answer goes out uncompressed when it
+        # fits, as CoreDNS packs the message it unpacked.
+        req = _request(query("example.org.", w.MX))
+        upstream = dns.message.from_wire(query("example.org.", w.MX))
+        upstream = dns.message.make_response(upstream)
+        upstream.answer.append(dns.rrset.from_text(
+            "example.org.", 300, "IN", "MX",
+            *["10 mx%d.example.org." % i for i in range(5)]))
+        raw = upstream.to_wire()
+        self.assertIn(b"\xc0", raw)
+        out = RawResponse(raw).finish(req)
+        self.assertNotIn(b"\xc0", out)
+        self.assertEqual(len(out), 12 + 17 + 5 * (13 + 10 + 2 + 17))
+        self.assertEqual(_rrs(out), _rrs(raw))
     def test_flags_copied(self):
         req = _request(make_query("a.org.", w.A, rd=True))
         m = dns.message.from_wire(encode(req, Response(3, aa=True)))
@@ -581,6 +696,46 @@ class FormerrTest(unittest.TestCase):
         self.assertEqual((qd, an, ns, ar), (1, 0, 0, 0))
         qlen = len(query()) - 12
         self.assertEqual(r[12:], q[12:12 + qlen])
+
+    def test_malformed_client_subnet(self):
+        # miekg cannot unpack these ECS options (RFC 7871), so the whole
+        # query fails: FORMERR with the question.  The address itself is
+        # not checked (miekg cuts or pads it).
+        qlen = len(query()) - 12
+        for value, rcode in (
+                (b"\x00\x01\x18", w.FORMERR),            # too short
+                (b"\x00\x03\x18\x00\x01\x02\x03", w.FORMERR),  # family
+                (b"\x00\x00\x08\x00", w.FORMERR),        # family 0, /8
+                (b"\x00\x01\x21\x00\x01\x02\x03\x04", w.FORMERR),
+                (b"\x00\x01\x18\x21\x01\x02\x03", w.FORMERR),  # scope
+                (b"\x00\x02\x81\x00" + bytes(16), w.FORMERR),
+                (b"\x00\x00\x00\x00", w.NOERROR),
+                (b"\x00\x01\x18\x00\x01\x02\x03", w.NOERROR),
+                (b"\x00\x01\x18\x00\x01\x02\x03\x04\x05", w.NOERROR),
+                (b"\x00\x02\x80\x00" + bytes(16), w.NOERROR)):
+            q = _with_option(query(edns=1232), 8, value)
+            r = self.s.ask(q)
+            self.assertEqual(HDR.unpack(r[:12])[1] & 0xF, rcode, value)
+            if rcode == w.FORMERR:
+                self.assertEqual(HDR.unpack(r[:12])[2:], (1, 0, 0, 0))
+                self.assertEqual(r[12:], q[12:12 + qlen])
+
+    def test_other_malformed_options(self):
+        # The other options miekg checks: EXPIRE, TCP-KEEPALIVE, EDE.
+        for code, value, rcode in (
+                (9, b"\x00\x01", w.FORMERR), (9, b"", w.NOERROR),
+                (11, b"\x00", w.FORMERR), (11, b"\x00\x10", w.NOERROR),
+                (15, b"\x00", w.FORMERR), (10, b"\x01", w.NOERROR)):
+            r = self.s.ask(_with_option(query(edns=1232), code, value))
+            self.assertEqual(HDR.unpack(r[:12])[1] & 0xF, rcode,
+                             (code, value))
+
+
+def _with_option(wire, code, value):
+    """``wire`` (a query ending in an OPT without options) with one EDNS
+    option added."""
+    option = struct.pack("!HH", code, len(value)) + value
+    return wire[:-2] + struct.pack("!H", len(option)) + option
 
 
 def _with_opt_flags(wire, flags):

@@ -389,6 +389,49 @@ def parse_options(rdata):
     return opts
 
 
+def _check_subnet(value):
+    """EDNS Client Subnet (RFC 7871) as miekg reads it: family 0 only
+    with a zero prefix, a prefix and scope no longer than the family's
+    address; the address itself is cut or padded, not checked."""
+    if len(value) < 4:
+        return False
+    family = (value[0] << 8) | value[1]
+    if family == 0:
+        return value[2] == 0
+    bits = {1: 32, 2: 128}.get(family)
+    return bits is not None and value[2] <= bits and value[3] <= bits
+
+
+def _check_domain(value):
+    try:
+        read_name(value, 0)
+    except FormatError:
+        return False
+    return True
+
+
+#: Options miekg refuses to unpack when malformed (its EDNS0_* unpack
+#: errors), which fails the whole query: FORMERR.
+_OPTION_CHECKS = {
+    1: lambda v: len(v) >= 18,              # LLQ
+    2: lambda v: len(v) in (4, 8),          # UL
+    8: _check_subnet,                       # ECS
+    9: lambda v: len(v) == 0 or len(v) >= 4,    # EXPIRE
+    11: lambda v: len(v) in (0, 2),         # TCP-KEEPALIVE
+    15: lambda v: len(v) >= 2,              # EDE
+    18: _check_domain,                      # REPORTING
+    19: lambda v: len(v) >= 2,              # ZONEVERSION
+}
+
+
+def check_options(options):
+    """FormatError when a query's option is one miekg cannot read."""
+    for code, value in options:
+        check = _OPTION_CHECKS.get(code)
+        if check is not None and not check(value):
+            raise FormatError("malformed EDNS0 option %d" % code)
+
+
 def opt_wire(size, ttl, options=()):
     """Wire form of an OPT record."""
     rd = b"".join(_HH.pack(c, len(v)) + v for c, v in options)
@@ -490,41 +533,232 @@ def iter_records(data, off, count, backward=True):
 
 # -- message encoding -----------------------------------------------------
 
-def put_name(buf, wire, comp):
+#: Where the names sit in the rdata of the types that hold any, as miekg
+#: packs them: type -> (compress, prefix, count): ``count`` names follow
+#: ``prefix`` fixed bytes.  miekg compresses the names of RFC 1035's types
+#: only (``compress`` true); the others are written whole but still
+#: offered to later names as compression targets (an SRV target to the
+#: owner of its address record).  NAPTR (35) is walked by hand.
+RDATA_NAMES = {
+    NS: (True, 0, 1), 3: (True, 0, 1), 4: (True, 0, 1), CNAME: (True, 0, 1),
+    SOA: (True, 0, 2), 7: (True, 0, 1), 8: (True, 0, 1), 9: (True, 0, 1),
+    PTR: (True, 0, 1), 14: (True, 0, 2), MX: (True, 2, 1),
+    17: (False, 0, 2), 18: (False, 2, 1), 21: (False, 2, 1),
+    23: (False, 0, 1), 24: (False, 18, 1), 26: (False, 2, 2),
+    SRV: (False, 6, 1), 35: (False, 4, 1), 36: (False, 2, 1),
+    DNAME: (False, 0, 1), RRSIG: (False, 18, 1), NSEC: (False, 0, 1),
+    58: (False, 0, 2), SVCB: (False, 2, 1), HTTPS: (False, 2, 1),
+    107: (False, 2, 1),
+}
+
+
+def _rdata_name_start(rtype, rdata, prefix):
+    """Offset of the first name in ``rdata`` (NAPTR's follows three
+    character strings)."""
+    if rtype != 35:
+        return prefix
+    off = prefix
+    for _ in range(3):
+        off += rdata[off] + 1
+    return off
+
+
+@functools.lru_cache(maxsize=65536)
+def _name_parts(wire):
+    """(suffix, label) pairs of an uncompressed wire name, root left out:
+    what compressing it looks up and writes, worked out once per name."""
+    parts = []
+    i = 0
+    while wire[i]:
+        n = wire[i] + 1
+        parts.append((wire[i:], wire[i:i + n]))
+        i += n
+    return tuple(parts)
+
+
+@functools.lru_cache(maxsize=65536)
+def _rdata_parts(rtype, rdata):
+    """``rdata`` split around its names for compression: (compress,
+    head, ((name's _name_parts, bytes after it), ...)); None when it does
+    not have the layout its type promises (then it is sent as it is)."""
+    compress, prefix, count = RDATA_NAMES[rtype]
+    try:
+        off = _rdata_name_start(rtype, rdata, prefix)
+        head = rdata[:off]
+        names = []
+        for i in range(count):
+            end = off
+            while rdata[end]:
+                end += rdata[end] + 1
+            end += 1
+            names.append([_name_parts(rdata[off:end]), b""])
+            off = end
+        if off > len(rdata):
+            return None
+    except IndexError:
+        return None
+    names[-1][1] = rdata[off:]
+    return compress, head, tuple(tuple(n) for n in names)
+
+
+def put_name(buf, wire, comp, compress=True):
     """Append uncompressed wire name ``wire`` to ``buf``, compressing
     against ``comp`` (wire suffix -> offset) and registering the suffixes
-    it writes.
+    it writes.  Without ``compress`` the name is written whole but its new
+    suffixes are still registered (miekg's packDomainName).
 
     Matching is exact, case included, as miekg/dns compresses: a record
     whose owner differs from the question only in case keeps its own case
     (CoreDNS answers ``mIeK.NL.`` from a zone with ``miek.nl.``).
     """
-    i = 0
-    while wire[i]:
-        suffix = wire[i:]
+    for suffix, label in _name_parts(wire):
         ptr = comp.get(suffix)
-        if ptr is not None:
+        if ptr is None:
+            off = len(buf)
+            if off < 0x3FFF:
+                comp[suffix] = off
+        elif compress:
             buf += _H.pack(0xC000 | ptr)
             return
-        off = len(buf)
-        if off < 0x3FFF:
-            comp[suffix] = off
-        n = wire[i] + 1
-        buf += wire[i:i + n]
-        i += n
+        buf += label
     buf.append(0)
 
 
 def put_rr(buf, rr, comp):
+    """Append ``rr`` compressed against ``comp`` (owner and rdata)."""
     put_name(buf, name_to_wire(rr.name), comp)
-    buf += _RRHEAD.pack(rr.rtype, rr.rclass, rr.ttl & 0xFFFFFFFF,
-                        len(rr.rdata))
-    buf += rr.rdata
+    put_rdata(buf, rr, comp)
+
+
+def put_rdata(buf, rr, comp, _pack=_RRHEAD.pack, _get=RDATA_NAMES.get):
+    """Append the type, class, TTL and rdata of ``rr`` (its owner already
+    written), the names inside the rdata as miekg packs them, the rdata
+    length patched afterwards.  Runs per record of every answer too big
+    to send uncompressed, hence put_name inline."""
+    rdata = rr.rdata
+    rtype = rr.rtype
+    parts = (_rdata_parts(rtype, rdata)
+             if rdata and _get(rtype) is not None else None)
+    if parts is None:
+        buf += _pack(rtype, rr.rclass, rr.ttl & 0xFFFFFFFF, len(rdata))
+        buf += rdata
+        return
+    head = len(buf)
+    buf += _pack(rtype, rr.rclass, rr.ttl & 0xFFFFFFFF, 0)
+    compress, fixed, names = parts
+    buf += fixed
+    for name, after in names:
+        for suffix, label in name:
+            ptr = comp.get(suffix)
+            if ptr is None:
+                off = len(buf)
+                if off < 0x3FFF:
+                    comp[suffix] = off
+            elif compress:
+                buf += _H.pack(0xC000 | ptr)
+                break
+            buf += label
+        else:
+            buf.append(0)
+        buf += after
+    _H.pack_into(buf, head + 8, len(buf) - head - 10)
 
 
 def question_comp(qwire, base=12):
     """Compression map seeded with every suffix of the question name."""
     return {qwire[i:]: base + i for i in wire_labels(qwire)}
+
+
+# -- message expansion ------------------------------------------------------
+
+def expand_name(data, off):
+    """The name at ``off`` as uncompressed wire bytes (pointers followed)
+    and the offset just past it; FormatError as read_name."""
+    out = bytearray()
+    end = None
+    hops = 0
+    length = len(data)
+    while True:
+        if off >= length:
+            raise FormatError("name overruns message")
+        n = data[off]
+        if n == 0:
+            out.append(0)
+            if len(out) > 255:
+                raise FormatError("name too long")
+            return bytes(out), off + 1 if end is None else end
+        if n & 0xC0 == 0xC0:
+            if off + 1 >= length:
+                raise FormatError("truncated pointer")
+            if end is None:
+                end = off + 2
+            hops += 1
+            if hops > 127:
+                raise FormatError("compression loop")
+            off = ((n & 0x3F) << 8) | data[off + 1]
+            continue
+        if n & 0xC0:
+            raise FormatError("bad label type")
+        if off + 1 + n > length:
+            raise FormatError("label overruns message")
+        out += data[off:off + 1 + n]
+        off += 1 + n
+
+
+def expand_rdata(data, start, rdlen, rtype):
+    """The rdata at ``start`` with its names expanded (so it can be moved
+    or measured uncompressed, as miekg unpacks it)."""
+    end = start + rdlen
+    spec = RDATA_NAMES.get(rtype)
+    if spec is None or not rdlen:
+        return data[start:end]
+    try:
+        off = start + _rdata_name_start(rtype, data[start:end], spec[1])
+        out = bytearray(data[start:off])
+        for _ in range(spec[2]):
+            name, off = expand_name(data, off)
+            out += name
+    except (FormatError, IndexError) as e:
+        raise FormatError("bad rdata of type %d" % rtype) from e
+    if off > end:
+        raise FormatError("rdata overruns its length")
+    out += data[off:end]
+    return bytes(out)
+
+
+def expand_message(data):
+    """``data`` with every compression pointer expanded (owners and the
+    names inside rdata), trailing bytes dropped: the uncompressed form
+    CoreDNS writes when an answer fits.  FormatError if it cannot be
+    walked."""
+    try:
+        qd, an, ns, ar = _HEADER.unpack_from(data, 0)[2:]
+    except struct.error as e:
+        raise FormatError("short header") from e
+    out = bytearray(data[:12])
+    off = 12
+    length = len(data)
+    for _ in range(qd):
+        name, off = expand_name(data, off)
+        if off + 4 > length:
+            raise FormatError("truncated question")
+        out += name
+        out += data[off:off + 4]
+        off += 4
+    for _ in range(an + ns + ar):
+        name, off = expand_name(data, off)
+        if off + 10 > length:
+            raise FormatError("truncated RR")
+        rtype, rclass, ttl, rdlen = _RRHEAD.unpack_from(data, off)
+        start = off + 10
+        off = start + rdlen
+        if off > length:
+            raise FormatError("rdata overruns message")
+        rdata = expand_rdata(data, start, rdlen, rtype)
+        out += name
+        out += _RRHEAD.pack(rtype, rclass, ttl, len(rdata))
+        out += rdata
+    return bytes(out)
 
 
 def header(msgid, flags, qd, an, ns, ar):

@@ -191,7 +191,10 @@ class Request:
                 if rtype == w.OPT:
                     if self.edns is not None:
                         raise w.FormatError("two OPT records")
-                    self.edns = w.EDNS(rclass, ttl, w.parse_options(rdata))
+                    opts = w.parse_options(rdata)
+                    if opts:
+                        w.check_options(opts)
+                    self.edns = w.EDNS(rclass, ttl, opts)
                 elif rtype == 250:  # TSIG: last; kept for the tsig plugin
                     self.tsig = start
         except w.FormatError as e:
@@ -414,6 +417,22 @@ class Response:
             len(self.additional), self.plugin or "-")
 
 
+#: Rcodes a CoreDNS plugin returns without writing (plugin.ClientWrite
+#: false); the server then writes them itself.
+_SERVER_WRITES = frozenset((w.SERVFAIL, w.REFUSED, w.FORMERR, w.NOTIMP))
+
+
+def unwritten(resp: Optional[Response]) -> bool:
+    """Whether ``resp`` is an error no plugin wrote: a bare SERVFAIL,
+    REFUSED, FORMERR or NOTIMP labelled with no plugin.  CoreDNS's server
+    writes those itself (errorFunc), on the writer the plugins never
+    wrapped: header rules, NSID and the cache do not see them."""
+    return (resp is not None and not resp.plugin and resp.raw is None
+            and resp.rcode in _SERVER_WRITES and not resp.answer
+            and not resp.authority and not resp.additional
+            and resp.opt is None)
+
+
 class RawResponse(Response):
     """A response whose wire form already exists (from an upstream or a
     cache): the server patches the ID (and a plugin may have patched TTLs)
@@ -467,15 +486,14 @@ def encode(req: Request, resp: Response) -> bytes:
     """Encode ``resp`` as the answer to ``req`` (CoreDNS's SizeAndDo + Scrub).
 
     The question is copied byte for byte from the query (0x20 case kept).
-    Owner names are compressed against the question and each other.  For
-    UDP the answer is cut to whole RRs that fit the client's size; TC is set
-    when any record had to go, additional ones too (miekg's Truncate).
+    An answer that fits the client is written uncompressed, as miekg's
+    Truncate leaves it; one that does not, or a UDP answer past the
+    fragmentation limits of CoreDNS's Scrub, is compressed (``_compress``).
     """
     if resp.raw is not None:
         return _encode_raw(req, resp)
     data = req.data
     qend = req.qend
-    limit = req.size
     # OPT to append: echo the query's, or keep the one the answer carries.
     opt = b""
     rcode = resp.rcode
@@ -493,38 +511,32 @@ def encode(req: Request, resp: Response) -> bytes:
         opt = w.opt_wire(edns.size, ttl | ((rcode >> 4) << 24), opts)
     buf = bytearray(12)
     buf += data[12:qend]
-    comp = None
-    counts = [0, 0, 0]
-    budget = limit - len(opt)
-    truncated = False
     qname = req.name
-    for si, section in enumerate((resp.answer, resp.authority,
-                                  resp.additional)):
-        if not section:
-            continue
+    qwire = req.qwire
+    to_wire = w.name_to_wire
+    pack = _RRHEAD.pack
+    answer, authority, additional = (resp.answer, resp.authority,
+                                     resp.additional)
+    # The most the uncompressed records may take (the OPT is added last).
+    cap = req.size
+    if req.proto == "udp" and cap > _FRAGMENT[req.family]:
+        cap = _FRAGMENT[req.family]
+    cap -= len(opt)
+    fits = True
+    for section in (answer, authority, additional):
         for rr in section:
-            mark = len(buf)
-            if rr.name == qname:
-                # Owner is the question's name as sent: a pointer to it,
-                # no compression map needed (the common answer).
-                buf += _QPTR
-                buf += _RRHEAD.pack(rr.rtype, rr.rclass,
-                                    rr.ttl & 0xFFFFFFFF, len(rr.rdata))
-                buf += rr.rdata
-            else:
-                if comp is None:
-                    comp = w.question_comp(req.qwire)
-                w.put_rr(buf, rr, comp)
-            if len(buf) > budget:
-                # Names registered by the cut RR point past the end, but
-                # nothing is written after this, so comp is not reused.
-                del buf[mark:]
-                truncated = True
-                break
-            counts[si] += 1
-        else:
-            continue
-        break
+            buf += qwire if rr.name == qname else to_wire(rr.name)
+            rdata = rr.rdata
+            buf += pack(rr.rtype, rr.rclass, rr.ttl & 0xFFFFFFFF,
+                        len(rdata))
+            buf += rdata
+        if len(buf) > cap:
+            fits = False
+            break
+    counts = (len(answer), len(authority), len(additional))
+    truncated = False
+    if not fits:
+        buf, counts, truncated = _compress(req, resp, req.size - len(opt))
     flags = (w.QR | (req.flags & _REPLY_BITS[req.opcode])
              | (req.opcode << 11)
              | (resp.flags & 0x07F0) | (rcode & 0xF))
@@ -539,6 +551,43 @@ def encode(req: Request, resp: Response) -> bytes:
     return bytes(buf)
 
 
+#: Uncompressed UDP answers above these sizes (IPv4, IPv6; NSD's limits)
+#: are compressed anyway, as CoreDNS's Scrub does against fragmentation.
+_FRAGMENT = (0, 1480, 1220)
+
+
+def _compress(req: Request, resp: Response,
+              budget: int) -> tuple[bytearray, tuple[int, int, int], bool]:
+    """The records compressed as miekg packs them (owners, and the names
+    inside the rdata of RFC 1035's types, against every suffix written
+    before), cut to whole records within ``budget`` bytes as miekg's
+    Truncate cuts them.  Returns (buffer, section counts, truncated)."""
+    buf = bytearray(12)
+    buf += req.data[12:req.qend]
+    comp = w.question_comp(req.qwire)
+    qname = req.name
+    put_name = w.put_name
+    put_rdata = w.put_rdata
+    to_wire = w.name_to_wire
+    counts = [0, 0, 0]
+    for si, section in enumerate((resp.answer, resp.authority,
+                                  resp.additional)):
+        for rr in section:
+            mark = len(buf)
+            if rr.name == qname:
+                buf += _QPTR    # the question's name, as sent
+            else:
+                put_name(buf, to_wire(rr.name), comp)
+            put_rdata(buf, rr, comp)
+            if len(buf) > budget:
+                # Names registered by the cut RR point past the end, but
+                # nothing is written after this, so comp is not reused.
+                del buf[mark:]
+                return buf, (counts[0], counts[1], counts[2]), True
+            counts[si] += 1
+    return buf, (counts[0], counts[1], counts[2]), False
+
+
 def _encode_raw(req: Request, resp: Response) -> bytes:
     """Send a ready-made message (an upstream's answer): patch the ID and
     flags, copy the client's question bytes, and make the OPT what
@@ -547,13 +596,19 @@ def _encode_raw(req: Request, resp: Response) -> bytes:
     client, goes through the structured path instead."""
     raw: bytes = resp.raw  # type: ignore[assignment]  # encode checked
     try:
+        # Uncompressed, as CoreDNS writes what fits (miekg's Truncate);
+        # a message that cannot be walked is passed on as it came.
+        raw = w.expand_message(raw)
+    except w.FormatError:
+        pass
+    try:
         _id, _fl, qd, an, ns, ar = _HEADER.unpack_from(raw, 0)
         qend = w.skip_name(raw, 12) + 4 if qd == 1 else -1
     except (w.FormatError, struct.error):
         qend = -1
     if qend - 12 != req.qend - 12:
-        # No question, or one of another length: compression pointers in
-        # the body would be off.  Decode and encode afresh.
+        # No question, or one of another length: compression pointers
+        # left in the body would be off.  Decode and encode afresh.
         return encode(req, _restructure(raw, resp))
     body = raw[qend:]
     edns = req.edns
@@ -567,9 +622,17 @@ def _encode_raw(req: Request, resp: Response) -> bytes:
              | (resp.flags & 0x07F0) | (resp.rcode & 0xF))
     out = (_HEADER.pack(req.id, flags, 1, an, ns, ar)
            + req.data[12:req.qend] + body)
-    if len(out) > req.size:
+    if too_big(req, len(out)):
         return encode(req, _restructure(out, resp))
     return out
+
+
+def too_big(req: Request, size: int) -> bool:
+    """Whether an uncompressed answer of ``size`` bytes must be compressed
+    (and maybe truncated) for ``req``: past the client's size, or a UDP
+    answer past the fragmentation limit (CoreDNS's Scrub)."""
+    return size > req.size or (req.proto == "udp"
+                               and size > _FRAGMENT[req.family])
 
 
 def _size_and_do(raw: bytes, qend: int, skip: int, ar: int,

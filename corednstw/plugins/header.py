@@ -11,6 +11,7 @@ import struct
 
 from corednstw.core import dnswire as w
 from corednstw.core.plugin import Plugin, then
+from corednstw.core.request import unwritten
 
 FLAGS = {"aa": w.AA, "ra": w.RA, "rd": w.RD}
 
@@ -69,8 +70,10 @@ class Header(Plugin):
         return then(self.next.serve(req), self._response, req)
 
     def _response(self, resp, req):
-        if resp is None:
-            return None
+        if resp is None or unwritten(resp):
+            # An error the server writes itself: no rules (CoreDNS's
+            # header wraps a writer such an error never goes through).
+            return resp
         for bit, state in self.response_rules:
             resp.set_flag(bit, state)
             if bit == w.RD and not state:

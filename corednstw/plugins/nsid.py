@@ -7,7 +7,12 @@ option get one back; its payload is DATA's bytes (dig shows them in hex).
 from corednstw.core import dnswire as w
 from corednstw.core import request
 from corednstw.core.plugin import Plugin, then
-from corednstw.core.request import NoReply, Response, parse_response
+from corednstw.core.request import (
+    NoReply,
+    Response,
+    parse_response,
+    unwritten,
+)
 from corednstw.plugins.chaos import hostname
 
 NSID = 3
@@ -29,6 +34,8 @@ class Nsid(Plugin):
     def _add(self, resp, req):
         if resp is None or resp.wire == b"" or isinstance(resp, NoReply):
             return resp     # nothing is sent, nothing to add to
+        if unwritten(resp):
+            return resp     # written by the server, around the plugins
         if resp.raw is not None:
             # An upstream's message: decode it so its OPT can be changed.
             out = parse_response(resp.finish(req), req)

@@ -47,7 +47,7 @@ class ZoneServer(Plugin):
 
     def not_ours(self, req):
         if self.next is END:
-            return self.respond(req, w.REFUSED, aa=False)
+            return unwritten_error(w.REFUSED)
         return self.next.serve(req)
 
     def serve(self, req):
@@ -58,14 +58,14 @@ class ZoneServer(Plugin):
 
     def serve_zone(self, req, origin, z):
         if z is None:
-            return self.respond(req, w.SERVFAIL, aa=False)
+            return unwritten_error(w.SERVFAIL)
         if req.qtype == w.AXFR or req.qtype == w.IXFR:
-            return self.respond(req, w.REFUSED, aa=False)
+            return unwritten_error(w.REFUSED)
         if req.opcode == w.OPCODE_NOTIFY and self.handles_notify:
             return self.notify_received(req, origin)
         if origin in self.expired:
             logger.error(self.name, "Zone %s is expired" % origin)
-            return self.respond(req, w.SERVFAIL, aa=False)
+            return unwritten_error(w.SERVFAIL)
         out = z.lookup(req, self.upstream)
         if type(out) is tuple:
             return self._write(out, req)
@@ -90,7 +90,7 @@ class ZoneServer(Plugin):
                 aa = False
         elif result == SERVER_FAILURE:
             if not answer:
-                return self.respond(req, w.SERVFAIL, aa=False)
+                return unwritten_error(w.SERVFAIL)
             rcode = w.SERVFAIL
         return self.respond(req, rcode, answer, ns, extra, aa=aa)
 
@@ -114,13 +114,19 @@ class ZoneServer(Plugin):
         return None
 
 
+def unwritten_error(rcode):
+    """An error CoreDNS's file returns without writing: the server writes
+    it, around the other plugins (see request.unwritten)."""
+    from corednstw.core.request import Response
+    return Response(rcode)
+
+
 def drop():
     """An answer that writes nothing to the client (CoreDNS returns
-    success without writing, e.g. for a NOTIFY it ignores)."""
-    from corednstw.core.request import Response
-    r = Response(w.NOERROR, plugin="")
-    r.wire = b""
-    return r
+    success without writing, e.g. for a NOTIFY it ignores): NoReply, which
+    the plugins that rewrite answers pass on unchanged."""
+    from corednstw.core.request import NoReply
+    return NoReply()
 
 
 def reload_option(c):

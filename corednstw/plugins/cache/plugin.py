@@ -22,7 +22,7 @@ from corednstw.core import dnswire as w
 from corednstw.core import metrics
 from corednstw.core import request as rq
 from corednstw.core.plugin import Plugin, match, then
-from corednstw.core.request import RawResponse
+from corednstw.core.request import NoReply, RawResponse
 from corednstw.engines.response import (
     DELEGATION,
     DENIAL,
@@ -190,11 +190,14 @@ class Cache(Plugin):
             hf = 0x8400 | item.hflags  # QR, AA, RA as stored
             if item.ad and (do or rflags & w.AD):
                 hf |= w.AD
+            hf |= rflags & 0x7910   # opcode, RD, CD: SetReply's
         else:
-            hf = w.QR | (flags & 0x07F0)
+            # The answer just received, written through as CoreDNS's
+            # cache writes it: its own flags (a NOTIFY's reply has no RD).
+            hf = w.QR | (flags & 0x07F0) | (rflags & 0x7800)
             if not do and not rflags & w.AD:
                 hf &= ~w.AD
-        hf |= (rflags & 0x7910) | item.rcode   # opcode, RD, CD
+        hf |= item.rcode
         e = req.edns
         body = _TTL.pack(ttl if ttl > 0 else 0).join(item.segs)
         if qend - 12 != item.qlen:
@@ -202,14 +205,12 @@ class Cache(Plugin):
         if e is None:
             out = (_HDR.pack(req.id, hf, 1, item.an, item.ns, item.ar)
                    + data[12:qend] + body)
-            limit = 512 if req.proto == "udp" else 65535
         else:
             out = (_HDR.pack(req.id, hf, 1, item.an, item.ns, item.ar + 1)
                    + data[12:qend] + body + self._opt(e))
-            limit = 65535 if req.proto != "udp" else (
-                e.size if e.size > 512 else 512)
-        if len(out) > limit:
-            # Too big for this client: the structured path truncates.
+        if rq.too_big(req, len(out)):
+            # Too big for this client uncompressed: the structured path
+            # compresses and truncates.
             resp = rq.parse_response(out)
             resp.plugin = "cache"
             return resp
@@ -240,8 +241,12 @@ class Cache(Plugin):
                     do, labels, prefetch, verify)
 
     def _store(self, resp, req, key, do, labels, prefetch, verify):
-        if resp is None:
-            return None
+        if resp is None or resp.__class__ is NoReply:
+            # Nothing to store, and nothing may be sent.
+            return None if verify else resp
+        if rq.unwritten(resp):
+            # An error the server writes: CoreDNS's cache never sees it.
+            return None if verify else resp
         raw = resp.raw
         if raw is None:
             # Encode without the client's size limit: the cache keeps the
@@ -251,6 +256,13 @@ class Cache(Plugin):
                 raw = rq.encode(req, resp)
             finally:
                 req.proto = proto
+        else:
+            # Stored uncompressed: hits are sent as CoreDNS writes what
+            # fits the client.
+            try:
+                raw = w.expand_message(raw)
+            except w.FormatError:
+                pass
         now = self.now()
         p = parse(raw, int(now))
         if p is None:

@@ -46,7 +46,8 @@ Dump format (``dump``), one item per line, two-space indentation::
 
 ``@ file:line`` gives where each directive (or block line) was written,
 snippet and file imports expanded; files are shown relative to the main
-Corefile's directory when below it.  Args are quoted only when needed.
+Corefile's directory when below it.  Args are quoted only when needed.  A
+directive an installed package provides ends with ``[package version]``.
 """
 
 import glob
@@ -74,6 +75,19 @@ class CorefileError(Exception):
 
     def __str__(self):
         return "%s:%d - %s: %s" % (self.file, self.line, self.kind, self.message)
+
+
+class PluginError(CorefileError):
+    """An installed plugin package that cannot be used (two packages with
+    one directive, a place in the chain that does not exist).  It is no
+    line of the Corefile: the message names the package instead."""
+
+    def __init__(self, package, message):
+        super().__init__(package, 0, message, kind="Plugin error")
+        self.package = package
+
+    def __str__(self):
+        return "%s: %s" % (self.kind, self.message)
 
 
 @dataclass(eq=False)
@@ -563,6 +577,15 @@ def _supported(name):
         return "import failed: %s" % type(e).__name__
 
 
+def _package(name):
+    """`` [package version]`` for a directive a package other than
+    corednstw provides (where a package's plugin sits in the chain)."""
+    reg = _directives.provider(name)
+    if reg is None or reg.builtin():
+        return ""
+    return " [%s %s]" % (reg.package, reg.version)
+
+
 def dump(blocks):
     """Stable text form of parsed blocks (format in the module docstring)."""
     def where(path, line):
@@ -580,6 +603,8 @@ def dump(blocks):
             ok = _supported(d.name)
             if ok is not True:
                 text += " [not supported yet%s]" % (": " + ok if ok else "")
+            else:
+                text += _package(d.name)
         out.append(indent + text)
         for c in d.children:
             lines(c, indent + "  ", False)

@@ -91,8 +91,9 @@ class RegistryTest(unittest.TestCase):
         self.assertTrue(directives.known("sign"))
         self.assertIsNone(directives.load("sign"))
         self.assertFalse(directives.known("nosuch"))
-        self.assertEqual(directives.names()[:len(directives.ORDER)],
-                         directives.ORDER)
+        # plugin.cfg's order, whatever packages are installed.
+        self.assertEqual(tuple(n for n in directives.names()
+                               if n in directives.ORDER), directives.ORDER)
         self.assertLess(directives.position("cache"),
                         directives.position("forward"))
 
@@ -212,8 +213,9 @@ class PlacementTest(unittest.TestCase):
         # it, in plugin.cfg's place.
         install(self, FakeEntry("sign", PluginEntry("sign", echo_setup)))
         self.assertTrue(directives.supported("sign"))
-        self.assertEqual(directives.position("sign"),
-                         directives.ORDER.index("sign"))
+        order = directives.names()
+        i = directives.position("sign")
+        self.assertEqual(order[i - 1:i + 2], ("on", "sign", "view"))
 
     def test_coredns_directive_takes_no_place(self):
         install(self, FakeEntry("sign", PluginEntry("sign", echo_setup,

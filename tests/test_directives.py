@@ -81,7 +81,11 @@ class RegistryTest(unittest.TestCase):
                 modules.add(name[:-3] if name.endswith(".py") else name)
         self.assertEqual(set(declared), modules)
         for name, value in declared.items():
-            self.assertEqual(value, "corednstw.plugins." + name)
+            # A module, or the PluginEntry of a directive plugin.cfg lacks.
+            self.assertIn(value, ("corednstw.plugins." + name,
+                                  "corednstw.plugins.%s:PLUGIN" % name))
+            self.assertEqual(value.endswith(":PLUGIN"),
+                             name not in directives.ORDER)
         installed = {ep.name: ep.value for ep in metadata.entry_points(
             group=directives.GROUP) if ep.dist.name == "corednstw"}
         self.assertEqual(installed, declared)

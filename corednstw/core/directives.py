@@ -135,9 +135,19 @@ class Registry:
             self.add(ep)
         self.order = list(ORDER)
         self.constraints = list(CONSTRAINTS)
+        self.owned = []
         self.place([r for r in self.entries.values()
                     if r.name not in _ORDER_SET])
         self.positions = {n: i for i, n in enumerate(self.order)}
+        self.check_placed()
+
+    def check_placed(self):
+        """A package's own place may not break its assumptions."""
+        pos = self.positions
+        for (a, b, _), reg in self.owned:
+            if a in pos and b in pos and pos[a] > pos[b]:
+                raise reg.error("its place puts '%s' after '%s', its "
+                                "assumptions want it before" % (a, b))
 
     def add(self, ep):
         dist = ep.dist
@@ -186,12 +196,12 @@ class Registry:
         after = getattr(spec, "after", None)
         if (before is None) == (after is None):
             raise reg.error("give exactly one of before= and after=")
-        for b in getattr(spec, "precedes", ()):
-            self.constraints.append((reg.name, b, "%s's assumption" %
-                                     reg.package))
-        for a in getattr(spec, "follows", ()):
-            self.constraints.append((a, reg.name, "%s's assumption" %
-                                     reg.package))
+        why = "an assumption of %s" % reg.package
+        pairs = ([(reg.name, b, why) for b in getattr(spec, "precedes", ())]
+                 + [(a, reg.name, why) for a in getattr(spec, "follows",
+                                                        ())])
+        self.constraints.extend(pairs)
+        self.owned.extend((pair, reg) for pair in pairs)
         return ("before", before) if before else ("after", after)
 
     def spec(self, reg):
@@ -289,3 +299,71 @@ def supported(name):
     """True when the directive is known and something implements it."""
     return known(name) and load(name) is not None
 
+
+
+class Ordering:
+    """The chain order of one Corefile: the default order with its
+    global ``order`` options applied, line by line.
+
+    ``order NAME before|after OTHER`` puts NAME right before or after
+    OTHER; ``order NAME first|last`` at either end.  In a server block
+    holding both directives of an assumption (``CONSTRAINTS``, a
+    package's ``precedes``/``follows``) the result may not break it:
+    ``check`` makes that an error at the ``order`` line that moved one of
+    them.
+    """
+
+    def __init__(self, rules=()):
+        reg = registry()
+        self.order = list(reg.order)
+        self.constraints = reg.constraints
+        self.moved = {}
+        for i, d in enumerate(rules):
+            self.apply(d)
+            self.moved[d.args[0]] = (i, d)
+        self.positions = {n: i for i, n in enumerate(self.order)}
+
+    def position(self, name):
+        """Index of ``name`` in this order (KeyError for unknown names)."""
+        return self.positions[name]
+
+    def apply(self, d):
+        """Move one directive as the ``order`` line ``d`` says."""
+        args = d.args
+        if len(args) < 2 or len(args) > 3:
+            raise d.arg_error()
+        name, where = args[0], args[1]
+        if len(args) == 2 and where in ("before", "after"):
+            raise d.arg_error()
+        places = ("before", "after") if len(args) == 3 else ("first", "last")
+        if where not in places:
+            raise d.error("expected %s, got '%s'" % (
+                " or ".join(places), where))
+        for n in args[::2]:
+            if n not in self.order:
+                raise d.error("unknown directive '%s'" % n)
+        if len(args) == 3 and args[2] == name:
+            raise d.error("'%s' cannot be placed next to itself" % name)
+        self.order.remove(name)
+        if where == "first":
+            self.order.insert(0, name)
+        elif where == "last":
+            self.order.append(name)
+        else:
+            i = self.order.index(args[2])
+            self.order.insert(i + (where == "after"), name)
+
+    def check(self, names):
+        """Refuse this order for a server block of directives ``names``
+        when it puts two of them against an assumption (only a block
+        holding both is harmed)."""
+        if not self.moved:
+            return
+        pos = self.positions
+        present = set(names)
+        for a, b, why in self.constraints:
+            if a in present and b in present and pos[a] > pos[b]:
+                _, d = max(self.moved[n] for n in (a, b)
+                           if n in self.moved)
+                raise d.error("'%s' must stay before '%s' (%s)" % (a, b,
+                                                                     why))

@@ -41,12 +41,7 @@ class Options(usage.Options):
         except ValueError:
             raise usage.UsageError("--dns-port must be a number") from None
         if self["plugins"]:
-            print("Server types:\n  dns\n\nCaddyfile loaders:\n  flag\n"
-                  "  default\n\nOther plugins:")
-            for name in sorted(directives.ORDER):
-                if directives.supported(name):
-                    print("  dns." + name)
-            sys.exit(0)
+            sys.exit(list_plugins())
         if self["conf"] is None and os.path.exists("Corefile"):
             self["conf"] = "Corefile"
         if self["quiet"]:
@@ -56,6 +51,24 @@ class Options(usage.Options):
         if self.parent is not None and not self.parent.get("logger"):
             # Chosen here: twistd creates its logger before makeService.
             self.parent["logger"] = "corednstw.core.logger.observer_factory"
+
+
+def list_plugins():
+    """--plugins: CoreDNS's list, then the package and version of each
+    directive a package other than corednstw provides."""
+    print("Server types:\n  dns\n\nCaddyfile loaders:\n  flag\n"
+          "  default\n\nOther plugins:")
+    try:
+        entries = directives.registry().entries
+    except corefile.CorefileError as e:
+        print(str(e))
+        return 1
+    for name in sorted(entries):
+        reg = entries[name]
+        extra = "" if reg.builtin() else " (%s %s)" % (reg.package,
+                                                      reg.version)
+        print("  dns." + name + extra)
+    return 0
 
 
 def check(path, dns_port, dump):

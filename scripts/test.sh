@@ -28,6 +28,7 @@ PY=${PYTHON:-python3}
 [ -x .venv/bin/python ] || $PY -m venv .venv
 .venv/bin/pip install -q --upgrade pip >/dev/null 2>&1
 .venv/bin/pip install -q -e '.[test]' --config-settings editable_mode=compat 2>&1 | grep -v -i "warning" >&2
+.venv/bin/pip install -q --no-build-isolation ./examples/corednstw-example 2>&1 | grep -v -i "warning" >&2
 
 # Linters first; a failure is reported but the trial suite still runs.
 checks=$(mktemp)

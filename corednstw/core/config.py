@@ -109,6 +109,8 @@ class Config:
         # address -> {path: (twisted.web resource, directive name)}
         self.http: dict[str, dict[str, tuple[Any, str]]] = {}
         self.files = [path]
+        # the chain order of this Corefile (its global ``order`` options)
+        self.order = directives.Ordering()
         # (file, line, text) of the deprecation notices logged
         self.notices: list[tuple[str, int, str]] = []
 
@@ -145,6 +147,7 @@ def build(app: App, path: str, blocks: list[corefile.ServerBlock],
     collected there and the build goes on, so all of them are reported.
     """
     cfg = Config(app, path, blocks)
+    cfg.order = _ordering(blocks, errors)
     for i, sb in enumerate(blocks):
         cfg.blocks.append(_build_block(cfg, sb, i, errors))
         _notify(cfg, sb.directives)
@@ -152,6 +155,21 @@ def build(app: App, path: str, blocks: list[corefile.ServerBlock],
         raise errors[0]
     _group_listeners(cfg)
     return cfg
+
+
+def _ordering(blocks: list[corefile.ServerBlock],
+              errors: Optional[list[corefile.CorefileError]] = None
+              ) -> directives.Ordering:
+    """The chain order of the Corefile's ``order`` options; with an
+    ``errors`` list (--check) a wrong one is listed and the default order
+    is used to go on."""
+    try:
+        return directives.Ordering(blocks[0].options if blocks else ())
+    except corefile.CorefileError as e:
+        if errors is None:
+            raise
+        errors.append(e)
+        return directives.Ordering()
 
 
 def _build_block(cfg: Config, sb: corefile.ServerBlock, index: int,
@@ -169,7 +187,13 @@ def _build_block(cfg: Config, sb: corefile.ServerBlock, index: int,
             if errors is None:
                 raise e
             errors.append(e)
-    ordered = sorted(sb.directives, key=lambda d: directives.position(d.name))
+    try:
+        cfg.order.check([d.name for d in sb.directives])
+    except corefile.CorefileError as e:
+        if errors is None:
+            raise
+        errors.append(e)
+    ordered = sorted(sb.directives, key=lambda d: cfg.order.position(d.name))
     seen = set()
     chain = []
     for d in ordered:

@@ -18,6 +18,11 @@ same here:
 * ``{$VAR}`` and ``{%VAR%}`` are replaced from the environment anywhere in
   a token (unset is empty) after lexing, so a value never splits a token.
 
+A first block without keys holds global options, as in Caddy 2: only
+``order`` lines (``order DIRECTIVE before|after DIRECTIVE``, ``order
+DIRECTIVE first|last``), which change the chain order of the whole
+Corefile (see ``directives.Ordering``).  CoreDNS has none.
+
 Snippets ``(name) { ... }`` are defined at top level and replayed by
 ``import name``; otherwise ``import`` takes one file path or a glob with one
 wildcard, relative to the file holding the ``import``.  Imports work at top
@@ -48,7 +53,10 @@ Dump format (``dump``), one item per line, two-space indentation::
 
 ``@ file:line`` gives where each directive (or block line) was written,
 snippet and file imports expanded; files are shown relative to the main
-Corefile's directory when below it.  Args are quoted only when needed.
+Corefile's directory when below it.  Args are quoted only when needed.  A
+directive an installed package provides ends with ``[package version]``.
+A Corefile with global options starts with ``options`` and its ``order``
+lines; the chains are in the order those make.
 """
 
 import glob
@@ -61,6 +69,8 @@ from corednstw.core import directives as _directives
 from corednstw.core import names
 
 MAX_SNIPPET_EXPANSIONS = 10000
+#: What the global options block (a first block without keys) may hold.
+GLOBAL_OPTIONS = ("order",)
 MAX_FILE_EXPANSIONS = 100000
 
 
@@ -77,6 +87,19 @@ class CorefileError(Exception):
     def __str__(self):
         return "%s:%d - %s: %s" % (self.file, self.line, self.kind,
                                    self.message)
+
+
+class PluginError(CorefileError):
+    """An installed plugin package that cannot be used (two packages with
+    one directive, a place in the chain that does not exist).  It is no
+    line of the Corefile: the message names the package instead."""
+
+    def __init__(self, package, message):
+        super().__init__(package, 0, message, kind="Plugin error")
+        self.package = package
+
+    def __str__(self):
+        return "%s: %s" % (self.kind, self.message)
 
 
 @dataclass(eq=False)
@@ -143,6 +166,9 @@ class ServerBlock:
     file: str
     line: int
     root: str = ""
+    #: The global options (``order`` lines) of the whole Corefile: the
+    #: same list on every block.
+    options: list = field(default_factory=list)
 
 
 @dataclass(eq=False, slots=True)
@@ -348,12 +374,33 @@ class _Parser:
 
     # -- grammar --------------------------------------------------------
     def parse(self):
+        options = self.global_options()
         blocks = []
         while self.peek() is not None:
             block = self.server_block()
             if block is not None:
+                block.options = options
                 blocks.append(block)
         return blocks
+
+    def global_options(self):
+        """A leading block without keys, as Caddy 2's global options:
+        ``{ order DIRECTIVE before|after|first|last [DIRECTIVE] }``."""
+        tok = self.peek()
+        if tok is None or tok.text != "{":
+            return []
+        self.next()
+        options = []
+        while True:
+            tok = self.next()
+            if tok is None:
+                raise self.err(self.last, "Unexpected EOF")
+            if tok.text == "}":
+                return options
+            name = expand_env(tok.text, self.env)
+            if name not in GLOBAL_OPTIONS:
+                raise self.err(tok, "unknown global option '%s'" % name)
+            options.append(self.directive(tok, name, 1))
 
     def server_block(self):
         keys = []           # (text, token)
@@ -575,6 +622,24 @@ def _supported(name):
         return "import failed: %s" % type(e).__name__
 
 
+def _package(name):
+    """`` [package version]`` for a directive a package other than
+    corednstw provides (where a package's plugin sits in the chain)."""
+    reg = _directives.provider(name)
+    if reg is None or reg.builtin():
+        return ""
+    return " [%s %s]" % (reg.package, reg.version)
+
+
+def _ordering(blocks):
+    """The chain order the blocks' ``order`` options make (the default
+    order when they are wrong: the build reports why)."""
+    try:
+        return _directives.Ordering(blocks[0].options if blocks else ())
+    except CorefileError:
+        return _directives.Ordering()
+
+
 def dump(blocks):
     """Stable text form of parsed blocks (format in the module docstring)."""
     def where(path, line):
@@ -592,6 +657,8 @@ def dump(blocks):
             ok = _supported(d.name)
             if ok is not True:
                 text += " [not supported yet%s]" % (": " + ok if ok else "")
+            else:
+                text += _package(d.name)
         out.append(indent + text)
         for c in d.children:
             lines(c, indent + "  ", False)
@@ -606,7 +673,13 @@ def dump(blocks):
             nums = listeners.setdefault((za.transport, za.port), [])
             if n not in nums:
                 nums.append(n)
-    out = ["listeners"]
+    ordering = _ordering(blocks)
+    out = []
+    if blocks and blocks[0].options:
+        out.append("options")
+        for d in blocks[0].options:
+            lines(d, "  ", False)
+    out.append("listeners")
     for (transport, port), nums in listeners.items():
         out.append("  %s :%s <- block%s %s" % (
             transport, port, "s" if len(nums) > 1 else "",
@@ -617,7 +690,7 @@ def dump(blocks):
             out.append("  key %s <- %s" % (za, za.key))
         out.append("  chain")
         order = sorted(block.directives,
-                       key=lambda d: _directives.position(d.name))
+                       key=lambda d: ordering.position(d.name))
         for d in order:
             lines(d, "    ", True)
     return "\n".join(out) + "\n"

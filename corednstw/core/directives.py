@@ -1,13 +1,40 @@
-"""The one ordered list of directives (CoreDNS 1.14 plugin.cfg, plus
-``proxy`` of CoreDNS 1.0-1.4 right after ``forward``, where 1.4 had it).
+"""The directives, where their code comes from, and their chain order.
 
-A request passes the plugins of its server block in this order, whatever
-order the Corefile writes them in.  A directive is implemented by the module
-``corednstw.plugins.<name>`` (dashes become underscores); a name in this list
-whose module does not exist yet is "not supported yet".
+``ORDER`` is CoreDNS 1.14's plugin.cfg (plus ``proxy`` of CoreDNS 1.0-1.4
+right after ``forward``, where 1.4 had it).  A request passes the plugins
+of its server block in this order, whatever order the Corefile writes them
+in.
+
+Code is found in one way for every plugin: the entry points of the group
+``corednstw.plugins``.  corednstw registers its own plugins there in
+setup.cfg (``whoami = corednstw.plugins.whoami``), and an installed package
+adds its own the same way (``hello = corednstw_hello:PLUGIN``).  An entry
+point names a module or a ``PluginEntry``: anything with ``setup(d,
+block)``.  A name of ``ORDER`` takes its plugin.cfg place; any other name
+is placed by its ``PluginEntry`` (``before=`` or ``after=`` a directive).
+A known name that no entry point provides is "not supported yet".
+
+ORDER stays the one list of CoreDNS's positions rather than each built-in
+entry point naming its predecessor: it reads line by line against
+plugin.cfg, it must also place the directives not built yet (so that they
+are "not supported yet", not unknown), and a predecessor renamed in one
+entry point would silently move a whole tail of the chain.  Packages are
+placed relative to it.  See docs/development.md, "Writing a plugin as a
+package".
+
+The scan of the entry points runs once per process; modules are imported
+when a Corefile first uses their directive.
 """
 
-import importlib
+import dataclasses
+from collections.abc import Callable
+from importlib import metadata
+from typing import Any, Optional
+
+from corednstw.core import corefile
+
+#: The entry-point group plugins register in.
+GROUP = "corednstw.plugins"
 
 ORDER = (
     "root", "metadata", "geoip", "cancel", "proxyproto", "quic",
@@ -21,31 +48,322 @@ ORDER = (
     "erratic", "whoami", "on", "sign", "view", "nomad",
 )
 
-_POSITION = {name: i for i, name in enumerate(ORDER)}
+#: The plugins that answer from their own data or an upstream: what the
+#: middleware above them acts on.
+BACKENDS = (
+    "template", "hosts", "route53", "azure", "clouddns", "k8s_external",
+    "kubernetes", "file", "auto", "secondary", "etcd", "forward", "proxy",
+    "grpc", "erratic", "whoami", "sign", "nomad",
+)
+
+#: Assumptions CoreDNS's plugin documentation makes about the order, as
+#: (earlier, later, why): ``order`` in a Corefile may not break them.
+CONSTRAINTS = tuple(
+    [("root", b, "root sets the directory later plugins read files from")
+     for b in ("hosts", "file", "auto", "tls", "tsig", "loadbalance",
+               "sign", "dnssec")]
+    + [("metadata", b, "metadata fills what later plugins read")
+       for b in ("log", "dnstap", "acl", "rewrite", "view", "template")]
+    + [(a, b, "%s acts on what the plugins below it answer" % a)
+       for a in ("prometheus", "errors", "log", "dnstap", "cache",
+                 "rewrite", "acl", "dnssec", "header", "minimal",
+                 "loadbalance", "any", "dns64")
+       for b in BACKENDS]
+    + [("loop", b, "loop's probe must reach the forwarder")
+       for b in ("forward", "proxy", "grpc")]
+    + [("rewrite", "cache", "rewrite must change a query before cache "
+        "looks it up")]
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class PluginEntry:
+    """What a package's entry point names: a directive and its place.
+
+    ``name`` is the directive (it must equal the entry point's name);
+    ``setup(d, block)`` returns the plugin (see docs/development.md);
+    exactly one of ``before`` and ``after`` names the directive it sits
+    next to in the chain (a plugin.cfg name or another package's).
+    ``precedes`` and ``follows`` are the directives that must stay below
+    or above it (its assumptions; a Corefile's ``order`` may not break
+    them).  A package implementing a directive of plugin.cfg gives no
+    place: it takes plugin.cfg's.
+    """
+
+    name: str
+    setup: Callable[..., Any]
+    before: Optional[str] = None
+    after: Optional[str] = None
+    precedes: tuple[str, ...] = ()
+    follows: tuple[str, ...] = ()
+
+
+@dataclasses.dataclass
+class Registered:
+    """One entry point of the group: which package provides a directive."""
+
+    name: str
+    package: str
+    version: str
+    value: str
+    entry: Any
+    spec: Any = None        # what the entry point names, once loaded
+
+    def where(self):
+        """The package and entry point, as errors name them."""
+        return "plugin package %s %s (%s = %s)" % (
+            self.package, self.version, self.name, self.value)
+
+    def error(self, message):
+        return corefile.PluginError(self.package, "%s: %s" % (
+            self.where(), message))
+
+    def builtin(self):
+        """True for corednstw's own plugins."""
+        return self.package == _SELF
+
+
+_SELF = "corednstw"
+
+
+class Registry:
+    """The result of one scan: directives, their packages and order."""
+
+    def __init__(self, entries):
+        self.entries = {}
+        for ep in entries:
+            self.add(ep)
+        self.order = list(ORDER)
+        self.constraints = list(CONSTRAINTS)
+        self.owned = []
+        self.place([r for r in self.entries.values()
+                    if r.name not in _ORDER_SET])
+        self.positions = {n: i for i, n in enumerate(self.order)}
+        self.check_placed()
+
+    def check_placed(self):
+        """A package's own place may not break its assumptions."""
+        pos = self.positions
+        for (a, b, _), reg in self.owned:
+            if a in pos and b in pos and pos[a] > pos[b]:
+                raise reg.error("its place puts '%s' after '%s', its "
+                                "assumptions want it before" % (a, b))
+
+    def add(self, ep):
+        dist = ep.dist
+        package = dist.name if dist is not None else "?"
+        version = dist.version if dist is not None else "?"
+        reg = Registered(ep.name, package, version, ep.value, ep)
+        other = self.entries.get(ep.name)
+        if other is not None:
+            raise reg.error("directive '%s' is already provided by %s %s"
+                            % (ep.name, other.package, other.version))
+        self.entries[ep.name] = reg
+
+    def place(self, pending):
+        """Insert the packages' directives next to their anchors; an anchor
+        may itself be a package's directive, placed first."""
+        anchors = {}
+        for reg in pending:
+            anchors[reg.name] = self.anchor(reg)
+        after_runs = {}
+        todo = sorted(pending, key=lambda r: r.name)
+        while todo:
+            left = []
+            for reg in todo:
+                where, other = anchors[reg.name]
+                if other not in self.order:
+                    left.append(reg)
+                    continue
+                i = self.order.index(other)
+                if where == "after":
+                    run = after_runs.setdefault(other, [])
+                    i += 1 + len(run)
+                    run.append(reg.name)
+                self.order.insert(i, reg.name)
+            if len(left) == len(todo):
+                reg = left[0]
+                where, other = anchors[reg.name]
+                raise reg.error("%s='%s': no such directive" % (where,
+                                                                 other))
+            todo = left
+
+    def anchor(self, reg):
+        """(``before`` or ``after``, directive) of a package's entry, its
+        constraints recorded."""
+        spec = self.spec(reg)
+        before = getattr(spec, "before", None)
+        after = getattr(spec, "after", None)
+        if (before is None) == (after is None):
+            raise reg.error("give exactly one of before= and after=")
+        why = "an assumption of %s" % reg.package
+        pairs = ([(reg.name, b, why) for b in getattr(spec, "precedes", ())]
+                 + [(a, reg.name, why) for a in getattr(spec, "follows",
+                                                        ())])
+        self.constraints.extend(pairs)
+        self.owned.extend((pair, reg) for pair in pairs)
+        return ("before", before) if before else ("after", after)
+
+    def spec(self, reg):
+        """The object the entry point names, loaded once."""
+        if reg.spec is None:
+            try:
+                spec = reg.entry.load()
+            except ImportError as e:
+                if reg.builtin():
+                    raise
+                raise reg.error("cannot load: %s" % e) from e
+            if not callable(getattr(spec, "setup", None)):
+                raise reg.error("no setup(d, block) function")
+            name = getattr(spec, "name", reg.name)
+            if isinstance(name, str) and name != reg.name:
+                raise reg.error("the entry point says '%s', the plugin "
+                                "'%s'" % (reg.name, name))
+            reg.spec = spec
+        return reg.spec
+
+    def load(self, name):
+        reg = self.entries.get(name)
+        if reg is None:
+            return None
+        spec = self.spec(reg)
+        if name in _ORDER_SET and (getattr(spec, "before", None)
+                                   or getattr(spec, "after", None)):
+            raise reg.error("'%s' is a CoreDNS directive: its place is "
+                            "plugin.cfg's, give no before= or after="
+                            % name)
+        return spec
+
+
+_ORDER_SET = frozenset(ORDER)
+_registry: Optional[Registry] = None
+_failure: Optional[Exception] = None
+
+
+def _entry_points():
+    """The group's entry points (a seam for tests)."""
+    return metadata.entry_points(group=GROUP)
+
+
+def registry():
+    """The scan of the entry points, made once; a package that cannot be
+    placed fails every later call the same way (a PluginError)."""
+    global _registry, _failure
+    if _registry is None:
+        if _failure is not None:
+            raise _failure
+        try:
+            _registry = Registry(_entry_points())
+        except corefile.CorefileError as e:
+            _failure = e
+            raise
+    return _registry
+
+
+def rescan():
+    """Forget the scan (after installing a package in this process, and
+    in tests)."""
+    global _registry, _failure
+    _registry = _failure = None
 
 
 def known(name):
-    """True when ``name`` is a CoreDNS directive (built or not)."""
-    return name in _POSITION
+    """True when ``name`` is a directive: CoreDNS's (built or not) or an
+    installed package's."""
+    return name in _ORDER_SET or name in registry().positions
 
 
 def position(name):
     """Index of ``name`` in the chain order (KeyError for unknown names)."""
-    return _POSITION[name]
+    return registry().positions[name]
+
+
+def names():
+    """Every known directive, in chain order."""
+    return tuple(registry().order)
 
 
 def load(name):
-    """Return the module implementing directive ``name``, or None if it is
-    not built yet.  Import errors inside an existing module propagate."""
-    modname = "corednstw.plugins." + name.replace("-", "_")
-    try:
-        return importlib.import_module(modname)
-    except ModuleNotFoundError as e:
-        if e.name == modname:
-            return None
-        raise
+    """Return what implements directive ``name`` (a module or a
+    PluginEntry: it has ``setup``), or None if nothing provides it yet.
+    Import errors inside corednstw's own modules propagate."""
+    return registry().load(name)
+
+
+def provider(name):
+    """The ``Registered`` entry providing ``name``, or None."""
+    return registry().entries.get(name)
 
 
 def supported(name):
-    """True when the directive is known and its module exists."""
+    """True when the directive is known and something implements it."""
     return known(name) and load(name) is not None
+
+
+
+class Ordering:
+    """The chain order of one Corefile: the default order with its
+    global ``order`` options applied, line by line.
+
+    ``order NAME before|after OTHER`` puts NAME right before or after
+    OTHER; ``order NAME first|last`` at either end.  In a server block
+    holding both directives of an assumption (``CONSTRAINTS``, a
+    package's ``precedes``/``follows``) the result may not break it:
+    ``check`` makes that an error at the ``order`` line that moved one of
+    them.
+    """
+
+    def __init__(self, rules=()):
+        reg = registry()
+        self.order = list(reg.order)
+        self.constraints = reg.constraints
+        self.moved = {}
+        for i, d in enumerate(rules):
+            self.apply(d)
+            self.moved[d.args[0]] = (i, d)
+        self.positions = {n: i for i, n in enumerate(self.order)}
+
+    def position(self, name):
+        """Index of ``name`` in this order (KeyError for unknown names)."""
+        return self.positions[name]
+
+    def apply(self, d):
+        """Move one directive as the ``order`` line ``d`` says."""
+        args = d.args
+        if len(args) < 2 or len(args) > 3:
+            raise d.arg_error()
+        name, where = args[0], args[1]
+        if len(args) == 2 and where in ("before", "after"):
+            raise d.arg_error()
+        places = ("before", "after") if len(args) == 3 else ("first", "last")
+        if where not in places:
+            raise d.error("expected %s, got '%s'" % (
+                " or ".join(places), where))
+        for n in args[::2]:
+            if n not in self.order:
+                raise d.error("unknown directive '%s'" % n)
+        if len(args) == 3 and args[2] == name:
+            raise d.error("'%s' cannot be placed next to itself" % name)
+        self.order.remove(name)
+        if where == "first":
+            self.order.insert(0, name)
+        elif where == "last":
+            self.order.append(name)
+        else:
+            i = self.order.index(args[2])
+            self.order.insert(i + (where == "after"), name)
+
+    def check(self, names):
+        """Refuse this order for a server block of directives ``names``
+        when it puts two of them against an assumption (only a block
+        holding both is harmed)."""
+        if not self.moved:
+            return
+        pos = self.positions
+        present = set(names)
+        for a, b, why in self.constraints:
+            if a in present and b in present and pos[a] > pos[b]:
+                _, d = max(self.moved[n] for n in (a, b)
+                           if n in self.moved)
+                raise d.error("'%s' must stay before '%s' (%s)" % (a, b,
+                                                                     why))

@@ -45,6 +45,9 @@ def digest(blocks):
     # Keys of one source key expand to several ZoneAddrs; dedupe in order.
     for entry in doc:
         entry[0] = list(dict.fromkeys(entry[0]))
+    if blocks and blocks[0].options:
+        # corednstw's global options: a new order is a change too.
+        doc.append(["{}", [tree(d) for d in blocks[0].options]])
     return hashlib.sha512(json.dumps(doc).encode()).hexdigest()
 
 

@@ -1,0 +1,125 @@
+"""explain: one query explained over HTTP, without a restart.
+
+``explain [ADDRESS]`` (default 127.0.0.1:6054) serves
+``GET /explain?name=NAME&type=TYPE[&client=IP][&proto=udp|tcp][&do=1]
+[&server=LABEL]``: the query goes through the server as if it came from
+``client`` (view and acl decide on it) over ``proto``, on the listener of
+the block holding ``explain`` (or the one whose metrics label is
+``server``, e.g. ``dns://:53``), and the answer is the trace of
+core/explain.py as JSON.
+
+CoreDNS has no such directive (its ``debug`` takes no address); it is
+registered as corednstw's own, placed right after ``debug``.
+"""
+
+import ipaddress
+import json
+
+from twisted.web import resource, server
+from zope.interface import implementer
+
+from corednstw.core import dnswire as w
+from corednstw.core import explain as tracing
+from corednstw.core.directives import PluginEntry
+from corednstw.core.interfaces import IHTTPEndpointOwner
+from corednstw.core.plugin import Plugin
+from corednstw.service import httpd
+
+DEFAULT_ADDRESS = "127.0.0.1:6054"
+
+
+class BadRequest(ValueError):
+    """A query string that names no query (HTTP 400)."""
+
+
+@implementer(IHTTPEndpointOwner)
+class Explain(Plugin):
+    name = "explain"
+    in_chain = False
+
+    def __init__(self, address):
+        self.address = address
+
+    def http_endpoints(self):
+        return [(self.address, "/explain", ExplainResource(self))]
+
+    def mux(self, label=None):
+        """The listener to ask: labelled ``label``, or this block's."""
+        for mux in self.block.app.muxes:
+            if label is not None:
+                if mux.label == label:
+                    return mux
+                continue
+            for entries in mux.zones.values():
+                if any(b is self.block for _, b in entries):
+                    return mux
+        raise BadRequest("no listener %s" % (label or "for this block"))
+
+    def run(self, args):
+        """A Deferred of the trace for the query ``args`` describe."""
+        name = _arg(args, "name")
+        if not name:
+            raise BadRequest("name is required")
+        try:
+            qtype = w.type_value(_arg(args, "type") or "A")
+        except ValueError as e:
+            raise BadRequest(str(e)) from e
+        client = _arg(args, "client") or "127.0.0.1"
+        try:
+            ipaddress.ip_address(client)
+        except ValueError as e:
+            raise BadRequest("client: %s" % e) from e
+        proto = _arg(args, "proto") or "udp"
+        if proto not in ("udp", "tcp"):
+            raise BadRequest("proto must be udp or tcp")
+        mux = self.mux(_arg(args, "server"))
+        return tracing.explain(mux, name, qtype, client, proto,
+                               do=_arg(args, "do") in ("1", "true"))
+
+
+def _arg(args, key):
+    values = args.get(key.encode())
+    return values[0].decode("utf-8", "replace") if values else None
+
+
+class ExplainResource(resource.Resource):
+    """GET /explain: the trace as JSON (400 with an error otherwise)."""
+
+    isLeaf = True
+
+    def __init__(self, plugin):
+        resource.Resource.__init__(self)
+        self.plugin = plugin
+
+    def render_GET(self, request):
+        request.setHeader(b"content-type", b"application/json")
+        try:
+            d = self.plugin.run(request.args)
+        except BadRequest as e:
+            request.setResponseCode(400)
+            return _json({"error": str(e)})
+        d.addCallback(lambda out: _write(request, out))
+        d.addErrback(lambda f: _fail(request, f))
+        return server.NOT_DONE_YET
+
+
+def _json(obj):
+    return (json.dumps(obj, indent=2) + "\n").encode()
+
+
+def _write(request, out):
+    if not request.finished and not request._disconnected:
+        request.write(_json(out))
+        request.finish()
+
+
+def _fail(request, failure):
+    request.setResponseCode(500)
+    _write(request, {"error": failure.getErrorMessage()})
+
+
+def setup(d, block):
+    return Explain(httpd.address_arg(d, DEFAULT_ADDRESS))
+
+
+PLUGIN = PluginEntry("explain", setup, after="debug")

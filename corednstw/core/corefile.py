@@ -57,6 +57,11 @@ Corefile's directory when below it.  Args are quoted only when needed.  A
 directive an installed package provides ends with ``[package version]``.
 A Corefile with global options starts with ``options`` and its ``order``
 lines; the chains are in the order those make.
+
+Why one module of this size: the lexer, the block parser, snippets and
+imports and the ``--dump`` printer implement one grammar; split, each part
+would need the others' token and error types, and the rules read best in
+one place next to CoreDNS's.
 """
 
 import glob

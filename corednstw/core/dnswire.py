@@ -6,6 +6,11 @@ module reads the header, the question and the OPT record straight from the
 bytes and writes responses from records whose rdata is already wire-encoded.
 Everything else (zone files, exotic rdata) goes through dnspython, with wire
 bytes as the interchange.
+
+Why one module of this size: it is the one place that knows the wire
+format (constants, names, records, rdata builders, the record walker);
+every other module imports it as ``w``, and splitting it would only
+spread those names over several imports on hot paths.
 """
 
 import functools

@@ -5,6 +5,12 @@
 need one.  ``Response`` holds sections of ``dnswire.RR`` and is turned into
 bytes once, at the end of the chain (or earlier by middleware that needs the
 size), with CoreDNS's EDNS echo and truncation rules.
+
+Why one module of this size: ``Request``, ``Response`` and their codec
+(``encode``, truncation, EDNS echo, compression) are the per-query hot
+path; keeping them together lets the encoder read both classes' slots and
+the module's prebuilt structs as plain globals, without cross-module
+lookups on every query.
 """
 
 from __future__ import annotations

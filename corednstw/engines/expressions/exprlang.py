@@ -18,6 +18,11 @@ startsWith endsWith and && or || ?: ?? |``, member access ``a.b``,
 ``a[i]``, and a set of expr's builtins (``BUILTINS``), including the
 predicate functions (``any(list, # > 1)``).  ``let``, ``if``/``else``,
 slices, ``$env`` and the other builtins are refused at compile time.
+
+Why one module of this size: it is a compiler for one language (lexer,
+parser, static type checks, the builtin and request functions, code
+generation to closures); the checks and the generator walk the same node
+types, and the supported subset reads best in one place.
 """
 
 import ipaddress

@@ -21,6 +21,10 @@ plus CoreDNS's ``parseInt``.  Variables (``$x``), ``define``,
 Data objects expose their Go field names through ``GO_FIELDS`` (Go name ->
 attribute) and methods through ``GO_METHODS``; dicts behave as Go maps
 (``GoMap`` for maps whose missing keys index to a zero value).
+
+Why one module of this size: it is a compiler for one language (lexer,
+parser, functions, evaluator); its parts share the node types and error
+positions, and the subset it supports reads best in one place.
 """
 
 import html

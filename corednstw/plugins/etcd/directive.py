@@ -1,0 +1,155 @@
+"""Parsing the etcd directive::
+
+    etcd [ZONES...] {
+        fallthrough [ZONES...]
+        path PATH
+        endpoint ENDPOINT...
+        credentials USERNAME PASSWORD
+        tls [CERT KEY] [CACERT]
+        min-lease-ttl DURATION
+        max-lease-ttl DURATION
+    }
+
+``stubzones``, ``debug`` and ``upstream`` are accepted and ignored, as in
+CoreDNS.  Certificates are read here, so a bad file fails the setup.
+"""
+
+import re
+from urllib.parse import urlparse
+
+from corednstw.core.durations import parse_duration
+from corednstw.core.plugin import Fallthrough, zones_from_args
+from corednstw.plugins.etcd import client as cl
+from corednstw.plugins.etcd.plugin import Etcd, Options
+
+_TTL_FORMAT = ("invalid TTL format, use format like '30', '30s', '5m', "
+               "'1h', or '2h30m'")
+
+
+def setup(d, block):
+    o = Options()
+    o.zones = zones_from_args(d.args, block)
+    for c in d.children:
+        handler = _OPTIONS.get(c.name)
+        if handler is None:
+            raise c.error("unknown property '%s'" % c.name)
+        handler(c, o, block)
+    return Etcd(o)
+
+
+def _one_arg(c):
+    """The single argument CoreDNS reads with NextArg; a second one on
+    the line would be read as the next property."""
+    if not c.args:
+        raise c.arg_error()
+    if len(c.args) > 1:
+        raise c.error("unknown property '%s'" % c.args[1])
+    return c.args[0]
+
+
+def _ignore(c, o, block):
+    pass
+
+
+def _fallthrough(c, o, block):
+    o.fall = Fallthrough.parse(c.args)
+
+
+def _path(c, o, block):
+    o.path = _one_arg(c)
+
+
+def _endpoint(c, o, block):
+    if not c.args:
+        raise c.arg_error()
+    for e in c.args:
+        url = e if "://" in e else "http://" + e
+        p = urlparse(url)
+        if p.scheme not in ("http", "https") or not p.hostname:
+            raise c.error("endpoint %s: only http:// and https:// "
+                          "endpoints are supported" % e)
+    o.endpoints = [e if "://" in e else "http://" + e for e in c.args]
+
+
+def _credentials(c, o, block):
+    if not c.args:
+        raise c.arg_error()
+    if len(c.args) != 2:
+        raise c.error("credentials requires 2 arguments, username and "
+                      "password")
+    o.username, o.password = c.args
+
+
+def _tls(c, o, block):
+    from twisted.internet import ssl
+    args = [block.path(a) for a in c.args]
+    if len(args) > 3:
+        raise c.error("maximum of three arguments allowed for TLS config, "
+                      "found %d" % len(args))
+    trust = client = None
+    try:
+        if len(args) in (1, 3):
+            with open(args[-1], "rb") as f:
+                trust = ssl.trustRootFromCertificates(
+                    [ssl.Certificate.loadPEM(b) for b in _pem_blocks(
+                        f.read())])
+        if len(args) >= 2:
+            with open(args[0], "rb") as f:
+                cert = f.read()
+            with open(args[1], "rb") as f:
+                key = f.read()
+            client = ssl.PrivateCertificate.loadPEM(cert + b"\n" + key)
+    except Exception as e:
+        raise c.error("could not load TLS config: %s" % e) from e
+    o.tls = cl.TLSPolicy(trust, client)
+
+
+def _pem_blocks(data):
+    blocks = re.findall(rb"-----BEGIN CERTIFICATE-----.+?"
+                        rb"-----END CERTIFICATE-----", data, re.S)
+    if not blocks:
+        raise ValueError("no certificates found")
+    return blocks
+
+
+def _lease_ttl(attr):
+    def handler(c, o, block):
+        text = _one_arg(c)
+        try:
+            ttl = parse_ttl(text)
+        except ValueError as e:
+            raise c.error("invalid %s value: %s" % (c.name, e)) from e
+        setattr(o, attr, ttl)
+    return handler
+
+
+def parse_ttl(text):
+    """Seconds from '30', '30s', '5m', '2h30m' (CoreDNS's parseTTL)."""
+    t = text.strip()
+    if not t:
+        return 0
+    if t.isdigit():
+        t += "s"
+    try:
+        seconds = parse_duration(t, strict=True)
+    except ValueError as e:
+        raise ValueError(_TTL_FORMAT) from e
+    if seconds < 0:
+        raise ValueError("TTL must be non-negative")
+    if seconds > 0xFFFFFFFF:
+        raise ValueError("TTL too large, maximum is 4294967295 seconds")
+    return int(seconds)
+
+
+_OPTIONS = {
+    "stubzones": _ignore,
+    "debug": _ignore,
+    "upstream": _ignore,
+    "fallthrough": _fallthrough,
+    "path": _path,
+    "endpoint": _endpoint,
+    "credentials": _credentials,
+    "tls": _tls,
+    "min-lease-ttl": _lease_ttl("min_lease_ttl"),
+    "max-lease-ttl": _lease_ttl("max_lease_ttl"),
+}

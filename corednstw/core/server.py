@@ -263,7 +263,12 @@ def _client(addr):
 
 
 class DNSDatagramProtocol(protocol.DatagramProtocol):
-    """UDP: one datagram, one query; replies sent with sendto directly."""
+    """UDP: one datagram, one query; replies sent with sendto directly,
+    or through the ``writer`` the shed plugin installs."""
+
+    #: An object whose ``write(wire, addr)`` sends the answers (shed's
+    #: bounded stack); None: straight to the socket.
+    writer = None
 
     def __init__(self, mux, local):
         self.mux = mux
@@ -272,6 +277,15 @@ class DNSDatagramProtocol(protocol.DatagramProtocol):
 
     def startProtocol(self):
         self._sendto = self.transport.socket.sendto
+
+    def set_writer(self, writer):
+        """Send the answers through ``writer`` (None: the socket again,
+        unless it is closed already).  Costs nothing per answer."""
+        self.writer = writer
+        if writer is not None:
+            self._sendto = writer.write
+        elif getattr(self.transport, "socket", None) is not None:
+            self._sendto = self.transport.socket.sendto
 
     def datagramReceived(self, data, addr):
         host = addr[0]

@@ -120,3 +120,40 @@ class IHTTPEndpointOwner(Interface):
         """A list of ``(address, path, resource)``: ``address`` as written in
         the Corefile (``:8080``, ``127.0.0.1:9153``), ``resource`` a
         twisted.web resource."""
+
+
+class IAutoPather(Interface):
+    """Gives the ``autopath`` plugin a client's search path (CoreDNS's
+    autopath.AutoPather): ``autopath @NAME`` asks the block's plugin NAME
+    for every query in autopath's zones."""
+
+    def autopath(req: Request) -> Optional[list[str]]:
+        """The search domains of the client that sent ``req`` (lower-case
+        FQDNs, the last one ``""`` for the name as asked), or None when
+        the query should not be completed on the server."""
+
+
+class IExternal(Interface):
+    """Names services outside the cluster for the ``k8s_external`` plugin
+    (CoreDNS's external.Externaler, implemented by kubernetes)."""
+
+    def external(req: Request, zone: str,
+                 headless: bool) -> tuple[list[Any], int]:
+        """(services, rcode) for ``req`` in the external ``zone``: the
+        services match ``service.namespace``, an endpoint or a
+        ``_port._proto`` name below it, or an address's reverse name;
+        rcode is NOERROR or NXDOMAIN (SERVFAIL for the zone itself)."""
+
+    def external_address(zone: str, headless: bool) -> list[RR]:
+        """Address records of this server as seen from outside (the
+        external IPs of the services in front of it); owner names are
+        left to the caller."""
+
+    def external_services(zone: str, headless: bool) -> tuple[
+            list[Any], dict[str, list[Any]]]:
+        """Every service with external addresses, and (with ``headless``)
+        the endpoints of headless services, for a zone transfer."""
+
+    def external_serial(zone: str) -> int:
+        """The SOA serial of the external zone: when its data last
+        changed."""

@@ -10,6 +10,7 @@ from zope.interface import implementer
 from corednstw.core import dnswire as w
 from corednstw.core import logger
 from corednstw.core.interfaces import (
+    IAutoPather,
     IInheritable,
     IMetadataProvider,
     IReadiness,
@@ -18,6 +19,7 @@ from corednstw.core.interfaces import (
 from corednstw.core.names import is_subdomain
 from corednstw.core.plugin import Plugin, is_deferred, match
 from corednstw.core.request import Response
+from corednstw.plugins.autopath import read_search
 from corednstw.plugins.kubernetes import answers
 from corednstw.plugins.kubernetes import records as rec
 from corednstw.plugins.kubernetes import store as st
@@ -35,9 +37,11 @@ from corednstw.plugins.transfer import Transfer, Xfr
 DNS_SCHEMA_VERSION = "1.1.0"
 TXT_VERSION = w.txt_rdata(DNS_SCHEMA_VERSION)
 MAX_CNAME_CHAIN = 10
+RESOLV_CONF = "/etc/resolv.conf"
 
 
-@implementer(IReadiness, ITransferer, IMetadataProvider, IInheritable)
+@implementer(IReadiness, ITransferer, IMetadataProvider, IInheritable,
+             IAutoPather)
 class Kubernetes(Plugin):
     """The plugin: its options (set by the directive), its store and
     watches, and the answers from them."""
@@ -70,6 +74,8 @@ class Kubernetes(Plugin):
         self._soa = {}
         self._fast = ({}, {})       # A, AAAA: qname -> rdata list
         self._fast_version = -1
+        self.autopath_search = []   # the host's search list (autopath)
+        self._search = {}           # (namespace, zone) -> search path
 
     # -- readiness ------------------------------------------------------------
 
@@ -95,6 +101,8 @@ class Kubernetes(Plugin):
     def start(self):
         reactor = self.reactor
         self.local_ips = self._bound_ips()
+        self.autopath_search = _host_search()
+        self._search = {}
         self._xfr = self._transfer_plugin()
         if self._inherited:
             return None
@@ -597,21 +605,51 @@ class Kubernetes(Plugin):
         """CoreDNS's Transfer (see answers.transfer)."""
         return answers.transfer(self, zone, serial)
 
+    # -- autopath (the autopath plugin's interface) ---------------------------
+
+    def autopath(self, req):
+        """The search path of the client's pod (CoreDNS's AutoPath): its
+        namespace's, the cluster's, then the host's; None when the name
+        is outside our zones or the client is no pod we know (which
+        needs ``pods verified``)."""
+        zone = match(self.zones, req.qname)
+        if zone is None or self.pod_mode != "verified":
+            return None
+        pod = self._client_pod(req.client)
+        if pod is None:
+            return None
+        key = (pod.ns, zone)
+        search = self._search.get(key)
+        if search is None:
+            if len(self._search) > 4096:
+                self._search.clear()
+            if zone == ".":
+                search = [pod.ns + ".svc.", "svc.", "."]
+            else:
+                search = [pod.ns + ".svc." + zone, "svc." + zone, zone]
+            search = self._search[key] = (search + self.autopath_search
+                                          + [""])
+        return search
+
+    def _client_pod(self, ip):
+        store = self.store
+        keys = store.pods_by_ip.get(ip) if store is not None else None
+        if not keys:
+            return None
+        return store.pods.get(min(keys))
+
     # -- metadata (the metadata plugin's interface) ---------------------------
 
     def metadata(self, req):
         """Publish kubernetes/... for the metadata plugin: the client pod
         (with ``pods verified``) and the parts of the query name."""
-        store = self.store
-        if store is not None and self.pod_mode == "verified":
-            keys = store.pods_by_ip.get(req.client)
-            if keys:
-                pod = store.pods.get(min(keys))
-                if pod is not None:
-                    set_value(req, "kubernetes/client-namespace", pod.ns)
-                    set_value(req, "kubernetes/client-pod-name", pod.name)
-                    for k, v in (pod.labels or {}).items():
-                        set_value(req, "kubernetes/client-label/" + k, v)
+        if self.pod_mode == "verified":
+            pod = self._client_pod(req.client)
+            if pod is not None:
+                set_value(req, "kubernetes/client-namespace", pod.ns)
+                set_value(req, "kubernetes/client-pod-name", pod.name)
+                for k, v in (pod.labels or {}).items():
+                    set_value(req, "kubernetes/client-label/" + k, v)
         qname = req.qname
         zone = match(self.zones, qname)
         if zone is None:
@@ -647,6 +685,15 @@ class _Refuse(Plugin):
 
 
 _REFUSE = _Refuse()
+
+
+def _host_search():
+    """The host's search list, appended to every pod's (CoreDNS reads
+    /etc/resolv.conf for it at setup)."""
+    try:
+        return read_search(RESOLV_CONF)
+    except OSError:
+        return []
 
 
 def _join(label, zone):

@@ -135,24 +135,29 @@ class IAutoPather(Interface):
 
 class IExternal(Interface):
     """Names services outside the cluster for the ``k8s_external`` plugin
-    (CoreDNS's external.Externaler, implemented by kubernetes)."""
+    (CoreDNS's external.Externaler, implemented by kubernetes).  A
+    service is a tuple ``(host, port, target, ttl)``: an address or a
+    host name, a port (-1: none), the FQDN its address records live at,
+    a TTL."""
 
     def external(req: Request, zone: str,
                  headless: bool) -> tuple[list[Any], int]:
         """(services, rcode) for ``req`` in the external ``zone``: the
-        services match ``service.namespace``, an endpoint or a
-        ``_port._proto`` name below it, or an address's reverse name;
-        rcode is NOERROR or NXDOMAIN (SERVFAIL for the zone itself)."""
+        services of ``service.namespace``, of an endpoint or a
+        ``_port._proto`` name below it, or of an address's reverse name
+        (then ``host`` is ``service.namespace``); rcode is NOERROR or
+        NXDOMAIN."""
 
     def external_address(zone: str, headless: bool) -> list[RR]:
         """Address records of this server as seen from outside (the
-        external IPs of the services in front of it); owner names are
-        left to the caller."""
+        external IPs of the services in front of it); their owner names
+        are the caller's to set."""
 
     def external_services(zone: str, headless: bool) -> tuple[
-            list[Any], dict[str, list[Any]]]:
-        """Every service with external addresses, and (with ``headless``)
-        the endpoints of headless services, for a zone transfer."""
+            list[Any], dict[Any, list[Any]]]:
+        """For a transfer: (owner, service) pairs of every service with
+        external addresses, and (with ``headless``) the endpoints of
+        headless services grouped by (owner, kind)."""
 
     def external_serial(zone: str) -> int:
         """The SOA serial of the external zone: when its data last

@@ -54,8 +54,10 @@ def _meta(name, ns=None, labels=None, annotations=None):
 
 
 def service(name, ns, ips=("10.0.0.1",), ports=(("http", "TCP", 80),),
-            type="ClusterIP", external=None, labels=None, pna=False):
-    """A Service; ``ips=("None",)`` makes it headless."""
+            type="ClusterIP", external=None, labels=None, pna=False,
+            external_ips=(), ingress=()):
+    """A Service; ``ips=("None",)`` makes it headless.  ``ingress``: the
+    load balancer's entries, an address or a host name each."""
     spec = {"type": type, "ports": [
         dict({"port": p[2], "protocol": p[1]}, **({"name": p[0]} if p[0]
                                                   else {}))
@@ -67,7 +69,14 @@ def service(name, ns, ips=("10.0.0.1",), ports=(("http", "TCP", 80),),
         spec["clusterIPs"] = list(ips)
     if pna:
         spec["publishNotReadyAddresses"] = True
-    return {"metadata": _meta(name, ns, labels), "spec": spec}
+    if external_ips:
+        spec["externalIPs"] = list(external_ips)
+    obj = {"metadata": _meta(name, ns, labels), "spec": spec}
+    if ingress:
+        obj["status"] = {"loadBalancer": {"ingress": [
+            {"hostname" if any(c.isalpha() for c in x) and ":" not in x
+             else "ip": x} for x in ingress]}}
+    return obj
 
 
 def endpoint(addresses, hostname=None, ready=True, target=None, zone=None):

@@ -11,6 +11,7 @@ from corednstw.core import dnswire as w
 from corednstw.core import logger
 from corednstw.core.interfaces import (
     IAutoPather,
+    IExternal,
     IInheritable,
     IMetadataProvider,
     IReadiness,
@@ -21,6 +22,7 @@ from corednstw.core.plugin import Plugin, is_deferred, match
 from corednstw.core.request import Response
 from corednstw.plugins.autopath import read_search
 from corednstw.plugins.kubernetes import answers
+from corednstw.plugins.kubernetes import external as ext
 from corednstw.plugins.kubernetes import records as rec
 from corednstw.plugins.kubernetes import store as st
 from corednstw.plugins.kubernetes import watch as wt
@@ -41,7 +43,7 @@ RESOLV_CONF = "/etc/resolv.conf"
 
 
 @implementer(IReadiness, ITransferer, IMetadataProvider, IInheritable,
-             IAutoPather)
+             IAutoPather, IExternal)
 class Kubernetes(Plugin):
     """The plugin: its options (set by the directive), its store and
     watches, and the answers from them."""
@@ -637,6 +639,22 @@ class Kubernetes(Plugin):
         if not keys:
             return None
         return store.pods.get(min(keys))
+
+    # -- external zones (the k8s_external plugin's interface) -----------------
+
+    def external(self, req, zone, headless):
+        """The services behind ``req``'s name in the external ``zone``
+        (see kubernetes.external)."""
+        return ext.external(self, req, zone, headless)
+
+    def external_address(self, zone, headless):
+        return ext.addresses(self, zone, headless)
+
+    def external_services(self, zone, headless):
+        return ext.services(self, zone, headless)
+
+    def external_serial(self, zone):
+        return self.store.ext_modified & 0xFFFFFFFF
 
     # -- metadata (the metadata plugin's interface) ---------------------------
 

@@ -53,6 +53,8 @@ class Kubernetes(Plugin):
     def __init__(self, zones):
         self.zones = zones
         self.primary = next(z for z in zones if not is_reverse(z))
+        # Reverse zones hold no service names: never the fast path.
+        self._reverse = frozenset(z for z in zones if is_reverse(z))
         self.namespaces = set()
         self.pod_mode = "disabled"
         self.podnames = False
@@ -245,7 +247,8 @@ class Kubernetes(Plugin):
         store = self.store
         # Fast path: A/AAAA of a plain service name.
         if (qtype == w.A or qtype == w.AAAA) and base.endswith(".svc") and \
-                base.count(".") == 2 and zone not in self.multicluster:
+                base.count(".") == 2 and zone not in self.multicluster \
+                and zone not in self._reverse:
             svc_name, ns, _ = base.split(".")
             svc = store.services.get((svc_name, ns))
             if (svc is not None and svc.kind != rec.EXTERNAL

@@ -18,7 +18,7 @@ from twisted.internet import defer
 from zope.interface import implementer
 
 from corednstw.core import dnswire as w
-from corednstw.core.interfaces import IExternal, ITransferer
+from corednstw.core.interfaces import IExternal, IReadiness, ITransferer
 from corednstw.core.plugin import Fallthrough, Plugin, match, zones_from_args
 from corednstw.core.request import Response
 from corednstw.plugins.kubernetes.answers import SRV_HEADER
@@ -43,6 +43,7 @@ class External(Plugin):
         self.headless = False
         self.fall = Fallthrough()
         self.source = None
+        self._readiness = None
 
     def start(self):
         """Find kubernetes once every plugin exists (CoreDNS's
@@ -55,6 +56,7 @@ class External(Plugin):
             raise ValueError("plugin/k8s_external: kubernetes plugin does "
                              "not implement the Externaler interface")
         self.source = k
+        self._readiness = k if IReadiness.providedBy(k) else None
 
     # -- serving --------------------------------------------------------------
 
@@ -71,7 +73,10 @@ class External(Plugin):
                 return self._sub_apex(req, zone)
         svcs, rcode = self.source.external(req, zone, self.headless)
         if not svcs:
-            if rcode == w.NXDOMAIN and self.fall.through(qname):
+            if rcode == w.NXDOMAIN and not self._synced():
+                # As kubernetes: nothing is missing before the first lists.
+                rcode = w.SERVFAIL
+            elif rcode == w.NXDOMAIN and self.fall.through(qname):
                 return self.next.serve(req)
             return self._reply(rcode, [], [self.soa(zone)])
         qtype = req.qtype
@@ -82,6 +87,10 @@ class External(Plugin):
         if qtype == w.PTR:
             return self._answer(zone, self._ptr(req, svcs))
         return self._reply(0, [], [self.soa(zone)])
+
+    def _synced(self):
+        r = self._readiness
+        return r is None or r.ready()
 
     def _reply(self, rcode, answer, authority, additional=None, tc=False):
         return Response(rcode, answer, authority, additional, aa=True,

@@ -147,6 +147,8 @@ class APIServer:
         self.list_drop = 0          # the next N lists are cut
         self.page_limit = page_limit
         self.requests = []          # (kind, 'list'|'watch', query)
+        self.user_agents = []       # the User-Agent of each request
+        self.list_gate = None       # a threading.Event lists wait for
         self.bookmark_every = None  # seconds between BOOKMARKs
         self.httpd = None
         self.closing = False
@@ -172,6 +174,8 @@ class APIServer:
         return "http://%s:%d" % (h, p)
 
     def stop(self):
+        if self.list_gate is not None:
+            self.list_gate.set()
         with self.cond:
             self.closing = True
             self.cond.notify_all()
@@ -322,10 +326,14 @@ class _Handler(BaseHTTPRequestHandler):
             return self._json(400, _status(400, str(e)))
         fields = _fields(q.get("fieldSelector", ""))
         api = self.api
+        api.user_agents.append(self.headers.get("User-Agent"))
         if q.get("watch") in ("true", "1"):
             api.requests.append((kind, "watch", q))
             return self._watch(kind, q, reqs, fields)
         api.requests.append((kind, "list", q))
+        gate = api.list_gate
+        if gate is not None:
+            gate.wait()         # a slow API server: the list comes later
         with api.cond:
             if api.list_drop:
                 api.list_drop -= 1

@@ -7,6 +7,7 @@ that keep the watches).  Answers off the address path are in
 from twisted.internet import defer
 from zope.interface import implementer
 
+from corednstw import __version__
 from corednstw.core import dnswire as w
 from corednstw.core import logger
 from corednstw.core.interfaces import (
@@ -40,6 +41,7 @@ DNS_SCHEMA_VERSION = "1.1.0"
 TXT_VERSION = w.txt_rdata(DNS_SCHEMA_VERSION)
 MAX_CNAME_CHAIN = 10
 RESOLV_CONF = "/etc/resolv.conf"
+USER_AGENT = "corednstw/" + __version__
 
 
 @implementer(IReadiness, ITransferer, IMetadataProvider, IInheritable,
@@ -111,7 +113,7 @@ class Kubernetes(Plugin):
         if self._inherited:
             return None
         self.store = self.make_store()
-        conn = wt.Connection(self.conn_opts, reactor.callFromThread)
+        conn = _Connection(self.conn_opts, reactor.callFromThread)
         self.watchers = [
             wt.Watcher(conn, self.store, kind, reactor.callFromThread,
                        **self._watch_args(kind))
@@ -298,10 +300,16 @@ class Kubernetes(Plugin):
     def _finish(self, out, req, zone, zcase):
         rcode, answer, extra, tc = out
         if rcode == NAME_ERROR:
+            if not self.synced:
+                # Nothing is known not to exist before the first lists
+                # are in: never NXDOMAIN, not even the next plugin's
+                # (CoreDNS does not listen until then).
+                return Response(w.SERVFAIL,
+                                authority=[self.soa_rr(zone, zcase)],
+                                aa=True, plugin=self.name)
             if self.fall is not None and self.fall.through(req.qname):
                 return self.next.serve(req)
-            rc = w.NXDOMAIN if self.synced else w.SERVFAIL
-            return Response(rc, authority=[self.soa_rr(zone, zcase)],
+            return Response(w.NXDOMAIN, authority=[self.soa_rr(zone, zcase)],
                             aa=True, plugin=self.name)
         if rcode:
             return Response(rcode, plugin=self.name)
@@ -693,6 +701,16 @@ class Kubernetes(Plugin):
         set_value(req, "kubernetes/service", r.service)
         set_value(req, "kubernetes/namespace", r.namespace)
         set_value(req, "kubernetes/kind", r.kind)
+
+
+class _Connection(wt.Connection):
+    """The watches' API client, introducing itself to the API server as
+    CoreDNS does with its own name and version."""
+
+    def _build(self):
+        client = super()._build()
+        client.user_agent = USER_AGENT
+        return client
 
 
 class _Refuse(Plugin):

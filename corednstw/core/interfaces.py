@@ -120,3 +120,45 @@ class IHTTPEndpointOwner(Interface):
         """A list of ``(address, path, resource)``: ``address`` as written in
         the Corefile (``:8080``, ``127.0.0.1:9153``), ``resource`` a
         twisted.web resource."""
+
+
+class IAutoPather(Interface):
+    """Gives the ``autopath`` plugin a client's search path (CoreDNS's
+    autopath.AutoPather): ``autopath @NAME`` asks the block's plugin NAME
+    for every query in autopath's zones."""
+
+    def autopath(req: Request) -> Optional[list[str]]:
+        """The search domains of the client that sent ``req`` (lower-case
+        FQDNs, the last one ``""`` for the name as asked), or None when
+        the query should not be completed on the server."""
+
+
+class IExternal(Interface):
+    """Names services outside the cluster for the ``k8s_external`` plugin
+    (CoreDNS's external.Externaler, implemented by kubernetes).  A
+    service is a tuple ``(host, port, target, ttl)``: an address or a
+    host name, a port (-1: none), the FQDN its address records live at,
+    a TTL."""
+
+    def external(req: Request, zone: str,
+                 headless: bool) -> tuple[list[Any], int]:
+        """(services, rcode) for ``req`` in the external ``zone``: the
+        services of ``service.namespace``, of an endpoint or a
+        ``_port._proto`` name below it, or of an address's reverse name
+        (then ``host`` is ``service.namespace``); rcode is NOERROR or
+        NXDOMAIN."""
+
+    def external_address(zone: str, headless: bool) -> list[RR]:
+        """Address records of this server as seen from outside (the
+        external IPs of the services in front of it); their owner names
+        are the caller's to set."""
+
+    def external_services(zone: str, headless: bool) -> tuple[
+            list[Any], dict[Any, list[Any]]]:
+        """For a transfer: (owner, service) pairs of every service with
+        external addresses, and (with ``headless``) the endpoints of
+        headless services grouped by (owner, kind)."""
+
+    def external_serial(zone: str) -> int:
+        """The SOA serial of the external zone: when its data last
+        changed."""

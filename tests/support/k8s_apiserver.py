@@ -54,8 +54,10 @@ def _meta(name, ns=None, labels=None, annotations=None):
 
 
 def service(name, ns, ips=("10.0.0.1",), ports=(("http", "TCP", 80),),
-            type="ClusterIP", external=None, labels=None, pna=False):
-    """A Service; ``ips=("None",)`` makes it headless."""
+            type="ClusterIP", external=None, labels=None, pna=False,
+            external_ips=(), ingress=()):
+    """A Service; ``ips=("None",)`` makes it headless.  ``ingress``: the
+    load balancer's entries, an address or a host name each."""
     spec = {"type": type, "ports": [
         dict({"port": p[2], "protocol": p[1]}, **({"name": p[0]} if p[0]
                                                   else {}))
@@ -67,7 +69,14 @@ def service(name, ns, ips=("10.0.0.1",), ports=(("http", "TCP", 80),),
         spec["clusterIPs"] = list(ips)
     if pna:
         spec["publishNotReadyAddresses"] = True
-    return {"metadata": _meta(name, ns, labels), "spec": spec}
+    if external_ips:
+        spec["externalIPs"] = list(external_ips)
+    obj = {"metadata": _meta(name, ns, labels), "spec": spec}
+    if ingress:
+        obj["status"] = {"loadBalancer": {"ingress": [
+            {"hostname" if any(c.isalpha() for c in x) and ":" not in x
+             else "ip": x} for x in ingress]}}
+    return obj
 
 
 def endpoint(addresses, hostname=None, ready=True, target=None, zone=None):
@@ -138,6 +147,8 @@ class APIServer:
         self.list_drop = 0          # the next N lists are cut
         self.page_limit = page_limit
         self.requests = []          # (kind, 'list'|'watch', query)
+        self.user_agents = []       # the User-Agent of each request
+        self.list_gate = None       # a threading.Event lists wait for
         self.bookmark_every = None  # seconds between BOOKMARKs
         self.httpd = None
         self.closing = False
@@ -163,6 +174,8 @@ class APIServer:
         return "http://%s:%d" % (h, p)
 
     def stop(self):
+        if self.list_gate is not None:
+            self.list_gate.set()
         with self.cond:
             self.closing = True
             self.cond.notify_all()
@@ -313,10 +326,14 @@ class _Handler(BaseHTTPRequestHandler):
             return self._json(400, _status(400, str(e)))
         fields = _fields(q.get("fieldSelector", ""))
         api = self.api
+        api.user_agents.append(self.headers.get("User-Agent"))
         if q.get("watch") in ("true", "1"):
             api.requests.append((kind, "watch", q))
             return self._watch(kind, q, reqs, fields)
         api.requests.append((kind, "list", q))
+        gate = api.list_gate
+        if gate is not None:
+            gate.wait()         # a slow API server: the list comes later
         with api.cond:
             if api.list_drop:
                 api.list_drop -= 1

@@ -7,9 +7,12 @@ that keep the watches).  Answers off the address path are in
 from twisted.internet import defer
 from zope.interface import implementer
 
+from corednstw import __version__
 from corednstw.core import dnswire as w
 from corednstw.core import logger
 from corednstw.core.interfaces import (
+    IAutoPather,
+    IExternal,
     IInheritable,
     IMetadataProvider,
     IReadiness,
@@ -18,7 +21,9 @@ from corednstw.core.interfaces import (
 from corednstw.core.names import is_subdomain
 from corednstw.core.plugin import Plugin, is_deferred, match
 from corednstw.core.request import Response
+from corednstw.plugins.autopath import read_search
 from corednstw.plugins.kubernetes import answers
+from corednstw.plugins.kubernetes import external as ext
 from corednstw.plugins.kubernetes import records as rec
 from corednstw.plugins.kubernetes import store as st
 from corednstw.plugins.kubernetes import watch as wt
@@ -35,9 +40,12 @@ from corednstw.plugins.transfer import Transfer, Xfr
 DNS_SCHEMA_VERSION = "1.1.0"
 TXT_VERSION = w.txt_rdata(DNS_SCHEMA_VERSION)
 MAX_CNAME_CHAIN = 10
+RESOLV_CONF = "/etc/resolv.conf"
+USER_AGENT = "corednstw/" + __version__
 
 
-@implementer(IReadiness, ITransferer, IMetadataProvider, IInheritable)
+@implementer(IReadiness, ITransferer, IMetadataProvider, IInheritable,
+             IAutoPather, IExternal)
 class Kubernetes(Plugin):
     """The plugin: its options (set by the directive), its store and
     watches, and the answers from them."""
@@ -47,6 +55,8 @@ class Kubernetes(Plugin):
     def __init__(self, zones):
         self.zones = zones
         self.primary = next(z for z in zones if not is_reverse(z))
+        # Reverse zones hold no service names: never the fast path.
+        self._reverse = frozenset(z for z in zones if is_reverse(z))
         self.namespaces = set()
         self.pod_mode = "disabled"
         self.podnames = False
@@ -70,6 +80,8 @@ class Kubernetes(Plugin):
         self._soa = {}
         self._fast = ({}, {})       # A, AAAA: qname -> rdata list
         self._fast_version = -1
+        self.autopath_search = []   # the host's search list (autopath)
+        self._search = {}           # (namespace, zone) -> search path
 
     # -- readiness ------------------------------------------------------------
 
@@ -95,11 +107,13 @@ class Kubernetes(Plugin):
     def start(self):
         reactor = self.reactor
         self.local_ips = self._bound_ips()
+        self.autopath_search = _host_search()
+        self._search = {}
         self._xfr = self._transfer_plugin()
         if self._inherited:
             return None
         self.store = self.make_store()
-        conn = wt.Connection(self.conn_opts, reactor.callFromThread)
+        conn = _Connection(self.conn_opts, reactor.callFromThread)
         self.watchers = [
             wt.Watcher(conn, self.store, kind, reactor.callFromThread,
                        **self._watch_args(kind))
@@ -235,7 +249,8 @@ class Kubernetes(Plugin):
         store = self.store
         # Fast path: A/AAAA of a plain service name.
         if (qtype == w.A or qtype == w.AAAA) and base.endswith(".svc") and \
-                base.count(".") == 2 and zone not in self.multicluster:
+                base.count(".") == 2 and zone not in self.multicluster \
+                and zone not in self._reverse:
             svc_name, ns, _ = base.split(".")
             svc = store.services.get((svc_name, ns))
             if (svc is not None and svc.kind != rec.EXTERNAL
@@ -285,10 +300,16 @@ class Kubernetes(Plugin):
     def _finish(self, out, req, zone, zcase):
         rcode, answer, extra, tc = out
         if rcode == NAME_ERROR:
+            if not self.synced:
+                # Nothing is known not to exist before the first lists
+                # are in: never NXDOMAIN, not even the next plugin's
+                # (CoreDNS does not listen until then).
+                return Response(w.SERVFAIL,
+                                authority=[self.soa_rr(zone, zcase)],
+                                aa=True, plugin=self.name)
             if self.fall is not None and self.fall.through(req.qname):
                 return self.next.serve(req)
-            rc = w.NXDOMAIN if self.synced else w.SERVFAIL
-            return Response(rc, authority=[self.soa_rr(zone, zcase)],
+            return Response(w.NXDOMAIN, authority=[self.soa_rr(zone, zcase)],
                             aa=True, plugin=self.name)
         if rcode:
             return Response(rcode, plugin=self.name)
@@ -597,21 +618,67 @@ class Kubernetes(Plugin):
         """CoreDNS's Transfer (see answers.transfer)."""
         return answers.transfer(self, zone, serial)
 
+    # -- autopath (the autopath plugin's interface) ---------------------------
+
+    def autopath(self, req):
+        """The search path of the client's pod (CoreDNS's AutoPath): its
+        namespace's, the cluster's, then the host's; None when the name
+        is outside our zones or the client is no pod we know (which
+        needs ``pods verified``)."""
+        zone = match(self.zones, req.qname)
+        if zone is None or self.pod_mode != "verified":
+            return None
+        pod = self._client_pod(req.client)
+        if pod is None:
+            return None
+        key = (pod.ns, zone)
+        search = self._search.get(key)
+        if search is None:
+            if len(self._search) > 4096:
+                self._search.clear()
+            if zone == ".":
+                search = [pod.ns + ".svc.", "svc.", "."]
+            else:
+                search = [pod.ns + ".svc." + zone, "svc." + zone, zone]
+            search = self._search[key] = (search + self.autopath_search
+                                          + [""])
+        return search
+
+    def _client_pod(self, ip):
+        store = self.store
+        keys = store.pods_by_ip.get(ip) if store is not None else None
+        if not keys:
+            return None
+        return store.pods.get(min(keys))
+
+    # -- external zones (the k8s_external plugin's interface) -----------------
+
+    def external(self, req, zone, headless):
+        """The services behind ``req``'s name in the external ``zone``
+        (see kubernetes.external)."""
+        return ext.external(self, req, zone, headless)
+
+    def external_address(self, zone, headless):
+        return ext.addresses(self, zone, headless)
+
+    def external_services(self, zone, headless):
+        return ext.services(self, zone, headless)
+
+    def external_serial(self, zone):
+        return self.store.ext_modified & 0xFFFFFFFF
+
     # -- metadata (the metadata plugin's interface) ---------------------------
 
     def metadata(self, req):
         """Publish kubernetes/... for the metadata plugin: the client pod
         (with ``pods verified``) and the parts of the query name."""
-        store = self.store
-        if store is not None and self.pod_mode == "verified":
-            keys = store.pods_by_ip.get(req.client)
-            if keys:
-                pod = store.pods.get(min(keys))
-                if pod is not None:
-                    set_value(req, "kubernetes/client-namespace", pod.ns)
-                    set_value(req, "kubernetes/client-pod-name", pod.name)
-                    for k, v in (pod.labels or {}).items():
-                        set_value(req, "kubernetes/client-label/" + k, v)
+        if self.pod_mode == "verified":
+            pod = self._client_pod(req.client)
+            if pod is not None:
+                set_value(req, "kubernetes/client-namespace", pod.ns)
+                set_value(req, "kubernetes/client-pod-name", pod.name)
+                for k, v in (pod.labels or {}).items():
+                    set_value(req, "kubernetes/client-label/" + k, v)
         qname = req.qname
         zone = match(self.zones, qname)
         if zone is None:
@@ -636,6 +703,16 @@ class Kubernetes(Plugin):
         set_value(req, "kubernetes/kind", r.kind)
 
 
+class _Connection(wt.Connection):
+    """The watches' API client, introducing itself to the API server as
+    CoreDNS does with its own name and version."""
+
+    def _build(self):
+        client = super()._build()
+        client.user_agent = USER_AGENT
+        return client
+
+
 class _Refuse(Plugin):
     """What our own transfer plugin passes on is REFUSED, as are AXFR
     and IXFR reaching the kubernetes plugin without ``transfer to``."""
@@ -647,6 +724,15 @@ class _Refuse(Plugin):
 
 
 _REFUSE = _Refuse()
+
+
+def _host_search():
+    """The host's search list, appended to every pod's (CoreDNS reads
+    /etc/resolv.conf for it at setup)."""
+    try:
+        return read_search(RESOLV_CONF)
+    except OSError:
+        return []
 
 
 def _join(label, zone):

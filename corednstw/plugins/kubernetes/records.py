@@ -56,10 +56,10 @@ class Service:
     """A Service (or, for multicluster zones, a ServiceImport)."""
 
     __slots__ = ("name", "ns", "rv", "kind", "addrs", "ports",
-                 "external", "pna", "mark")
+                 "external", "pna", "ext", "mark")
 
     def __init__(self, name, ns, rv, kind, addrs, ports, external="",
-                 pna=False):
+                 pna=False, ext=()):
         self.name = name
         self.ns = ns
         self.rv = rv
@@ -69,6 +69,9 @@ class Service:
         self.ports = ports      # ((name lower, proto lower, port), ...)
         self.external = external
         self.pna = pna          # publishNotReadyAddresses
+        # The external IPs, then the load balancer ingress addresses (or
+        # host names), in API order: the names k8s_external serves.
+        self.ext = ext
         self.mark = 0
 
     @property
@@ -204,7 +207,18 @@ def service(obj):
     return Service(name, ns, rv, kind, _addresses(ips),
                    _ports(spec.get("ports")),
                    spec.get("externalName") or "",
-                   bool(spec.get("publishNotReadyAddresses")))
+                   bool(spec.get("publishNotReadyAddresses")),
+                   _external(spec, obj.get("status") or {}))
+
+
+def _external(spec, status):
+    """CoreDNS's ExternalIPs of a Service: spec.externalIPs, then each
+    load balancer ingress's IP, or its host name when it has no IP."""
+    out = list(spec.get("externalIPs") or ())
+    lb = status.get("loadBalancer") or {}
+    for ing in lb.get("ingress") or ():
+        out.append(ing.get("ip") or ing.get("hostname") or "")
+    return tuple(out)
 
 
 def service_import(obj):

@@ -32,9 +32,11 @@ class Store:
         self.clock = clock
         self.modified = 0
         self.mc_modified = 0
+        self.ext_modified = 0       # services' external addresses
         self.namespaces = {}        # name -> Namespace
         self.services = {}          # (name, ns) -> Service
         self.svc_by_ip = {}         # ip -> [(name, ns)]
+        self.svc_by_ext = {}        # external address -> [(name, ns)]
         self.slices = {}            # (slice name, ns) -> Slice
         self.svc_slices = {}        # (svc name, ns) -> {slice name: Slice}
         self.ep_by_ip = {}          # ip -> {(slice name, ns)}
@@ -122,6 +124,7 @@ class Store:
             table[key] = r
             for ip in r.ips:
                 self.svc_by_ip.setdefault(ip, []).append(key)
+            self._index_ext(key, old, r)
             self.cache.pop(key, None)
         elif kind == IMPORTS:
             table[key] = r
@@ -164,6 +167,7 @@ class Store:
         if kind == SERVICES:
             for ip in old.ips:
                 self._unindex_list(self.svc_by_ip, ip, key)
+            self._index_ext(key, old, None)
             self.cache.pop(key, None)
         elif kind == PODS:
             self._unindex(self.pods_by_ip, old.ip, key)
@@ -172,6 +176,19 @@ class Store:
             self._remove_slice(kind, key, old, by_svc)
             if record and kind == SLICES:
                 self._latency(old)
+
+    def _index_ext(self, key, old, new):
+        """Index a service's external addresses (k8s_external's reverse
+        lookups); a change of them is a change of the external zone."""
+        before = old.ext if old is not None else ()
+        after = new.ext if new is not None else ()
+        if before == after:
+            return
+        for ip in before:
+            self._unindex_list(self.svc_by_ext, ip, key)
+        for ip in after:
+            self.svc_by_ext.setdefault(ip, []).append(key)
+        self.ext_modified = int(self.clock())
 
     @staticmethod
     def _unindex(index, ip, key):

@@ -16,6 +16,7 @@ import itertools
 import json
 import queue
 import random
+import re
 import threading
 import time
 from urllib.parse import urlparse
@@ -445,7 +446,7 @@ def _drain_queue(q):
 
 
 _DECODER = json.JSONDecoder()
-_WS = " \t\n\r"
+_BLANK = re.compile(r"[ \t\n\r]*").match
 
 
 class ListReader:
@@ -486,10 +487,8 @@ class ListReader:
     def _char(self):
         """The next non-blank character (not consumed)."""
         while True:
-            buf, pos = self.buf, self.pos
-            while pos < len(buf) and buf[pos] in _WS:
-                pos += 1
-            self.pos = pos
+            buf = self.buf
+            pos = self.pos = _BLANK(buf, self.pos).end()
             if pos < len(buf):
                 return buf[pos]
             if not self._more():

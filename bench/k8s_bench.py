@@ -8,18 +8,32 @@ namespaces on the test API server (a separate process).  Measures:
 - peak RSS (VmHWM) over sync, a full query sweep (every service, answers
   checked) and a forced 410 relist;
 - QPS of service lookups with dnsperf (-c 50 -T 1 -q 500), the server and
-  dnsperf pinned to different cores, every answer's rcode checked.
+  dnsperf pinned to different cores, every answer's rcode checked;
+- the longest reactor stall (the stall monitor's gauge, scraped after each
+  phase).
+
+``--apiserver KUBECONFIG`` measures against a real API server instead:
+it first loads it (if needed) with the same services and slices plus
+``--pods`` pods, through the kubernetes client with a bounded-parallel
+loader, then measures start to /ready, RSS, the programming latency
+(``--changes`` EndpointSlice updates written through the API, each timed
+until our answer changes) and, with ``--outage-cmd``, an API outage:
+/ready and /health probed every ``--probe-every`` seconds, log lines
+counted, a change made during the outage timed after the API is back.
 
 Run from the repository root:  .venv/bin/python bench/k8s_bench.py
 """
 
 import argparse
+import concurrent.futures
+import json
 import os
 import re
 import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.request
 
@@ -94,7 +108,7 @@ KUBEADM = """.:%(port)d {
     }
     ready 127.0.0.1:%(ready)d
     kubernetes cluster.local in-addr.arpa ip6.arpa {
-        endpoint %(url)s
+        %(source)s
         pods insecure
         fallthrough in-addr.arpa ip6.arpa
         ttl 30
@@ -103,12 +117,277 @@ KUBEADM = """.:%(port)d {
     forward . 127.0.0.1:%(upstream)d {
         max_concurrent 1000
     }
-    cache 30
+    %(cache)s
     loop
     reload
     loadbalance
 }
 """
+
+
+def max_lateness(mport):
+    """The stall monitor's gauge: the longest reactor stall (seconds) since
+    the previous scrape."""
+    return metric(http("http://127.0.0.1:%d/metrics" % mport)[1],
+                  "coredns_corednstw_reactor_max_lateness_seconds")
+
+
+# -- a real API server -------------------------------------------------------
+
+def kube(kubeconfig, pool=16):
+    """CoreV1Api and DiscoveryV1Api on ``kubeconfig``, ``pool`` connections."""
+    from kubernetes import client, config
+    cfg = client.Configuration()
+    config.load_kube_config(config_file=kubeconfig, client_configuration=cfg)
+    cfg.connection_pool_maxsize = pool
+    api = client.ApiClient(cfg)
+    return client.CoreV1Api(api), client.DiscoveryV1Api(api)
+
+
+def raw_list(fn, **kw):
+    """Items of a list call as plain JSON (no model objects)."""
+    resp = fn(_preload_content=False, resource_version="0", **kw)
+    return json.loads(resp.data)["items"]
+
+
+def load_parallel(calls, workers=16):
+    """Run ``calls`` (fn, args, kwargs) with at most ``workers`` requests
+    in flight; 409 (already there) counts as done."""
+    from kubernetes.client.exceptions import ApiException
+
+    def one(call):
+        fn, args, kw = call
+        try:
+            fn(*args, **kw)
+        except ApiException as e:
+            if e.status != 409:
+                raise
+
+    with concurrent.futures.ThreadPoolExecutor(workers) as ex:
+        for f in [ex.submit(one, c) for c in calls]:
+            f.result()
+    return len(calls)
+
+
+PORTS = [{"name": "http", "port": 80, "protocol": "TCP"}]
+
+
+def populate(core, disc, n, nns, npods):
+    """Create what is missing: ``nns`` namespaces, ``n`` services (every
+    tenth headless with a 3-endpoint slice), ``npods`` pods."""
+    t0 = time.monotonic()
+    have = {o["metadata"]["name"] for o in raw_list(core.list_namespace)}
+    calls = [(core.create_namespace, ({"metadata": {"name": "ns%d" % i}},),
+              {}) for i in range(nns) if "ns%d" % i not in have]
+    load_parallel(calls)
+    have = {(o["metadata"]["name"], o["metadata"]["namespace"])
+            for o in raw_list(core.list_service_for_all_namespaces)}
+    calls, slices = [], []
+    for i in range(n):
+        name, ns = "svc%d" % i, "ns%d" % (i % nns)
+        spec = {"ports": PORTS}
+        if i % 10 == 0:
+            spec["clusterIP"] = "None"
+            slices.append((disc.create_namespaced_endpoint_slice, (ns, {
+                "metadata": {"name": name + "-abcde", "labels": {
+                    "kubernetes.io/service-name": name}},
+                "addressType": "IPv4", "ports": PORTS,
+                "endpoints": [{"addresses": [ip], "conditions": {
+                    "ready": True}} for ip in expected(i)]}), {}))
+        if (name, ns) not in have:
+            calls.append((core.create_namespaced_service, (ns, {
+                "metadata": {"name": name}, "spec": spec}), {}))
+    created = load_parallel(calls)
+    have = {(o["metadata"]["name"], o["metadata"]["namespace"]) for o in
+            raw_list(disc.list_endpoint_slice_for_all_namespaces)}
+    created += load_parallel([c for c in slices if (
+        c[1][1]["metadata"]["name"], c[1][0]) not in have])
+    have = {(o["metadata"]["name"], o["metadata"]["namespace"])
+            for o in raw_list(core.list_pod_for_all_namespaces)}
+    pod = {"containers": [{"name": "c", "image": "pause"}]}
+    created += load_parallel([
+        (core.create_namespaced_pod, ("ns%d" % (i % nns), {
+            "metadata": {"name": "pod%d" % i}, "spec": pod}), {})
+        for i in range(npods)
+        if ("pod%d" % i, "ns%d" % (i % nns)) not in have])
+    print("populated: %d objects created in %.1f s" % (
+        created, time.monotonic() - t0), flush=True)
+    return {(o["metadata"]["name"], o["metadata"]["namespace"]):
+            o["spec"].get("clusterIP")
+            for o in raw_list(core.list_service_for_all_namespaces)}
+
+
+class Prober(threading.Thread):
+    """GETs /ready and /health every ``every`` s (1 s timeout each) and
+    records (when, url, status, seconds)."""
+
+    def __init__(self, urls, every):
+        super().__init__(daemon=True)
+        self.urls = urls
+        self.every = every
+        self.done = threading.Event()
+        self.results = []
+
+    def run(self):
+        while not self.done.is_set():
+            for url in self.urls:
+                t = time.monotonic()
+                try:
+                    with urllib.request.urlopen(url, timeout=1) as r:
+                        code = r.status
+                except urllib.error.HTTPError as e:
+                    code = e.code
+                except OSError:
+                    code = 0
+                self.results.append((t, url, code, time.monotonic() - t))
+            self.done.wait(self.every)
+
+    def summary(self, since=0.0, until=float("inf")):
+        got = [r for r in self.results if since <= r[0] <= until]
+        late = [r for r in got if r[2] == 0 or r[3] > 1.0]
+        worst = max((r[3] for r in got), default=0.0)
+        return len(got), len(late), worst
+
+
+def wait_answer(sock, port, name, want, timeout=30.0):
+    """Ask until the A answer for ``name`` contains ``want``; returns the
+    time it took (every query is sent right after the previous answer)."""
+    t0 = time.monotonic()
+    while want not in addrs(ask(sock, port, name)):
+        if time.monotonic() - t0 > timeout:
+            raise RuntimeError("%s never answered %s" % (name, want))
+    return time.monotonic() - t0
+
+
+def change_slice(disc, i, nns, ip):
+    """Point the first endpoint of headless service i's slice at ``ip``."""
+    eps = [{"addresses": [a], "conditions": {"ready": True}}
+           for a in [ip] + expected(i)[1:]]
+    disc.patch_namespaced_endpoint_slice(
+        "svc%d-abcde" % i, "ns%d" % (i % nns), {"endpoints": eps})
+
+
+def programming(disc, sock, port, n, nns, changes, round_=0):
+    """``changes`` slice updates; for each, the seconds from the API's
+    answer to the write until our DNS answer shows it, and the seconds
+    from before the write."""
+    after, total = [], []
+    heads = [i for i in range(0, n, 10)]
+    for k in range(changes):
+        i = heads[k % len(heads)]
+        ip = "10.250.%d.%d" % (round_ % 250 + 1, k % 250 + 1)
+        name = "svc%d.ns%d.svc.cluster.local." % (i, i % nns)
+        t0 = time.monotonic()
+        change_slice(disc, i, nns, ip)
+        t1 = time.monotonic()
+        wait_answer(sock, port, name, ip)
+        t2 = time.monotonic()
+        after.append(t2 - t1)
+        total.append(t2 - t0)
+    return after, total
+
+
+def pct(xs, p):
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(round(p / 100.0 * (len(xs) - 1))))]
+
+
+def ms(xs):
+    return "p50 %.2f / p99 %.2f / max %.2f ms" % (
+        pct(xs, 50) * 1000, pct(xs, 99) * 1000, max(xs) * 1000)
+
+
+def real_main(a):
+    """The ``--apiserver`` mode; see the module docstring."""
+    n, nns = a.services, a.namespaces
+    core, disc = kube(a.apiserver)
+    svcs = populate(core, disc, n, nns, a.pods)
+    dport, rport, mport, hport = (free_port(), free_port(), free_port(),
+                                  free_port())
+    tmp = tempfile.mkdtemp(prefix="k8s-bench-")
+    corefile = os.path.join(tmp, "Corefile")
+    with open(corefile, "w") as f:
+        # No cache: the programming latency is about the plugin's data.
+        f.write(KUBEADM % dict(port=dport, source="kubeconfig " + os.path.
+                               abspath(a.apiserver), ready=rport, cache="",
+                               metrics=mport, health=hport,
+                               upstream=free_port()))
+    log = open(os.path.join(tmp, "log"), "w+")
+    t0 = time.monotonic()
+    srv = subprocess.Popen(["taskset", "-c", a.server_cpu, TWISTD, "-n",
+                            "--pidfile=", "coredns", "-c", corefile],
+                           cwd=tmp, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        while http("http://127.0.0.1:%d/ready" % rport)[0] != 200:
+            if srv.poll() is not None:
+                sys.exit("server exited")
+            time.sleep(0.02)
+        t_ready = time.monotonic() - t0
+        stall = max_lateness(mport)
+        sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        sock.settimeout(2)
+        last = n - 2
+        lname = "svc%d.ns%d.svc.cluster.local." % (last, last % nns)
+        wait_answer(sock, dport, lname, svcs[("svc%d" % last,
+                                              "ns%d" % (last % nns))])
+        t_answer = time.monotonic() - t0
+        stall = max(stall, max_lateness(mport))
+        after, total = programming(disc, sock, dport, n, nns, a.changes,
+                                   round_=int(time.time()))
+        stall = max(stall, max_lateness(mport))
+        peak = vmhwm(srv.pid)
+        print("API server: %d services (%d headless), %d pods, %d "
+              "namespaces" % (n, (n + 9) // 10, a.pods, nns))
+        print("ready after: %.3f s" % t_ready)
+        print("last service answered after: %.3f s" % t_answer)
+        print("peak RSS (VmHWM): %.1f MiB" % peak)
+        print("programming latency (%d slice updates), from the write's "
+              "answer: %s" % (a.changes, ms(after)))
+        print("  from before the write: %s" % ms(total))
+        print("longest reactor stall (sync, answers, changes): %.1f ms"
+              % (stall * 1000))
+        if a.outage_cmd:
+            outage(a, disc, sock, dport, rport, hport, mport, log)
+    finally:
+        srv.terminate()
+        srv.wait()
+
+
+def outage(a, disc, sock, dport, rport, hport, mport, log):
+    """Run ``--outage-cmd`` (it stops the API server, waits, starts it
+    again and returns once it is ready): probes answered, log lines, the
+    first change after it."""
+    nns = a.namespaces
+    prober = Prober(["http://127.0.0.1:%d/ready" % rport,
+                     "http://127.0.0.1:%d/health" % hport], a.probe_every)
+    log.seek(0, 2)
+    start_pos = log.tell()
+    prober.start()
+    max_lateness(mport)
+    t0 = time.monotonic()
+    subprocess.run(a.outage_cmd, shell=True, check=True,
+                   stdout=subprocess.DEVNULL)
+    t1 = time.monotonic()
+    back = wait_answer(sock, dport, "svc0.ns0.svc.cluster.local.",
+                       expected(0)[0])
+    after, total = programming(disc, sock, dport, a.services, nns, 1,
+                               round_=int(time.time()) + 7)
+    prober.done.set()
+    prober.join()
+    stall = max_lateness(mport)
+    log.flush()
+    log.seek(start_pos)
+    lines = [x.rstrip() for x in log if "kubernetes" in x]
+    got, late, worst = prober.summary(t0, t1)
+    print("outage: %.1f s; probes during it: %d, unanswered within 1 s: %d "
+          "(slowest %.0f ms)" % (t1 - t0, got, late, worst * 1000))
+    print("  stale answer served right after: %s; first change after: "
+          "%.1f ms (%.1f ms with the write)" % (
+              back < 1, after[0] * 1000, total[0] * 1000))
+    print("  longest reactor stall: %.1f ms" % (stall * 1000))
+    print("  kubernetes log lines: %d" % len(lines))
+    for x in lines[:6]:
+        print("    " + x)
 
 
 def main():
@@ -122,7 +401,19 @@ def main():
                     help="serve with kubeadm's whole default Corefile "
                          "(errors, health, ready, kubernetes, prometheus, "
                          "forward, cache, loop, reload, loadbalance)")
+    ap.add_argument("--no-qps", action="store_true",
+                    help="skip the dnsperf part")
+    ap.add_argument("--apiserver", metavar="KUBECONFIG",
+                    help="measure against this real API server")
+    ap.add_argument("--pods", type=int, default=30000)
+    ap.add_argument("--changes", type=int, default=200)
+    ap.add_argument("--outage-cmd",
+                    help="(--apiserver) a shell command that stops the API "
+                         "server, waits and starts it again")
+    ap.add_argument("--probe-every", type=float, default=0.5)
     a = ap.parse_args()
+    if a.apiserver:
+        return real_main(a)
     n, nns = a.services, a.namespaces
     # This process (probes, the sweep) stays off the server's core.
     os.sched_setaffinity(0, {int(c) for c in a.client_cpu.split(",")})
@@ -138,7 +429,8 @@ def main():
     corefile = os.path.join(tmp, "Corefile")
     with open(corefile, "w") as f:
         if a.kubeadm:
-            f.write(KUBEADM % dict(port=dport, url=url, ready=rport,
+            f.write(KUBEADM % dict(port=dport, source="endpoint " + url,
+                                   ready=rport, cache="cache 30",
                                    metrics=mport, health=free_port(),
                                    upstream=free_port()))
         else:
@@ -156,6 +448,7 @@ def main():
                 sys.exit("server exited")
             time.sleep(0.02)   # a probe every 20 ms: its own cost stays small
         t_ready = time.monotonic() - t0
+        stall = max_lateness(mport)
         sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         sock.settimeout(2)
         last = n - 1
@@ -173,6 +466,7 @@ def main():
                 bad += 1
         sweep = time.monotonic() - t1
 
+        stall = max(stall, max_lateness(mport))
         mtext = http("http://127.0.0.1:%d/metrics" % mport)[1]
         lists = metric(mtext, "coredns_kubernetes_rest_client_requests_total",
                        code="200")
@@ -185,26 +479,30 @@ def main():
                      code="200") < lists + pages:
             time.sleep(0.01)
         relist = time.monotonic() - t2
+        stall = max(stall, max_lateness(mport))
         for i in range(0, n, 97):
             m = ask(sock, dport,
                     "svc%d.ns%d.svc.cluster.local." % (i, i % nns))
             if addrs(m) != expected(i):
                 bad += 1
         peak = vmhwm(srv.pid)
+        stall = max(stall, max_lateness(mport))
 
         qfile = os.path.join(tmp, "queries")
         with open(qfile, "w") as f:
             for i in range(n):
                 if i % 10:
                     f.write("svc%d.ns%d.svc.cluster.local A\n" % (i, i % nns))
-        out = subprocess.run(
+        out = "" if a.no_qps else subprocess.run(
             ["taskset", "-c", a.client_cpu, "dnsperf", "-s", "127.0.0.1",
              "-p", str(dport), "-d", qfile, "-c", "50", "-T", "1", "-q",
              "500", "-l", str(a.seconds)], capture_output=True, text=True
         ).stdout
-        qps = float(re.search(r"Queries per second:\s+([\d.]+)", out).group(1))
-        codes = re.search(r"Response codes:\s+(.*)", out).group(1)
-        lost = re.search(r"Queries lost:\s+(\d+)", out).group(1)
+        if not a.no_qps:
+            qps = float(re.search(r"Queries per second:\s+([\d.]+)",
+                                  out).group(1))
+            codes = re.search(r"Response codes:\s+(.*)", out).group(1)
+            lost = re.search(r"Queries lost:\s+(\d+)", out).group(1)
         print("services: %d (%d headless), namespaces: %d" % (
             n, (n + 9) // 10, nns))
         print("ready after: %.3f s" % t_ready)
@@ -213,8 +511,11 @@ def main():
             n, sweep, bad))
         print("forced 410 relist took: %.3f s" % relist)
         print("peak RSS (VmHWM): %.1f MiB" % peak)
-        print("dnsperf QPS: %.0f (response codes: %s; lost: %s)" % (
-            qps, codes, lost))
+        print("longest reactor stall (sync, sweep, relist): %.1f ms"
+              % (stall * 1000))
+        if not a.no_qps:
+            print("dnsperf QPS: %.0f (response codes: %s; lost: %s)" % (
+                qps, codes, lost))
     finally:
         srv.terminate()
         api.terminate()

@@ -3,6 +3,7 @@ paging, watch events while queries run, 410 relists, dropped connections,
 startup before sync, readiness and metrics."""
 
 import datetime
+import json
 import time
 
 import dns.rcode
@@ -10,7 +11,10 @@ from twisted.internet import defer, reactor, task
 from twisted.trial import unittest
 
 from corednstw.core import metrics
+from corednstw.plugins.kubernetes import records as rec
+from corednstw.plugins.kubernetes import store as st
 from corednstw.plugins.kubernetes import watch as wt
+from corednstw.service import stall
 from tests.support import k8s_apiserver as k8s
 from tests.support import util
 
@@ -293,3 +297,162 @@ class SelectorTest(unittest.TestCase):
         yield self.start("namespaces a")
         got = yield self.rcodes("web.a", "web.b", "db.a")
         self.assertEqual(got, [0, 3, 0])
+
+
+def _svc(i):
+    return rec.service(k8s.service("s%d" % i, "default", ("10.2.0.%d" % (
+        i % 250 + 1),)))
+
+
+class StoreBatchTest(unittest.TestCase):
+    """Work from the watch threads is applied at most BUDGET records per
+    reactor turn, in order, the rest in the next turns."""
+
+    def setUp(self):
+        self.clock = task.Clock()
+        self.store = st.Store((st.SERVICES,), later=self.clock.callLater)
+
+    def turn(self):
+        """One reactor turn: run the calls due now, not those they add."""
+        for call in self.clock.getDelayedCalls():
+            self.clock.calls.remove(call)
+            call.func(*call.args, **call.kw)
+
+    def test_budget_per_turn(self):
+        s = self.store
+        s.feed("begin", st.SERVICES)
+        s.feed("apply", st.SERVICES, [("LIST", _svc(i)) for i in range(600)])
+        s.feed("end", st.SERVICES)
+        self.assertEqual(len(s.services), st.BUDGET)
+        self.assertFalse(s.synced)
+        self.turn()
+        self.assertEqual(len(s.services), 2 * st.BUDGET)
+        self.turn()
+        self.assertEqual(len(s.services), 600)
+        self.assertTrue(s.synced)
+        self.assertEqual(self.clock.getDelayedCalls(), [])
+
+    def test_relist_sweeps_after_its_pages(self):
+        """The sweep waits for the pages queued before it."""
+        s = self.store
+        s.feed("begin", st.SERVICES)
+        s.feed("apply", st.SERVICES, [("LIST", _svc(i)) for i in range(10)])
+        s.feed("end", st.SERVICES)
+        s.feed("begin", st.SERVICES)
+        s.feed("apply", st.SERVICES, [("LIST", _svc(i)) for i in range(400)])
+        s.feed("end", st.SERVICES)
+        while self.clock.getDelayedCalls():
+            self.clock.advance(0)
+        self.assertEqual(len(s.services), 400)
+
+    def test_stop_drops_queued_work(self):
+        s = self.store
+        s.feed("apply", st.SERVICES, [("LIST", _svc(i)) for i in range(600)])
+        s.stop()
+        self.assertEqual(self.clock.getDelayedCalls(), [])
+        s.feed("apply", st.SERVICES, [("LIST", _svc(1))])
+        self.assertEqual(len(s.services), st.BUDGET)
+
+
+class ListReaderTest(unittest.TestCase):
+    """A List body decoded one item at a time, whatever the chunking."""
+
+    body = json.dumps({"kind": "ServiceList", "apiVersion": "v1",
+                       "metadata": {"resourceVersion": "42",
+                                    "continue": "abc"},
+                       "items": [{"n": i, "s": "\u00e9" * (i % 5),
+                                  "x": [1.5, None, True]}
+                                 for i in range(50)]}).encode()
+
+    def read(self, size):
+        chunks = [self.body[i:i + size]
+                  for i in range(0, len(self.body), size)]
+        r = wt.ListReader(chunks)
+        items = list(r.items())
+        return r, items
+
+    def test_chunkings(self):
+        want = json.loads(self.body)
+        for size in (1, 2, 7, 64, 1 << 20):
+            r, items = self.read(size)
+            self.assertEqual(items, want["items"])
+            self.assertEqual(r.meta, want["metadata"])
+            self.assertTrue(r.done)
+
+    def test_empty_and_missing_items(self):
+        for body in (b'{"metadata":{"resourceVersion":"1"},"items":[]}',
+                     b'{"metadata":{"resourceVersion":"1"},"items":null}',
+                     b' { "metadata" : {"resourceVersion":"1"} } '):
+            r = wt.ListReader([body])
+            self.assertEqual(list(r.items()), [])
+            self.assertEqual(r.meta, {"resourceVersion": "1"})
+
+    def test_cut(self):
+        r = wt.ListReader([self.body[:len(self.body) // 2]])
+        self.assertRaises(wt.Cut, list, r.items())
+
+
+class OutageLogTest(unittest.TestCase):
+    """One line when the API goes away, one when it is back."""
+
+    def test_one_line_each_way(self):
+        cap = util.capture_log(self)
+        now = [100.0]
+        conn = wt.Connection({}, lambda f, *a: f(*a))
+        conn.clock = lambda: now[0]
+        for _ in range(5):
+            conn.unreachable(ConnectionRefusedError("refused"))
+        now[0] += 30.04
+        conn.reachable()
+        conn.reachable()
+        self.assertEqual(cap.lines, [
+            "[WARNING] plugin/kubernetes: Kubernetes API unreachable, "
+            "serving the last known data: refused",
+            "[INFO] plugin/kubernetes: Kubernetes API reachable again "
+            "after 30.0s"])
+
+    def test_api_errors_once_each(self):
+        cap = util.capture_log(self)
+        conn = wt.Connection({}, lambda f, *a: f(*a))
+        w = wt.Watcher(conn, st.Store(), st.SERVICES, lambda f, *a: f(*a))
+        w.failed(wt.APIError("HTTP 403: forbidden"))
+        w.failed(wt.APIError("HTTP 403: forbidden"))
+        w.failed(wt.APIError("HTTP 500: oops"))
+        w.failed(wt.Cut("watch stream cut"))
+        self.assertEqual(cap.lines, [
+            "[ERROR] plugin/kubernetes: services: HTTP 403: forbidden",
+            "[ERROR] plugin/kubernetes: services: HTTP 500: oops",
+            "[WARNING] plugin/kubernetes: Kubernetes API unreachable, "
+            "serving the last known data: watch stream cut"])
+
+
+class StallMonitorTest(unittest.TestCase):
+    """The monitor's lateness, as the histogram and the max gauge."""
+
+    def test_lateness(self):
+        clock = task.Clock()
+        mon = stall.start(clock, period=0.01)
+        self.addCleanup(stall.stop, mon)
+        before = stall.LATENESS.count(())
+        clock.advance(0.01)             # on time
+        clock.advance(0.06)             # 50 ms late
+        clock.advance(0.01)
+        self.assertEqual(stall.LATENESS.count(()), before + 3)
+        fam = stall.MAX_LATENESS.family()
+        self.assertAlmostEqual(fam.samples[0].value, 0.05)
+        fam = stall.MAX_LATENESS.family()     # a new interval
+        self.assertEqual(fam.samples[0].value, 0.0)
+        self.assertAlmostEqual(mon.worst, 0.05)
+        stall.stop(mon)
+        self.assertEqual(clock.getDelayedCalls(), [])
+        self.assertEqual(stall.MAX_LATENESS.family().samples, [])
+
+    def test_runs_with_the_server(self):
+        """The app starts it with the server and stops it with it."""
+        app = util.start(self, ".:0 {\n    whoami\n}\n")
+        return app.addCallback(self._check) if isinstance(
+            app, defer.Deferred) else self._check(app)
+
+    def _check(self, app):
+        self.assertTrue(app.stall.running)
+        self.assertIn(app.stall, stall._current)

@@ -19,7 +19,7 @@ from corednstw.core import dnswire as w
 from corednstw.core.durations import format_duration
 from corednstw.core.interfaces import IInheritable, ILameduck
 from corednstw.core.request import make_query, parse_response
-from corednstw.service import httpd
+from corednstw.service import httpd, stall
 
 DEFAULT_COREFILE = ".:%d {\n    whoami\n    log\n}\n"
 
@@ -52,6 +52,7 @@ class App(service.Service):
         self.lameduck = False
         self.muxes = []
         self._retired = []
+        self.stall = None
 
     # -- configuration --------------------------------------------------------
 
@@ -79,6 +80,9 @@ class App(service.Service):
         service.Service.startService(self)
         if self.config is None:
             self.config = self.load()
+        if self.stall is None:
+            self.stall = stall.start(self.reactor)
+        stall.freeze()
         self._open(self.config)
         self._banner(self.config)
         return self._start_plugins(self.config)
@@ -118,6 +122,9 @@ class App(service.Service):
                     for p in self.config.find(ILameduck)] or [0.0])
 
     def _shutdown(self):
+        if self.stall is not None:
+            stall.stop(self.stall)
+            self.stall = None
         ds = []
         for lst in self.listeners.values():
             ds.append(defer.maybeDeferred(lst.stop))

@@ -11,9 +11,12 @@ backoff, the store keeping its last good data meanwhile.  Results reach
 the reactor with one ``callFromThread`` per page or per batch of events.
 """
 
+import codecs
+import itertools
 import json
 import queue
 import random
+import re
 import threading
 import time
 from urllib.parse import urlparse
@@ -21,8 +24,11 @@ from urllib.parse import urlparse
 from corednstw.core import logger, metrics
 from corednstw.plugins.kubernetes import records as rec
 from corednstw.plugins.kubernetes import store as st
+from corednstw.service import stall
 
 PAGE = 500
+BATCH = 250             # records per hand-over to the reactor
+CHUNK = 65536           # bytes read from a response at once
 BACKOFF_START = 0.1
 BACKOFF_MAX = 3.0
 WATCH_TIMEOUT = (300, 600)      # server-side timeoutSeconds, drawn per watch
@@ -60,7 +66,12 @@ class Gone(Exception):
 
 
 class APIError(Exception):
-    pass
+    """The API server answered with an error (an HTTP status, an ERROR
+    event): logged by the watcher that got it, once per distinct error."""
+
+
+class Cut(Exception):
+    """A response ended early (the connection went away mid-body)."""
 
 
 class Key:
@@ -115,6 +126,35 @@ class Connection:
         self.host = ""
         self.limiter = Limiter(opts.get("qps", 0.0), opts.get("burst", 0),
                                opts.get("inflight", 0))
+        self.clock = time.monotonic
+        self.down_since = None
+        # Decoding and parsing hold the GIL; one thread at a time does it,
+        # so the reactor waits on at most one GIL holder, not on a convoy.
+        self.cpu = threading.Lock()
+
+    def unreachable(self, e):
+        """A request failed below HTTP (refused, reset, cut, timed out).
+        The first failure of an outage logs one warning; the retries that
+        follow log nothing."""
+        with self.lock:
+            if self.down_since is not None:
+                return
+            self.down_since = self.clock()
+        self.deliver(logger.warning, "kubernetes",
+                     "Kubernetes API unreachable, serving the last known "
+                     "data: %s" % _reason(e))
+
+    def reachable(self):
+        """A request got an HTTP answer: log the end of an outage."""
+        if self.down_since is None:
+            return
+        with self.lock:
+            since, self.down_since = self.down_since, None
+        if since is None:
+            return
+        self.deliver(logger.info, "kubernetes",
+                     "Kubernetes API reachable again after %.1fs"
+                     % (self.clock() - since))
 
     def api(self):
         with self.lock:
@@ -125,6 +165,7 @@ class Connection:
     def _build(self):
         from kubernetes import client as kclient
         from kubernetes import config as kconfig
+        stall.freeze()      # the client's thousands of module objects
         o = self.opts
         cfg = kclient.Configuration()
         if o.get("kubeconfig"):
@@ -167,6 +208,7 @@ class Connection:
         self.deliver(REQUEST_LATENCY.observe, ("GET", self.host),
                      time.monotonic() - t0)
         self.deliver(REQUESTS.inc, (str(resp.status), "GET", self.host))
+        self.reachable()
         return resp
 
 
@@ -187,6 +229,8 @@ class Watcher:
         self.stopped = threading.Event()
         self.resp = None
         self.rv = None
+        self.listed = False
+        self.last_error = None
         self.thread = threading.Thread(target=self.run, daemon=True,
                                        name="kubernetes-" + kind)
 
@@ -195,6 +239,7 @@ class Watcher:
 
     def stop(self):
         self.stopped.set()
+        self.store.stop()
         resp = self.resp
         if resp is not None:
             try:
@@ -218,8 +263,10 @@ class Watcher:
             try:
                 if rv is None:
                     rv = self.list()
+                    self.last_error = None
                 rv = self.watch(rv)
                 backoff = 0.0
+                self.last_error = None
             except Gone:
                 rv = None
                 backoff = 0.0
@@ -228,10 +275,20 @@ class Watcher:
                     break
                 if rv is not None:
                     rv = self.rv or rv
-                self.deliver(logger.error, "kubernetes", "%s: %s" % (
-                    self.kind, _reason(e)))
+                self.failed(e)
                 backoff = min(max(BACKOFF_START, backoff * 2), BACKOFF_MAX)
                 self.stopped.wait(backoff * (0.5 + random.random() / 2))
+
+    def failed(self, e):
+        """Log a failure once: an outage through the connection (one line
+        for all kinds), an API error when it differs from the last one."""
+        if not isinstance(e, APIError):
+            self.conn.unreachable(e)
+            return
+        text = "%s: %s" % (self.kind, _reason(e))
+        if text != self.last_error:
+            self.last_error = text
+            self.deliver(logger.error, "kubernetes", text)
 
     def _read_json(self, resp):
         try:
@@ -245,71 +302,79 @@ class Watcher:
         return json.loads(data)
 
     def list(self):
-        """A full list in pages; returns its resourceVersion.
+        """A full list; returns its resourceVersion.
 
-        The pages are fetched by a helper thread one page ahead: the API
-        server builds page N+1 while this thread turns page N into
-        records."""
-        self.deliver(self.store.begin_list, self.kind)
-        pages = queue.Queue(maxsize=1)
-        done = threading.Event()
-        fetcher = threading.Thread(target=self._fetch, args=(pages, done),
-                                   daemon=True,
-                                   name="kubernetes-list-" + self.kind)
-        fetcher.start()
+        The first list of a kind asks for ``resourceVersion=0``: the API
+        server answers from its watch cache instead of a quorum read of
+        etcd page by page (client-go's reflector does the same); later
+        lists (after a 410) are consistent reads.  Each page is decoded
+        item by item while it arrives (``ListReader``), a helper thread
+        fetching the next page as soon as its continue token is known, and
+        records reach the store in batches of ``BATCH``."""
+        self.deliver(self.store.feed, "begin", self.kind)
         rv = None
+        first = "0" if not self.listed else None
+        chunks = self._start_page(None, first)
         parse = self.parse
-        try:
+        while chunks is not None:
+            reader = ListReader(chunks)
+            items = reader.items()
+            nxt = None
             while True:
-                got = pages.get()
-                if got is None:
-                    break
-                if isinstance(got, BaseException):
-                    raise got
-                meta, items = got
-                if rv is None:
-                    rv = meta.get("resourceVersion")
-                page = []
-                for item in items:
-                    r = parse(item)
-                    if r is not None:
-                        page.append(("LIST", r))
-                del items, got
+                with self.conn.cpu:
+                    batch = [("LIST", r) for r in map(
+                        parse, itertools.islice(items, BATCH))
+                        if r is not None]
+                    if nxt is None and reader.meta is not None:
+                        cont = reader.meta.get("continue")
+                        nxt = self._start_page(cont, None) if cont else False
                 if self.stopped.is_set():
                     raise APIError("stopped")
-                self.deliver(self.store.apply, self.kind, page)
-        finally:
-            done.set()
-        self.deliver(self.store.end_list, self.kind)
+                if batch:
+                    self._apply(batch)
+                if reader.done:
+                    break
+            meta = reader.meta or {}
+            if rv is None:
+                rv = meta.get("resourceVersion")
+            if nxt is None:
+                cont = meta.get("continue")
+                nxt = self._start_page(cont, None) if cont else None
+            chunks = nxt or None
+        self.deliver(self.store.feed, "end", self.kind)
+        self.listed = True
         return rv
 
-    def _fetch(self, pages, done):
-        """The list's pages into ``pages``: (metadata, items) each, then
-        None; an exception ends it."""
-        def put(x):
-            while not done.is_set():
+    def _apply(self, batch):
+        self.deliver(self.store.feed, "apply", self.kind, batch)
+
+    def _start_page(self, cont, rv):
+        """GET one page in a helper thread; returns an iterator over the
+        body's chunks (raising what the request raised)."""
+        q = queue.Queue()
+        query = self._query(limit=PAGE, resourceVersion=rv,
+                            **{"continue": cont})
+
+        def fetch():
+            try:
+                resp = self.conn.get(self.path, query, (10, 60),
+                                     self.stopped)
+                if resp.status != 200:
+                    self._read_json(resp)
                 try:
-                    pages.put(x, timeout=0.1)
-                    return True
-                except queue.Full:
-                    continue
-            return False
-        cont = None
-        try:
-            while not done.is_set():
-                resp = self.conn.get(self.path, self._query(
-                    limit=PAGE, **{"continue": cont}), (10, 60), self.stopped)
-                obj = self._read_json(resp)
-                meta = obj.get("metadata") or {}
-                cont = meta.get("continue")
-                if not put((meta, obj.get("items") or ())):
-                    return
-                del obj
-                if not cont:
-                    put(None)
-                    return
-        except BaseException as e:
-            put(e)
+                    for chunk in resp.stream(CHUNK, decode_content=True):
+                        q.put(chunk)
+                        if self.stopped.is_set():
+                            break
+                finally:
+                    resp.release_conn()
+                q.put(None)
+            except BaseException as e:
+                q.put(e)
+
+        threading.Thread(target=fetch, daemon=True,
+                         name="kubernetes-list-" + self.kind).start()
+        return _drain_queue(q)
 
     def watch(self, rv):
         """Watch from ``rv`` until the server ends the stream; returns the
@@ -340,7 +405,7 @@ class Watcher:
                     obj = ev.get("object") or {}
                     if etype == "ERROR":
                         if batch:
-                            self.deliver(self.store.apply, self.kind, batch)
+                            self._apply(batch)
                         if obj.get("code") == 410:
                             raise Gone()
                         raise APIError("watch error: %s" % obj.get("message"))
@@ -356,16 +421,138 @@ class Watcher:
                     if r is not None:
                         batch.append((etype, r))
                 if batch:
-                    self.deliver(self.store.apply, self.kind, batch)
+                    self._apply(batch)
         finally:
             self.resp = None
             try:
                 resp.release_conn()
             except Exception:
                 pass
-        if buf.strip() or self.stopped.is_set():
-            raise APIError("watch stream cut")
+        if self.stopped.is_set():
+            raise APIError("stopped")
+        if buf.strip():
+            raise Cut("watch stream cut")
         return rv
+
+
+def _drain_queue(q):
+    while True:
+        got = q.get()
+        if got is None:
+            return
+        if isinstance(got, BaseException):
+            raise got
+        yield got
+
+
+_DECODER = json.JSONDecoder()
+_BLANK = re.compile(r"[ \t\n\r]*").match
+
+
+class ListReader:
+    """Decodes a List body (``{"metadata": {...}, "items": [...]}``) one
+    item at a time as its chunks arrive.
+
+    ``json.loads`` of a whole page holds the GIL for as long as it takes
+    (tens of ms for a megabyte page with managedFields), and the reactor
+    waits that long.  Here each item is one ``raw_decode`` (tens of us),
+    and the thread gives the GIL up between items like any Python code.
+    ``meta`` is the list's metadata once read (it precedes the items in
+    what the API server sends).
+    """
+
+    def __init__(self, chunks):
+        self.chunks = iter(chunks)
+        self.utf8 = codecs.getincrementaldecoder("utf-8")()
+        self.buf = ""
+        self.pos = 0
+        self.eof = False
+        self.meta = None
+        self.done = False
+
+    def _more(self):
+        """Append the next chunk to the buffer; False at the end."""
+        if self.eof:
+            return False
+        chunk = next(self.chunks, None)
+        if chunk is None:
+            self.eof = True
+            text = self.utf8.decode(b"", final=True)
+        else:
+            text = self.utf8.decode(chunk)
+        self.buf = self.buf[self.pos:] + text
+        self.pos = 0
+        return chunk is not None
+
+    def _char(self):
+        """The next non-blank character (not consumed)."""
+        while True:
+            buf = self.buf
+            pos = self.pos = _BLANK(buf, self.pos).end()
+            if pos < len(buf):
+                return buf[pos]
+            if not self._more():
+                raise Cut("list body cut")
+
+    def _expect(self, ch):
+        if self._char() != ch:
+            raise APIError("list body: expected %r at %d" % (ch, self.pos))
+        self.pos += 1
+
+    def _value(self):
+        """One JSON value; reads more while it is incomplete."""
+        self._char()
+        while True:
+            try:
+                value, end = _DECODER.raw_decode(self.buf, self.pos)
+            except ValueError as e:
+                if self._more():
+                    continue
+                raise Cut("list body: %s" % e) from e
+            if end == len(self.buf) and not self.eof and self._more():
+                continue            # a number may go on in the next chunk
+            self.pos = end
+            return value
+
+    def items(self):
+        """Yield the items; sets ``meta`` on the way, ``done`` at the
+        end."""
+        yield from self._object()
+        self.done = True
+
+    def _object(self):
+        self._expect("{")
+        if self._char() == "}":
+            return
+        while True:
+            key = self._value()
+            self._expect(":")
+            if key == "items" and self._char() == "[":
+                yield from self._array()
+            else:
+                value = self._value()
+                if key == "metadata":
+                    self.meta = value
+            ch = self._char()
+            self.pos += 1
+            if ch == "}":
+                return
+            if ch != ",":
+                raise APIError("list body: unexpected %r" % ch)
+
+    def _array(self):
+        self._expect("[")
+        if self._char() == "]":
+            self.pos += 1
+            return
+        while True:
+            yield self._value()
+            ch = self._char()
+            self.pos += 1
+            if ch == "]":
+                return
+            if ch != ",":
+                raise APIError("list body: unexpected %r" % ch)
 
 
 def _reason(e):

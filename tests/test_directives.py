@@ -92,8 +92,8 @@ class RegistryTest(unittest.TestCase):
 
     def test_builtin_semantics_kept(self):
         self.assertTrue(directives.supported("whoami"))
-        self.assertTrue(directives.known("azure"))
-        self.assertIsNone(directives.load("azure"))
+        self.assertTrue(directives.known("tls"))
+        self.assertIsNone(directives.load("tls"))
         self.assertFalse(directives.known("nosuch"))
         # plugin.cfg's order, whatever packages are installed.
         self.assertEqual(tuple(n for n in directives.names()
@@ -215,17 +215,17 @@ class PlacementTest(unittest.TestCase):
     def test_package_implements_coredns_directive(self):
         # A directive of plugin.cfg not built here: a package may provide
         # it, in plugin.cfg's place.
-        install(self, FakeEntry("azure", PluginEntry("azure", echo_setup)))
-        self.assertTrue(directives.supported("azure"))
+        install(self, FakeEntry("tls", PluginEntry("tls", echo_setup)))
+        self.assertTrue(directives.supported("tls"))
         order = directives.names()
-        i = directives.position("azure")
-        self.assertEqual(order[i - 1:i + 2], ("route53", "azure", "clouddns"))
+        i = directives.position("tls")
+        self.assertEqual(order[i - 1:i + 2], ("dnssec", "tls", "minimal"))
 
     def test_coredns_directive_takes_no_place(self):
-        install(self, FakeEntry("azure", PluginEntry("azure", echo_setup,
-                                                    after="cache")))
+        install(self, FakeEntry("tls", PluginEntry("tls", echo_setup,
+                                                  after="cache")))
         with self.assertRaises(corefile.PluginError) as cm:
-            directives.load("azure")
+            directives.load("tls")
         self.assertIn("its place is plugin.cfg's", str(cm.exception))
 
 

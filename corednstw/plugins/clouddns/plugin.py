@@ -1,0 +1,176 @@
+"""The clouddns plugin: record sets listed with the Cloud DNS REST API
+(the calls Google's Go client makes), with an OAuth token from a service
+account's signed JWT, an authorized user's refresh token, or the metadata
+server; served through engines.hosted."""
+
+import base64
+import json
+import os
+import time
+from urllib.parse import quote
+
+from twisted.internet import defer
+
+from corednstw.core import logger
+from corednstw.core.names import fqdn
+from corednstw.engines.hosted import HostedZones, error_text, rr_from_text
+from corednstw.engines.webapi import Client, Token
+
+API = "https://dns.googleapis.com/"
+TOKEN_URI = "https://oauth2.googleapis.com/token"
+SCOPE = "https://www.googleapis.com/auth/cloud-platform"
+JWT_BEARER = "urn:ietf:params:oauth:grant-type:jwt-bearer"
+REFRESH = 60.0
+#: The credential types CoreDNS accepts, and those implemented here.
+KNOWN_TYPES = ("service_account", "authorized_user",
+               "impersonated_service_account", "external_account")
+SUPPORTED_TYPES = ("service_account", "authorized_user")
+
+
+class Zone:
+    """A managed zone: its project and name."""
+
+    def __init__(self, project, name):
+        self.project = project
+        self.name = name
+
+    def __str__(self):
+        return "%s:%s" % (self.project, self.name)
+
+
+class CloudDNS(HostedZones):
+    name = "clouddns"
+
+    def __init__(self, hosted, credentials=None, fall=None, endpoint=None):
+        HostedZones.__init__(self, hosted, REFRESH, fall)
+        self.credentials = credentials
+        self.endpoint = endpoint or API
+        self.client = None
+        self._token = Token(self._new_token)
+
+    def start(self):
+        self.client = Client(self.reactor)
+        if self.credentials is None:
+            self.credentials = default_credentials()
+        return HostedZones.start(self)
+
+    def stop(self):
+        HostedZones.stop(self)
+        if self.client is not None:
+            return self.client.close()
+        return None
+
+    # -- tokens -----------------------------------------------------------
+
+    def token(self):
+        """A Deferred bearer token, renewed shortly before it expires."""
+        return self._token.get()
+
+    def _new_token(self):
+        creds = self.credentials
+        if creds is None:
+            return self.client.get_json(metadata_url(), {
+                "Metadata-Flavor": "Google"})
+        uri = creds.get("token_uri") or TOKEN_URI
+        if creds["type"] == "service_account":
+            return self.client.post_form(uri, {
+                "grant_type": JWT_BEARER,
+                "assertion": signed_jwt(creds, uri)})
+        return self.client.post_form(uri, {
+            "grant_type": "refresh_token",
+            "client_id": creds["client_id"],
+            "client_secret": creds["client_secret"],
+            "refresh_token": creds["refresh_token"]})
+
+    # -- listing ----------------------------------------------------------
+
+    @defer.inlineCallbacks
+    def fetch(self, hz):
+        """Every record set of the managed zone, following
+        ``nextPageToken``."""
+        base = "%sdns/v1/projects/%s/managedZones/%s/rrsets" % (
+            _slash(self.endpoint), quote(hz.ref.project, safe=""),
+            quote(hz.ref.name, safe=""))
+        rrs = []
+        page_token = None
+        while True:
+            token = yield self.token()
+            url = base
+            if page_token:
+                url = self.client.url(base, "", [("pageToken", page_token)])
+            page = yield self.client.get_json(
+                url, {"Authorization": "Bearer " + token})
+            for rs in page.get("rrsets") or ():
+                rrs.extend(_records(rs))
+            page_token = page.get("nextPageToken")
+            if not page_token:
+                return rrs
+
+
+def _records(rs):
+    """The RRs of one record set (CNAME and PTR targets made absolute, as
+    CoreDNS does); a set that does not parse is logged and skipped."""
+    out = []
+    try:
+        for value in rs.get("rrdatas") or ():
+            if rs["type"] in ("CNAME", "PTR"):
+                value = fqdn(value)
+            out.append(rr_from_text(fqdn(rs["name"]), rs["type"],
+                                    int(rs.get("ttl", 0)), value))
+    except (KeyError, TypeError, ValueError) as e:
+        logger.warning("clouddns", "Failed to process resource record set: "
+                       "%s" % error_text(e))
+        return []
+    return out
+
+
+def _slash(url):
+    return url if url.endswith("/") else url + "/"
+
+
+def metadata_url():
+    """The metadata server's token URL (GCE_METADATA_HOST overrides the
+    host, as Google's libraries allow)."""
+    host = os.environ.get("GCE_METADATA_HOST", "metadata.google.internal")
+    return ("http://%s/computeMetadata/v1/instance/service-accounts/"
+            "default/token" % host)
+
+
+def default_credentials():
+    """Application default credentials: the file GOOGLE_APPLICATION_
+    CREDENTIALS names, else gcloud's, else None (the metadata server)."""
+    paths = [os.environ.get("GOOGLE_APPLICATION_CREDENTIALS"),
+             os.path.expanduser("~/.config/gcloud/"
+                                "application_default_credentials.json")]
+    for path in paths:
+        if path and os.path.exists(path):
+            try:
+                with open(path, encoding="utf-8") as f:
+                    return json.load(f)
+            except (OSError, ValueError) as e:
+                logger.error("clouddns", "Failed to read credentials %s: %s"
+                             % (path, e))
+    return None
+
+
+def _b64(data):
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+
+
+def signed_jwt(creds, audience, now=None):
+    """A service account's RS256-signed assertion for the token
+    endpoint (RFC 7523)."""
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import padding
+    now = int(now if now is not None else time.time())
+    header = {"alg": "RS256", "typ": "JWT"}
+    if creds.get("private_key_id"):
+        header["kid"] = creds["private_key_id"]
+    claims = {"iss": creds["client_email"], "scope": SCOPE,
+              "aud": audience, "iat": now, "exp": now + 3600}
+    signing = "%s.%s" % (_b64(json.dumps(header).encode()),
+                         _b64(json.dumps(claims).encode()))
+    key = serialization.load_pem_private_key(
+        creds["private_key"].encode(), password=None)
+    sig = key.sign(signing.encode(), padding.PKCS1v15(), hashes.SHA256())
+    return signing + "." + _b64(sig)

@@ -1,0 +1,223 @@
+"""A local emulation of the REST calls the azure and clouddns plugins make
+(there is no Azure or Google Cloud to run here).
+
+One threaded HTTP server answers, as the providers document them:
+
+- Azure AD's client-credentials token endpoint
+  (``POST /{tenant}/oauth2/token``), Azure DNS's record set lists
+  (``GET /subscriptions/{sub}/resourceGroups/{group}/providers/
+  Microsoft.Network/dnsZones/{zone}/recordsets`` and, for private zones,
+  ``.../privateDnsZones/{zone}/ALL``), paged with ``nextLink``;
+- Google's OAuth token endpoint (``POST /token``: a service account's
+  RS256 JWT, checked against its public key, or a refresh token), the
+  metadata server's token (``GET /computeMetadata/v1/instance/
+  service-accounts/default/token``) and Cloud DNS's record set list
+  (``GET /dns/v1/projects/{project}/managedZones/{zone}/rrsets``), paged
+  with ``pageToken``.
+
+List calls need a token the server issued (401 otherwise), and an unknown
+zone gets 404.  ``page_size`` cuts every list into pages.  ``requests``
+records each (method, path) answered.
+"""
+
+import base64
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import parse_qs, urlsplit
+
+#: The service principal the Azure emulation accepts.
+TENANT = "tenant-1"
+CLIENT = "client-1"
+SECRET = "secret-1"
+SUBSCRIPTION = "sub-1"
+
+
+def _unb64(s):
+    return base64.urlsafe_b64decode(s + "=" * (-len(s) % 4))
+
+
+class CloudAPIs:
+
+    def __init__(self, page_size=100):
+        self.page_size = page_size
+        self.lock = threading.Lock()
+        self.azure = {}       # (group, zone, private) -> [record set]
+        self.google = {}      # (project, zone) -> [rrset]
+        self.public_keys = {}  # service account email -> public key
+        self.refresh_tokens = set()
+        self.tokens = set()
+        self.requests = []
+        self.httpd = None
+        self.fail = False
+
+    # -- data -------------------------------------------------------------
+
+    def azure_zone(self, group, zone, record_sets, private=False):
+        with self.lock:
+            self.azure[(group, zone, private)] = list(record_sets)
+
+    def google_zone(self, project, zone, rrsets):
+        with self.lock:
+            self.google[(project, zone)] = list(rrsets)
+
+    def service_account(self, email):
+        """A new service account: its credentials file's JSON."""
+        from cryptography.hazmat.primitives import serialization
+        from cryptography.hazmat.primitives.asymmetric import rsa
+        key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+        self.public_keys[email] = key.public_key()
+        pem = key.private_bytes(serialization.Encoding.PEM,
+                                serialization.PrivateFormat.PKCS8,
+                                serialization.NoEncryption()).decode()
+        return {"type": "service_account", "project_id": "p",
+                "private_key_id": "k1", "private_key": pem,
+                "client_email": email, "token_uri": self.url + "/token"}
+
+    # -- server -----------------------------------------------------------
+
+    def start(self, port=0):
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", port), _handler(self))
+        self.httpd.daemon_threads = True
+        self.port = self.httpd.server_address[1]
+        self.url = "http://127.0.0.1:%d" % self.port
+        threading.Thread(target=self.httpd.serve_forever,
+                         daemon=True).start()
+        return self
+
+    def stop(self):
+        if self.httpd is not None:
+            self.httpd.shutdown()
+            self.httpd.server_close()
+            self.httpd = None
+
+    def _issue(self):
+        token = "token-%d" % (len(self.tokens) + 1)
+        self.tokens.add(token)
+        return 200, {"access_token": token, "token_type": "Bearer",
+                     "expires_in": "3599"}
+
+    # -- token endpoints ---------------------------------------------------
+
+    def post(self, path, form):
+        with self.lock:
+            self.requests.append(("POST", path))
+            if path == "/%s/oauth2/token" % TENANT:
+                if form.get("client_id") == CLIENT and form.get(
+                        "client_secret") == SECRET and form.get(
+                        "grant_type") == "client_credentials":
+                    return self._issue()
+                return 401, {"error": "invalid_client"}
+            if path == "/token":
+                return self._google_token(form)
+            return 404, {"error": "not found"}
+
+    def _google_token(self, form):
+        grant = form.get("grant_type")
+        if grant == "refresh_token":
+            if form.get("refresh_token") in self.refresh_tokens:
+                return self._issue()
+            return 400, {"error": "invalid_grant"}
+        if grant == "urn:ietf:params:oauth:grant-type:jwt-bearer":
+            if self._jwt_ok(form.get("assertion", "")):
+                return self._issue()
+        return 400, {"error": "invalid_grant"}
+
+    def _jwt_ok(self, jwt):
+        from cryptography.exceptions import InvalidSignature
+        from cryptography.hazmat.primitives import hashes
+        from cryptography.hazmat.primitives.asymmetric import padding
+        try:
+            head, body, sig = jwt.split(".")
+            claims = json.loads(_unb64(body))
+            key = self.public_keys[claims["iss"]]
+            key.verify(_unb64(sig), ("%s.%s" % (head, body)).encode(),
+                       padding.PKCS1v15(), hashes.SHA256())
+        except (ValueError, KeyError, InvalidSignature):
+            return False
+        return claims.get("aud") == self.url + "/token" and claims.get(
+            "exp", 0) > claims.get("iat", 0)
+
+    # -- list endpoints ----------------------------------------------------
+
+    def get(self, path, query, headers):
+        with self.lock:
+            self.requests.append(("GET", path))
+            if self.fail:
+                return 503, {"error": "unavailable"}
+            if path.startswith("/computeMetadata/"):
+                if headers.get("Metadata-Flavor") != "Google":
+                    return 403, {"error": "missing Metadata-Flavor"}
+                return self._issue()
+            auth = headers.get("Authorization", "")
+            if auth[len("Bearer "):] not in self.tokens:
+                return 401, {"error": "unauthorized"}
+            parts = path.strip("/").split("/")
+            if parts[0] == "subscriptions":
+                return self._azure_list(parts, query)
+            if parts[:2] == ["dns", "v1"]:
+                return self._google_list(parts, query)
+            return 404, {"error": "not found"}
+
+    def _page(self, items, start):
+        start = int(start or 0)
+        end = start + self.page_size
+        return items[start:end], (str(end) if end < len(items) else None)
+
+    def _azure_list(self, parts, query):
+        # subscriptions/S/resourceGroups/G/providers/Microsoft.Network/
+        # dnsZones/Z/recordsets  or  privateDnsZones/Z/ALL
+        if len(parts) != 9 or parts[1] != SUBSCRIPTION:
+            return 404, {"error": "not found"}
+        private = parts[6] == "privateDnsZones"
+        sets = self.azure.get((parts[3], parts[7], private))
+        want = "2018-09-01" if private else "2018-05-01"
+        if sets is None or query.get("api-version") != want:
+            return 404, {"error": {"code": "ResourceNotFound"}}
+        items, nxt = self._page(sets, query.get("$skipToken"))
+        out = {"value": items}
+        if nxt is not None:
+            out["nextLink"] = "%s/%s?api-version=%s&$skipToken=%s" % (
+                self.url, "/".join(parts), want, nxt)
+        return 200, out
+
+    def _google_list(self, parts, query):
+        # dns/v1/projects/P/managedZones/Z/rrsets
+        if len(parts) != 7 or parts[6] != "rrsets":
+            return 404, {"error": "not found"}
+        sets = self.google.get((parts[3], parts[5]))
+        if sets is None:
+            return 404, {"error": {"code": 404, "message": "notFound"}}
+        items, nxt = self._page(sets, query.get("pageToken"))
+        out = {"kind": "dns#resourceRecordSetsListResponse",
+               "rrsets": items}
+        if nxt is not None:
+            out["nextPageToken"] = nxt
+        return 200, out
+
+
+def _handler(api):
+    class Handler(BaseHTTPRequestHandler):
+        def _send(self, code, body):
+            data = json.dumps(body).encode()
+            self.send_response(code)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def do_GET(self):
+            u = urlsplit(self.path)
+            query = {k: v[0] for k, v in parse_qs(u.query).items()}
+            self._send(*api.get(u.path, query, self.headers))
+
+        def do_POST(self):
+            u = urlsplit(self.path)
+            n = int(self.headers.get("Content-Length") or 0)
+            form = {k: v[0] for k, v in parse_qs(
+                self.rfile.read(n).decode()).items()}
+            self._send(*api.post(u.path, form))
+
+        def log_message(self, *args):
+            pass
+    return Handler

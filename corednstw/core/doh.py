@@ -329,8 +329,10 @@ class Front(policies.WrappingFactory):
         return self._closed
 
 
-def listen_https(reactor, host, port, mux, timeouts, tls, limit):
-    """A DoH listener (plain HTTP without ``tls``).
+def listen_https(reactor, host, port, mux, timeouts, tls, limit,
+                 wrap=None):
+    """A DoH listener (plain HTTP without ``tls``; ``wrap``: the PROXY
+    protocol reader, in front of TLS).
 
     Returns (port, Front, Switchable or None, actual port)."""
     res = DoHResource(mux, mux.label, timeouts)
@@ -343,6 +345,8 @@ def listen_https(reactor, host, port, mux, timeouts, tls, limit):
     if tls is not None:
         creator = transports.Switchable(tls, transports.HTTP_ALPN)
         inner = TLSMemoryBIOFactory(creator, False, site)
+    if wrap is not None:
+        inner = wrap(inner)
     front = Front(inner, site, limit)
     listening, actual = transports.adopt(reactor, host, port, front)
     front.port = listening

@@ -178,13 +178,16 @@ def adopt(reactor, host, port, factory):
     return listening, actual
 
 
-def listen_tls(reactor, host, port, mux, timeouts, tls):
-    """A DoT listener: the plain DNS stream factory behind TLS.
+def listen_tls(reactor, host, port, mux, timeouts, tls, wrap=None):
+    """A DoT listener: the plain DNS stream factory behind TLS (and
+    behind ``wrap``, the PROXY protocol reader, when given).
 
     Returns (port, stream factory, Switchable, actual port)."""
     stream = server.DNSStreamFactory(mux, None, timeouts)
     creator = Switchable(tls)
     wrapped = TLSMemoryBIOFactory(creator, False, stream)
+    if wrap is not None:
+        wrapped = wrap(wrapped)
     listening, actual = adopt(reactor, host, port, wrapped)
     stream.local = (host, actual)
     return listening, stream, creator, actual

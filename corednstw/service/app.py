@@ -14,7 +14,14 @@ from twisted.application import service
 from twisted.internet import defer, task
 
 from corednstw.core import config as configlib
-from corednstw.core import corefile, doh, logger, server, transports
+from corednstw.core import (
+    corefile,
+    doh,
+    logger,
+    proxyproto,
+    server,
+    transports,
+)
 from corednstw.core import dnswire as w
 from corednstw.core.durations import format_duration
 from corednstw.core.interfaces import IInheritable, ILameduck
@@ -180,25 +187,38 @@ class App(service.Service):
     def _listen(self, lk, host, mux, entries):
         """Open the sockets of listener ``lk`` on ``host``: UDP and TCP for
         plain DNS, TCP alone for the other transports (a tls:// block
-        without a certificate is plain DNS over TCP)."""
+        without a certificate is plain DNS over TCP); the PROXY protocol
+        in front when a block of the listener asks for it."""
         transport, _, port = lk
         kind, tls = _kind(transport, entries)
         limits = _timeouts(entries)
+        policy = _proxy(entries)
+        wrap = None
+        if policy is not None:
+            def wrap(factory):
+                return proxyproto.ProxyFactory(factory, policy, self.reactor)
         if kind == "tls":
             tcp, stream, creator, actual = transports.listen_tls(
-                self.reactor, host, int(port), mux, limits, tls)
-            return Listener(mux, None, tcp, host, actual, stream, kind,
-                            creator)
-        if kind in ("https", "http"):
+                self.reactor, host, int(port), mux, limits, tls, wrap)
+            lst = Listener(mux, None, tcp, host, actual, stream, kind,
+                           creator)
+        elif kind in ("https", "http"):
             tcp, front, creator, actual = doh.listen_https(
                 self.reactor, host, int(port), mux, limits, tls,
-                _max_connections(entries))
-            return Listener(mux, None, tcp, host, actual, front, kind,
-                            creator)
-        udp, tcp, actual = server.listen(
-            self.reactor, host, int(port), mux, limits,
-            udp=transport not in configlib.STREAM_ONLY)
-        return Listener(mux, udp, tcp, host, actual, kind=kind)
+                _max_connections(entries), wrap)
+            lst = Listener(mux, None, tcp, host, actual, front, kind,
+                           creator)
+        else:
+            udp, tcp, actual = server.listen(
+                self.reactor, host, int(port), mux, limits,
+                udp=transport not in configlib.STREAM_ONLY)
+            lst = Listener(mux, udp, tcp, host, actual, kind=kind)
+            if wrap is not None:
+                tcp.factory = wrap(tcp.factory)
+        lst.proxied = policy is not None
+        lst.clock = self.clock
+        lst.set_policy(policy)
+        return lst
 
     # -- reload ---------------------------------------------------------------
 
@@ -272,8 +292,9 @@ class App(service.Service):
         same address and same kind (a tls:// block that gains or loses its
         certificate needs a new listener)."""
         lst = self.listeners.get(lk)
-        return (lst is not None
-                and lst.kind == _kind(lk[0], cfg.listeners[lk])[0])
+        entries = cfg.listeners[lk]
+        return (lst is not None and lst.kind == _kind(lk[0], entries)[0]
+                and lst.proxied == (_proxy(entries) is not None))
 
     def _bind_http(self, cfg):
         """HTTP endpoints of ``cfg``: unchanged addresses keep their port
@@ -399,6 +420,9 @@ class Listener:
     the mux, the limits and closes them all); ``kind`` what is served
     (dns, tcp, tls, https, http); ``creator`` makes the TLS connections."""
 
+    proxied = False
+    clock = None
+
     def __init__(self, mux, udp, tcp, host, port, stream=None, kind="dns",
                  creator=None):
         self.mux = mux
@@ -417,11 +441,28 @@ class Listener:
         if self.udp is not None:
             self.udp.protocol.mux = mux
         self.stream.mux = mux
+        self.set_policy(_proxy(entries))
         self.stream.timeouts = _timeouts(entries)
         if self.creator is not None:
             self.creator.tls = _kind(self.kind, entries)[1]
         if self.kind in ("https", "http"):
             self.stream.limit = _max_connections(entries)
+
+    def set_policy(self, policy):
+        """Apply the proxyproto policy: UDP datagrams pass a ProxyMux
+        before the block mux; the TCP reader (set up when the listener
+        was opened) takes the new policy for its next connections."""
+        if policy is None:
+            return
+        if self.udp is not None:
+            self.udp.protocol.mux = proxyproto.ProxyMux(self.mux, policy,
+                                                        self.clock)
+        factory = self.tcp.factory
+        while factory is not None:
+            if isinstance(factory, proxyproto.ProxyFactory):
+                factory.policy = policy
+                break
+            factory = getattr(factory, "wrappedFactory", None)
 
     def stop(self):
         """Stop listening (open TCP connections are closed separately);
@@ -444,6 +485,15 @@ def _kind(transport, entries):
         # With and without a certificate are different listeners.
         return ("https" if tls is not None else "http"), tls
     return transport, tls
+
+
+def _proxy(entries):
+    """The proxyproto policy of a listener: the last block's that sets
+    one (CoreDNS keeps the last of the group), or None."""
+    policy = None
+    for _, block in entries:
+        policy = block.settings.get("proxyproto") or policy
+    return policy
 
 
 def _max_connections(entries):

@@ -7,7 +7,7 @@
 set -u
 cd "$(dirname "$0")/.."
 
-DEBS="unbound knot bind9-utils bind9-dnsutils ldnsutils etcd-server"
+DEBS="unbound knot knot-dnsutils bind9-utils bind9-dnsutils ldnsutils etcd-server"
 missing=""
 for p in $DEBS; do
   dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"

@@ -92,8 +92,8 @@ class RegistryTest(unittest.TestCase):
 
     def test_builtin_semantics_kept(self):
         self.assertTrue(directives.supported("whoami"))
-        self.assertTrue(directives.known("tls"))
-        self.assertIsNone(directives.load("tls"))
+        self.assertTrue(directives.known("quic"))
+        self.assertIsNone(directives.load("quic"))
         self.assertFalse(directives.known("nosuch"))
         # plugin.cfg's order, whatever packages are installed.
         self.assertEqual(tuple(n for n in directives.names()
@@ -215,17 +215,17 @@ class PlacementTest(unittest.TestCase):
     def test_package_implements_coredns_directive(self):
         # A directive of plugin.cfg not built here: a package may provide
         # it, in plugin.cfg's place.
-        install(self, FakeEntry("tls", PluginEntry("tls", echo_setup)))
-        self.assertTrue(directives.supported("tls"))
+        install(self, FakeEntry("quic", PluginEntry("quic", echo_setup)))
+        self.assertTrue(directives.supported("quic"))
         order = directives.names()
-        i = directives.position("tls")
-        self.assertEqual(order[i - 1:i + 2], ("dnssec", "tls", "minimal"))
+        i = directives.position("quic")
+        self.assertEqual(order[i - 1:i + 2], ("proxyproto", "quic", "grpc_server"))
 
     def test_coredns_directive_takes_no_place(self):
-        install(self, FakeEntry("tls", PluginEntry("tls", echo_setup,
+        install(self, FakeEntry("quic", PluginEntry("quic", echo_setup,
                                                   after="cache")))
         with self.assertRaises(corefile.PluginError) as cm:
-            directives.load("tls")
+            directives.load("quic")
         self.assertIn("its place is plugin.cfg's", str(cm.exception))
 
 

@@ -225,7 +225,7 @@ class CorefileErrorTest(unittest.TestCase):
         self.assertIn("Unknown directive 'whoam'", err)
 
     def test_transport_not_supported(self):
-        err = self.load_error("https://.:0 {\n    whoami\n}\n")
+        err = self.load_error("grpc://.:0 {\n    whoami\n}\n")
         self.assertIn("Corefile:1", err)
         self.assertIn("not supported yet", err)
 

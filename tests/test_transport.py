@@ -101,16 +101,8 @@ class PlainTLSTest(unittest.TestCase):
 
 class TLSSetupTest(unittest.TestCase):
 
-    def test_with_tls_directive_not_supported_yet(self):
-        # Encrypted DNS over TLS is a transport still to come.
-        with self.assertRaises(corefile.CorefileError) as cm:
-            util.Direct(self, "tls://example.net:0 {\n"
-                              "    tls cert.pem key.pem\n    whoami\n}\n")
-        self.assertIn("transport tls:// not supported yet",
-                      str(cm.exception))
-
     def test_other_transports_not_supported_yet(self):
-        for scheme in ("https", "grpc", "quic"):
+        for scheme in ("grpc", "quic", "https3"):
             with self.assertRaises(corefile.CorefileError) as cm:
                 util.Direct(self, "%s://example.net:0 {\n    whoami\n}\n"
                             % scheme)

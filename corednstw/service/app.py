@@ -14,7 +14,14 @@ from twisted.application import service
 from twisted.internet import defer, task
 
 from corednstw.core import config as configlib
-from corednstw.core import corefile, logger, server
+from corednstw.core import (
+    corefile,
+    doh,
+    logger,
+    proxyproto,
+    server,
+    transports,
+)
 from corednstw.core import dnswire as w
 from corednstw.core.durations import format_duration
 from corednstw.core.interfaces import IInheritable, ILameduck
@@ -128,7 +135,7 @@ class App(service.Service):
         ds = []
         for lst in self.listeners.values():
             ds.append(defer.maybeDeferred(lst.stop))
-            ds.append(lst.tcp.factory.close_all())
+            ds.append(lst.stream.close_all())
         for site in self.http.values():
             ds.append(defer.maybeDeferred(site.stopListening))
         if self.config is not None:
@@ -185,14 +192,40 @@ class App(service.Service):
             self.http[address] = httpd.serve(self.reactor, address, paths)
 
     def _listen(self, lk, host, mux, entries):
-        """Open the sockets of listener ``lk`` on ``host``: UDP and TCP, or
-        TCP alone for stream-only transports (a tls:// block without a
-        certificate)."""
+        """Open the sockets of listener ``lk`` on ``host``: UDP and TCP for
+        plain DNS, TCP alone for the other transports (a tls:// block
+        without a certificate is plain DNS over TCP); the PROXY protocol
+        in front when a block of the listener asks for it."""
         transport, _, port = lk
-        udp, tcp, actual = server.listen(
-            self.reactor, host, int(port), mux, _timeouts(entries),
-            udp=transport not in configlib.STREAM_ONLY)
-        return Listener(mux, udp, tcp, host, actual)
+        kind, tls = _kind(transport, entries)
+        limits = _timeouts(entries)
+        policy = _proxy(entries)
+        wrap = None
+        if policy is not None:
+            def wrap(factory):
+                return proxyproto.ProxyFactory(factory, policy, self.reactor)
+        if kind == "tls":
+            tcp, stream, creator, actual = transports.listen_tls(
+                self.reactor, host, int(port), mux, limits, tls, wrap)
+            lst = Listener(mux, None, tcp, host, actual, stream, kind,
+                           creator)
+        elif kind in ("https", "http"):
+            tcp, front, creator, actual = doh.listen_https(
+                self.reactor, host, int(port), mux, limits, tls,
+                _max_connections(entries), wrap)
+            lst = Listener(mux, None, tcp, host, actual, front, kind,
+                           creator)
+        else:
+            udp, tcp, actual = server.listen(
+                self.reactor, host, int(port), mux, limits,
+                udp=transport not in configlib.STREAM_ONLY)
+            lst = Listener(mux, udp, tcp, host, actual, kind=kind)
+            if wrap is not None:
+                tcp.factory = wrap(tcp.factory)
+        lst.proxied = policy is not None
+        lst.clock = self.clock
+        lst.set_policy(policy)
+        return lst
 
     # -- reload ---------------------------------------------------------------
 
@@ -216,7 +249,7 @@ class App(service.Service):
             # cannot be had fails the reload, the old configuration stays.
             default = None
             for lk, mux in muxes.items():
-                if lk in self.listeners:
+                if self._reusable(lk, new):
                     continue
                 host = lk[1]
                 if host is None:
@@ -237,20 +270,18 @@ class App(service.Service):
         self.listeners = {}
         self.muxes = []
         for lk, mux in muxes.items():
-            lst = old_listeners.pop(lk, None)
+            lst = old_listeners.pop(lk, None) if lk not in opened else None
             if lst is None:
                 lst = opened[lk]
             else:
                 old_mux = lst.mux
-                lst.switch(mux)
-                # New connections get the new configuration's limits.
-                lst.tcp.factory.timeouts = _timeouts(new.listeners[lk])
+                lst.switch(mux, new.listeners[lk])
                 self._retired.append(old_mux)
             self.listeners[lk] = lst
             self.muxes.append(mux)
         for lst in old_listeners.values():
             lst.stop()
-            lst.tcp.factory.close_all()
+            lst.stream.close_all()
             self._retired.append(lst.mux)
         old_http, self.http = self.http, new_http
         for address, site in old_http.items():
@@ -262,6 +293,15 @@ class App(service.Service):
                  % reloadmod.digest(new.sources))
         logger.info("", "Reloading complete")
         return True
+
+    def _reusable(self, lk, cfg):
+        """True when the open listener ``lk`` can serve ``cfg`` as it is:
+        same address and same kind (a tls:// block that gains or loses its
+        certificate needs a new listener)."""
+        lst = self.listeners.get(lk)
+        entries = cfg.listeners[lk]
+        return (lst is not None and lst.kind == _kind(lk[0], entries)[0]
+                and lst.proxied == (_proxy(entries) is not None))
 
     def _bind_http(self, cfg):
         """HTTP endpoints of ``cfg``: unchanged addresses keep their port
@@ -382,21 +422,54 @@ def _tree(d):
 
 
 class Listener:
-    """One UDP+TCP pair on an address (``udp`` None: TCP alone)."""
+    """One listening address: UDP and TCP for plain DNS (``udp`` None:
+    TCP alone).  ``stream`` is the factory of the DNS connections (it holds
+    the mux, the limits and closes them all); ``kind`` what is served
+    (dns, tcp, tls, https, http); ``creator`` makes the TLS connections."""
 
-    def __init__(self, mux, udp, tcp, host, port):
+    proxied = False
+    clock = None
+
+    def __init__(self, mux, udp, tcp, host, port, stream=None, kind="dns",
+                 creator=None):
         self.mux = mux
         self.udp = udp
         self.tcp = tcp
         self.host = host
         self.port = port
+        self.stream = stream if stream is not None else tcp.factory
+        self.kind = kind
+        self.creator = creator
 
-    def switch(self, mux):
-        """Send the next queries to ``mux`` (a reload's)."""
+    def switch(self, mux, entries):
+        """Send the next queries to ``mux`` (a reload's); new connections
+        get the new limits and certificate of ``entries``."""
         self.mux = mux
         if self.udp is not None:
             self.udp.protocol.mux = mux
-        self.tcp.factory.mux = mux
+        self.stream.mux = mux
+        self.set_policy(_proxy(entries))
+        self.stream.timeouts = _timeouts(entries)
+        if self.creator is not None:
+            self.creator.tls = _kind(self.kind, entries)[1]
+        if self.kind in ("https", "http"):
+            self.stream.limit = _max_connections(entries)
+
+    def set_policy(self, policy):
+        """Apply the proxyproto policy: UDP datagrams pass a ProxyMux
+        before the block mux; the TCP reader (set up when the listener
+        was opened) takes the new policy for its next connections."""
+        if policy is None:
+            return
+        if self.udp is not None:
+            self.udp.protocol.mux = proxyproto.ProxyMux(self.mux, policy,
+                                                        self.clock)
+        factory = self.tcp.factory
+        while factory is not None:
+            if isinstance(factory, proxyproto.ProxyFactory):
+                factory.policy = policy
+                break
+            factory = getattr(factory, "wrappedFactory", None)
 
     def stop(self):
         """Stop listening (open TCP connections are closed separately);
@@ -404,6 +477,37 @@ class Listener:
         ds = [defer.maybeDeferred(p.stopListening)
               for p in (self.udp, self.tcp) if p is not None]
         return defer.gatherResults(ds)
+
+
+def _kind(transport, entries):
+    """(kind, tls settings) of a listener from the blocks it serves: the
+    certificate is the last one a block of the listener sets (CoreDNS
+    takes one of them).  tls:// without one is plain TCP ("tcp")."""
+    tls = None
+    for _, block in entries:
+        tls = block.settings.get("tls") or tls
+    if transport == "tls":
+        return ("tls" if tls is not None else "tcp"), tls
+    if transport == "https":
+        # With and without a certificate are different listeners.
+        return ("https" if tls is not None else "http"), tls
+    return transport, tls
+
+
+def _proxy(entries):
+    """The proxyproto policy of a listener: the last block's that sets
+    one (CoreDNS keeps the last of the group), or None."""
+    policy = None
+    for _, block in entries:
+        policy = block.settings.get("proxyproto") or policy
+    return policy
+
+
+def _max_connections(entries):
+    """The https directive's max_connections of the listener's first
+    block (as CoreDNS reads it), else the default."""
+    values = entries[0][1].settings.get("https") or {}
+    return values.get("max_connections", doh.DEFAULT_MAX_CONNECTIONS)
 
 
 def _default_ports(blocks, dns_port):

@@ -1,0 +1,354 @@
+"""DNS over HTTPS (RFC 8484) on twisted.web, as CoreDNS's https:// server.
+
+One resource answers ``/dns-query``: GET with the message base64url in
+``?dns=``, or POST with the message as the body.  The message goes through
+the listener's mux and the block chain as a query over TCP (CoreDNS's
+DoHWriter gives the chain a TCP address, so request.Proto() says tcp); the
+client is the address of the connection (X-Forwarded-For is not read, as
+CoreDNS does not).  The HTTP statuses are CoreDNS's: 404 for another path,
+400 for a request that holds no acceptable DNS message (bad method, no or
+several ``dns`` values, bad base64, more than 64 KiB, a message miekg's
+request policy rejects or cannot unpack), 500 when the chain writes no
+answer, 200 with ``Cache-Control: max-age`` from the answer's TTLs.  Each
+response is counted in ``coredns_dns_https_responses_total{server,
+status}``.  HTTP/2 is negotiated by ALPN (h2 before http/1.1); without a
+certificate the listener speaks plain HTTP (behind a TLS-terminating
+proxy).
+"""
+
+import base64
+import binascii
+import struct
+
+from twisted.internet import defer
+from twisted.protocols import policies
+from twisted.protocols.tls import TLSMemoryBIOFactory
+from twisted.web import http, resource, server
+
+from corednstw.core import dnswire as w
+from corednstw.core import metrics, transports
+from corednstw.core import server as dnsserver
+from corednstw.core.request import Request
+
+PATH = b"/dns-query"
+MIME = b"application/dns-message"
+#: Largest DNS message taken from a request (CoreDNS's maxDNSQuerySize).
+MAX_MESSAGE = 65536
+#: Longest ``dns`` value: the base64url of MAX_MESSAGE bytes.
+MAX_BASE64 = (MAX_MESSAGE * 8 + 5) // 6
+#: Concurrent connections of a listener unless ``https`` says otherwise.
+DEFAULT_MAX_CONNECTIONS = 200
+#: Answer TTL bounds for Cache-Control (CoreDNS's dnsutil).
+MIN_AGE = 5
+MAX_AGE = 3600
+
+RESPONSES = metrics.counter(
+    "coredns_dns_https_responses_total",
+    "Counter of DoH responses per server and http status code.",
+    ("server", "status"))
+
+_HDR = struct.Struct("!HHHHHH")
+_RR_FIXED = struct.Struct("!HHIH")
+
+
+class BadRequest(ValueError):
+    """The HTTP request carries no DNS message we accept (400)."""
+
+
+class DoHRequest(server.Request):
+    """A request whose body is kept only up to MAX_MESSAGE bytes: a larger
+    body is read and dropped (the answer is 400), never stored."""
+
+    received = 0
+
+    def handleContentChunk(self, data):
+        self.received += len(data)
+        if self.received <= MAX_MESSAGE:
+            server.Request.handleContentChunk(self, data)
+
+
+class _Channel(http.HTTPChannel):
+    """HTTP/1.1 with room for a GET of the largest message: Go's server
+    reads up to a megabyte of request line and headers (twisted.web's
+    default, 16 KiB, would cut a long ``?dns=`` with a bare 400)."""
+
+    MAX_LENGTH = 1 << 20
+    totalHeadersSize = 1 << 20
+
+
+def _channel():
+    """The protocol of a DoH site: HTTP/1.1, switching to HTTP/2 when
+    ALPN says h2 (twisted.web's own wrapper around its channel)."""
+    return http._GenericHTTPChannelProtocol(_Channel())
+
+
+class DoHResource(resource.Resource):
+    """The one resource of a DoH site; every path comes here."""
+
+    isLeaf = True
+
+    def __init__(self, mux, label, timeouts):
+        super().__init__()
+        self.mux = mux
+        self.label = label
+        self.timeouts = timeouts
+        self.local = None
+
+    def render(self, request):
+        request.responseHeaders.removeHeader(b"server")   # Go sends none
+        if request.path != PATH:
+            return self._error(request, 404, b"")
+        try:
+            data = _message(request)
+            _acceptable(data)
+        except BadRequest:
+            return self._error(request, 400, b"invalid request")
+        self._serve(request, data)
+        return server.NOT_DONE_YET
+
+    def _serve(self, request, data):
+        """Run the query through the mux; the answer, or 500 when the
+        chain writes none (at once for a synchronous chain, after the
+        write timeout otherwise)."""
+        done = []
+        mux = self.mux
+        before = mux.inflight
+
+        def send(wire):
+            if done:
+                return
+            done.append(True)
+            if timer is not None and timer.active():
+                timer.cancel()
+            self._answer(request, wire)
+
+        timer = None
+        addr = request.getClientAddress()
+        host, port = dnsserver._client((addr.host, addr.port))
+        mux.handle(data, host, port, "tcp", self.local, send)
+        if done:
+            return
+        if mux.inflight == before:
+            send(None)      # the chain finished and wrote nothing
+            return
+        from twisted.internet import reactor
+        timer = reactor.callLater(self.timeouts.write, send, None)
+        request.notifyFinish().addErrback(
+            lambda _: timer.active() and timer.cancel())
+
+    def _answer(self, request, wire):
+        if request.finished or request._disconnected:
+            return
+        if not wire:
+            request.write(self._error(request, 500, b"No response"))
+            request.finish()
+            return
+        request.setResponseCode(200)
+        request.setHeader(b"content-type", MIME)
+        request.setHeader(b"cache-control", b"max-age=%d" % max_age(wire))
+        request.setHeader(b"content-length", b"%d" % len(wire))
+        self._count(200)
+        request.write(wire)
+        request.finish()
+
+    def _error(self, request, status, text):
+        """Go's http.Error: the text and a newline as text/plain; returns
+        the body to write."""
+        body = text + b"\n"
+        request.setResponseCode(status)
+        request.setHeader(b"content-type", b"text/plain; charset=utf-8")
+        request.setHeader(b"x-content-type-options", b"nosniff")
+        request.setHeader(b"content-length", b"%d" % len(body))
+        self._count(status)
+        return body
+
+    def _count(self, status):
+        RESPONSES.inc((self.label, str(status)))
+
+
+def _message(request):
+    """The DNS message of a GET or POST request (BadRequest if none)."""
+    if request.method == b"GET":
+        values = request.args.get(b"dns")
+        if not values:
+            raise BadRequest("no 'dns' query parameter found")
+        if len(values) != 1:
+            raise BadRequest("multiple 'dns' query values found")
+        b64 = values[0]
+        if len(b64) > MAX_BASE64:
+            raise BadRequest("dns query too large")
+        return _b64decode(b64)
+    if request.method == b"POST":
+        if getattr(request, "received", 0) > MAX_MESSAGE:
+            raise BadRequest("http: request body too large")
+        request.content.seek(0)
+        return request.content.read()
+    raise BadRequest("method not allowed")
+
+
+def _b64decode(b64):
+    """Unpadded base64url, strictly (Go's RawURLEncoding: no padding, no
+    characters outside the alphabet)."""
+    if b"=" in b64 or len(b64) % 4 == 1:
+        raise BadRequest("illegal base64 data")
+    try:
+        return base64.b64decode(b64 + b"=" * (-len(b64) % 4), b"-_",
+                                validate=True)
+    except (binascii.Error, ValueError) as e:
+        raise BadRequest("illegal base64 data") from e
+
+
+def _acceptable(data):
+    """miekg's request policy and unpacking, as CoreDNS applies them to a
+    DoH message before the chain (where UDP and TCP would get FORMERR or
+    NOTIMP, DoH gets 400)."""
+    if len(data) < 12:
+        raise BadRequest("dns: overflow unpacking")
+    _, flags, qd, an, ns, ar = _HDR.unpack_from(data)
+    opcode = (flags >> 11) & 0xF
+    if (flags & w.QR or opcode not in (w.OPCODE_QUERY, w.OPCODE_NOTIFY)
+            or qd != 1 or an > 1 or ns > 1 or ar > 2):
+        raise BadRequest("dns request rejected")
+    req = Request(data)
+    req.parse_header()
+    try:
+        req.parse_question(an, ns, ar)
+        _records(data, req.qend, an + ns + ar)
+    except (w.FormatError, struct.error, IndexError) as e:
+        raise BadRequest("dns: unpack failed") from e
+
+
+def _records(data, offset, count):
+    """Walk ``count`` records after the question (FormatError when one
+    runs past the end)."""
+    for _ in range(count):
+        offset = _skip_name(data, offset)
+        _, _, _, rdlen = _RR_FIXED.unpack_from(data, offset)
+        offset += _RR_FIXED.size + rdlen
+        if offset > len(data):
+            raise w.FormatError("record overruns message")
+
+
+def _skip_name(data, offset):
+    while True:
+        n = data[offset]
+        if n == 0:
+            return offset + 1
+        if n & 0xC0 == 0xC0:
+            return offset + 2
+        if n & 0xC0:
+            raise w.FormatError("bad label")
+        offset += n + 1
+
+
+def max_age(wire):
+    """Cache-Control max-age of an answer: the lowest TTL of its records
+    (OPT aside) capped at an hour; 5 s for an error answer, or one with
+    no records (CoreDNS's MinimalTTL)."""
+    try:
+        _, flags, qd, an, ns, ar = _HDR.unpack_from(wire)
+        rcode = flags & 0xF
+        if rcode not in (w.NOERROR, w.NXDOMAIN):
+            return MIN_AGE
+        offset = 12
+        for _ in range(qd):
+            offset = _skip_name(wire, offset) + 4
+        lowest = None
+        for _ in range(an + ns + ar):
+            offset = _skip_name(wire, offset)
+            rtype, _, ttl, rdlen = _RR_FIXED.unpack_from(wire, offset)
+            offset += _RR_FIXED.size + rdlen
+            if rtype == w.OPT:
+                continue
+            lowest = ttl if lowest is None else min(lowest, ttl)
+    except (struct.error, IndexError, w.FormatError):
+        return MIN_AGE
+    if lowest is None:
+        return MIN_AGE
+    return min(lowest, MAX_AGE)
+
+
+class Front(policies.WrappingFactory):
+    """The outermost factory of a DoH listener: counts the connections,
+    stops accepting while ``limit`` are open (CoreDNS's LimitListener;
+    0 is unbounded) and closes them all at shutdown.  It also stands for
+    the listener's stream factory (``mux``, ``timeouts``)."""
+
+    def __init__(self, wrapped, site, limit):
+        super().__init__(wrapped)
+        self.site = site
+        self.limit = limit
+        self.port = None
+        self.paused = False
+        self._closed = None
+
+    @property
+    def mux(self):
+        return self.site.resource.mux
+
+    @mux.setter
+    def mux(self, mux):
+        self.site.resource.mux = mux
+
+    @property
+    def timeouts(self):
+        return self.site.resource.timeouts
+
+    @timeouts.setter
+    def timeouts(self, limits):
+        self.site.resource.timeouts = limits
+        self.site.timeOut = limits.idle
+
+    @property
+    def connections(self):
+        return self.protocols
+
+    def registerProtocol(self, p):
+        super().registerProtocol(p)
+        if (self.limit and len(self.protocols) >= self.limit
+                and self.port is not None and not self.paused):
+            self.paused = True
+            self.port.stopReading()
+
+    def unregisterProtocol(self, p):
+        super().unregisterProtocol(p)
+        if self.paused and len(self.protocols) < (self.limit or 1 << 62):
+            self.paused = False
+            if self.port is not None and self.port.connected:
+                self.port.startReading()
+        if not self.protocols and self._closed is not None:
+            d, self._closed = self._closed, None
+            d.callback(None)
+
+    def close_all(self):
+        if not self.protocols:
+            return defer.succeed(None)
+        self._closed = defer.Deferred()
+        for p in list(self.protocols):
+            p.loseConnection()
+        return self._closed
+
+
+def listen_https(reactor, host, port, mux, timeouts, tls, limit,
+                 wrap=None):
+    """A DoH listener (plain HTTP without ``tls``; ``wrap``: the PROXY
+    protocol reader, in front of TLS).
+
+    Returns (port, Front, Switchable or None, actual port)."""
+    res = DoHResource(mux, mux.label, timeouts)
+    site = server.Site(res, timeout=timeouts.idle)
+    site.requestFactory = DoHRequest
+    site.protocol = _channel
+    site.noisy = False
+    creator = None
+    inner = site
+    if tls is not None:
+        creator = transports.Switchable(tls, transports.HTTP_ALPN)
+        inner = TLSMemoryBIOFactory(creator, False, site)
+    if wrap is not None:
+        inner = wrap(inner)
+    front = Front(inner, site, limit)
+    listening, actual = transports.adopt(reactor, host, port, front)
+    front.port = listening
+    res.local = (host, actual)
+    return listening, front, creator, actual

@@ -1,0 +1,193 @@
+"""Encrypted listeners: DNS over TLS (RFC 7858) and the TLS settings of the
+``tls`` directive.
+
+A DoT listener is the plain DNS stream listener of ``server`` behind
+Twisted's TLS layer: the same framing, pipelining, timeouts and query
+limits, the same mux and chain; the chain sees the query as ``tcp``, as
+CoreDNS's does (its request.Proto() names the address family of the
+connection, never the encryption).  The certificate is held by a
+``Switchable`` so a reload that keeps the listener hands the next
+connections the new certificate.
+"""
+
+import socket
+
+from OpenSSL import SSL, crypto
+from twisted.internet.interfaces import IOpenSSLServerConnectionCreator
+from twisted.protocols.tls import TLSMemoryBIOFactory
+from zope.interface import implementer
+
+from corednstw.core import server
+
+#: client_auth values and the OpenSSL verify mode each maps to: whether a
+#: certificate is asked for, required, and checked against the CA (Go's
+#: tls.ClientAuthType).
+CLIENT_AUTH = {
+    "nocert": (SSL.VERIFY_NONE, False),
+    "request": (SSL.VERIFY_PEER, False),
+    "require": (SSL.VERIFY_PEER | SSL.VERIFY_FAIL_IF_NO_PEER_CERT, False),
+    "verify_if_given": (SSL.VERIFY_PEER, True),
+    "require_and_verify": (
+        SSL.VERIFY_PEER | SSL.VERIFY_FAIL_IF_NO_PEER_CERT, True),
+}
+
+#: ALPN protocols a DoH listener offers, preferred first (CoreDNS sets
+#: NextProtos to h2, http/1.1).
+HTTP_ALPN = (b"h2", b"http/1.1")
+
+
+class TLSError(ValueError):
+    """A certificate, key or CA that cannot be used."""
+
+
+class ServerTLS:
+    """The server side TLS settings of a block (``tls CERT KEY [CA]``).
+
+    The files are read once, when the configuration is built: a missing or
+    broken file fails the setup (and a reload keeps the old configuration),
+    and a reload reads them again, picking renewed certificates up.
+    """
+
+    def __init__(self, cert, key, ca=None, client_auth="nocert"):
+        self.cert = cert
+        self.key = key
+        self.ca = ca
+        self.client_auth = client_auth
+        self._contexts = {}
+        self.context(())    # load and check everything now
+
+    def context(self, alpn=()):
+        """An OpenSSL context for this certificate, offering ``alpn``
+        protocols (built once per protocol list)."""
+        alpn = tuple(alpn)
+        ctx = self._contexts.get(alpn)
+        if ctx is None:
+            ctx = self._contexts[alpn] = self._make(alpn)
+        return ctx
+
+    def _make(self, alpn):
+        ctx = SSL.Context(SSL.TLS_SERVER_METHOD)
+        ctx.set_min_proto_version(SSL.TLS1_2_VERSION)
+        ctx.set_options(SSL.OP_NO_COMPRESSION)
+        # Sessions are resumable (tickets are on by default); the id
+        # context is what OpenSSL needs to resume with client certificates.
+        ctx.set_session_id(b"corednstw")
+        _readable(self.cert, "could not load TLS cert")
+        _readable(self.key, "could not load TLS cert")
+        try:
+            ctx.use_certificate_chain_file(self.cert)
+        except SSL.Error as e:
+            raise TLSError("could not load TLS cert: %s: %s"
+                           % (self.cert, _reason(e))) from e
+        try:
+            ctx.use_privatekey_file(self.key)
+            ctx.check_privatekey()
+        except SSL.Error as e:
+            raise TLSError("could not load TLS cert: %s: %s"
+                           % (self.key, _reason(e))) from e
+        self._verify(ctx)
+        if alpn:
+            ctx.set_alpn_select_callback(_alpn_selector(alpn))
+        return ctx
+
+    def _verify(self, ctx):
+        mode, check = CLIENT_AUTH[self.client_auth]
+        if self.ca:
+            _readable(self.ca, "error reading %s" % self.ca)
+            try:
+                ctx.load_verify_locations(self.ca)
+                with open(self.ca, "rb") as fh:
+                    crypto.load_certificate(crypto.FILETYPE_PEM, fh.read())
+            except (OSError, SSL.Error, crypto.Error) as e:
+                raise TLSError("error reading %s: %s"
+                               % (self.ca, _reason(e))) from e
+        else:
+            ctx.set_default_verify_paths()
+        if mode == SSL.VERIFY_NONE:
+            ctx.set_verify(mode)
+        elif check:
+            ctx.set_verify(mode, _checked)
+        else:
+            ctx.set_verify(mode, _anything)
+
+
+def _readable(path, what):
+    """TLSError naming ``path`` as Go's os.Open does when it cannot be
+    read (OpenSSL's own message for a missing file says less)."""
+    try:
+        with open(path, "rb"):
+            pass
+    except OSError as e:
+        raise TLSError("%s: open %s: %s" % (
+            what, path, (e.strerror or str(e)).lower())) from e
+
+
+def _checked(conn, cert, errno, depth, ok):
+    """Keep OpenSSL's verdict (verify_if_given, require_and_verify)."""
+    return bool(ok)
+
+
+def _anything(conn, cert, errno, depth, ok):
+    """Ask for a certificate but take whatever comes (request, require)."""
+    return True
+
+
+def _alpn_selector(offered):
+    """The ALPN callback: our first preference the client also speaks;
+    none in common: no ALPN (the client may still speak HTTP/1.1)."""
+    def select(conn, protos):
+        for p in offered:
+            if p in protos:
+                return p
+        return SSL.NO_OVERLAPPING_PROTOCOLS
+    return select
+
+
+def _reason(e):
+    """OpenSSL's error reasons, or the exception text."""
+    args = getattr(e, "args", ())
+    if args and isinstance(args[0], list) and args[0]:
+        return "; ".join(str(part[-1]) for part in args[0])
+    return str(e) or e.__class__.__name__
+
+
+@implementer(IOpenSSLServerConnectionCreator)
+class Switchable:
+    """Makes each new TLS connection from the current settings; a reload
+    replaces ``tls`` (open connections keep the certificate they have)."""
+
+    def __init__(self, tls, alpn=()):
+        self.tls = tls
+        self.alpn = tuple(alpn)
+
+    def serverConnectionForTLS(self, protocol):
+        return SSL.Connection(self.tls.context(self.alpn), None)
+
+
+def adopt(reactor, host, port, factory):
+    """Listen on TCP host:port with ``factory`` on a socket of our own
+    (SO_REUSEPORT, as every listener); returns (port, actual_port)."""
+    s = server._socket(host, port, socket.SOCK_STREAM)
+    try:
+        s.listen(1024)
+        actual = s.getsockname()[1]
+        listening = reactor.adoptStreamPort(s.fileno(), server._family(host),
+                                            factory)
+    finally:
+        s.close()
+    return listening, actual
+
+
+def listen_tls(reactor, host, port, mux, timeouts, tls, wrap=None):
+    """A DoT listener: the plain DNS stream factory behind TLS (and
+    behind ``wrap``, the PROXY protocol reader, when given).
+
+    Returns (port, stream factory, Switchable, actual port)."""
+    stream = server.DNSStreamFactory(mux, None, timeouts)
+    creator = Switchable(tls)
+    wrapped = TLSMemoryBIOFactory(creator, False, stream)
+    if wrap is not None:
+        wrapped = wrap(wrapped)
+    listening, actual = adopt(reactor, host, port, wrapped)
+    stream.local = (host, actual)
+    return listening, stream, creator, actual

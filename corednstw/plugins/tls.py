@@ -1,0 +1,55 @@
+"""tls: the certificate of the block's encrypted listeners.
+
+``tls CERT KEY [CA] { client_auth nocert|request|require|verify_if_given|
+require_and_verify }``.  The files are resolved against ``root`` and read
+now (a missing or broken one fails the setup at the directive's line);
+the result goes to ``block.settings["tls"]``, where the tls:// and
+https:// listeners of the block take it.  CoreDNS's minimum version, TLS
+1.2, applies.  A ``keylog`` file and ACME are not offered.
+"""
+
+from corednstw.core import transports
+from corednstw.core.plugin import Plugin
+
+
+class TLS(Plugin):
+    name = "tls"
+    in_chain = False
+    once = False    # a repeat gets CoreDNS's own message, below
+
+    def __init__(self, settings):
+        self.settings = settings
+
+
+def _client_auth(d):
+    """The client_auth value of the directive's block (default nocert)."""
+    auth = "nocert"
+    for c in d.children:
+        if c.name == "client_auth":
+            if len(c.args) != 1:
+                raise c.arg_error()
+            if c.args[0] not in transports.CLIENT_AUTH:
+                raise c.error("unknown authentication type '%s'" % c.args[0])
+            auth = c.args[0]
+        elif c.name == "keylog":
+            raise c.error("keylog: not supported")
+        else:
+            raise c.error("unknown option '%s'" % c.name)
+    return auth
+
+
+def setup(d, block):
+    if "tls" in block.settings:
+        raise d.error("TLS already configured for this server instance")
+    if not d.args:
+        raise d.error("ACME certificates: not supported yet")
+    if len(d.args) > 3 or len(d.args) < 2:
+        raise d.arg_error()
+    auth = _client_auth(d)
+    files = [block.path(a) for a in d.args]
+    try:
+        settings = transports.ServerTLS(*files, client_auth=auth)
+    except transports.TLSError as e:
+        raise d.error(str(e)) from e
+    block.settings["tls"] = settings
+    return TLS(settings)

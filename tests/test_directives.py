@@ -219,7 +219,8 @@ class PlacementTest(unittest.TestCase):
         self.assertTrue(directives.supported("quic"))
         order = directives.names()
         i = directives.position("quic")
-        self.assertEqual(order[i - 1:i + 2], ("proxyproto", "quic", "grpc_server"))
+        self.assertEqual(order[i - 1:i + 2],
+                         ("proxyproto", "quic", "grpc_server"))
 
     def test_coredns_directive_takes_no_place(self):
         install(self, FakeEntry("quic", PluginEntry("quic", echo_setup,

@@ -217,6 +217,11 @@ def tokenize(text, filename):
             value = m.group("bare")
             if value is None:
                 continue        # blanks or a comment
+        if "\x00" in value:
+            # No file, name or address can hold one (Go's syscalls fail
+            # with "invalid argument" in every plugin that opens a path).
+            raise CorefileError(filename, line,
+                                "NUL byte in token %r" % value)
         tokens.append(_Token(value, filename, line, line > end_line))
         if q is not None:
             line += q.count("\n")

@@ -418,6 +418,41 @@ def _buffered(transport):
             - getattr(transport, "offset", 0))
 
 
+#: accept() errors that mean "no resources for one more connection".
+_ACCEPT_SHORT = frozenset((errno.EMFILE, errno.ENFILE, errno.ENOBUFS,
+                           errno.ENOMEM))
+
+
+class _AcceptWatch:
+    """A listening socket whose accept errors are reported once.
+
+    Out of descriptors, Twisted's accept loop closes the connections it
+    cannot serve and logs nothing we show; every client would otherwise
+    be a log line.  The first failure of a run is logged; the next run
+    starts when a connection is served again (``buildProtocol``).
+    """
+
+    def __init__(self, sock, factory):
+        self._sock = sock
+        self._factory = factory
+
+    def accept(self):
+        try:
+            return self._sock.accept()
+        except OSError as e:
+            if e.errno in _ACCEPT_SHORT:
+                self._factory.accept_failed(e)
+            raise
+
+    def __getattr__(self, name):
+        return getattr(self._sock, name)
+
+
+def _watch_accepts(port):
+    port.socket = _AcceptWatch(port.socket, port.factory)
+    return port
+
+
 class DNSStreamFactory(protocol.ServerFactory):
     def __init__(self, mux, local, timeouts=None):
         self.mux = mux
@@ -425,8 +460,18 @@ class DNSStreamFactory(protocol.ServerFactory):
         self.timeouts = timeouts or Timeouts()
         self.connections = set()
         self._closed = None
+        self._accept_failing = False
+
+    def accept_failed(self, error):
+        """Log the first accept failure of a run (see _AcceptWatch)."""
+        if not self._accept_failing:
+            self._accept_failing = True
+            logger.error("", "TCP accept on %s failed: %s (not logged "
+                         "again until a connection is accepted)"
+                         % (self.mux.label, error.strerror or error))
 
     def buildProtocol(self, addr):
+        self._accept_failing = False
         p = DNSStreamProtocol(self.mux, self.local, self.timeouts)
         p.factory = self
         p.callLater = self.reactor_call
@@ -530,8 +575,9 @@ def listen(reactor, host, port, mux, timeouts=None, udp=True):
         udp = reactor.adoptDatagramPort(u.fileno(), _family(host),
                                         DNSDatagramProtocol(mux, local),
                                         maxPacketSize=65535)
-        tcp = reactor.adoptStreamPort(t.fileno(), _family(host),
-                                      DNSStreamFactory(mux, local, timeouts))
+        tcp = _watch_accepts(reactor.adoptStreamPort(
+            t.fileno(), _family(host), DNSStreamFactory(mux, local,
+                                                        timeouts)))
     finally:
         u.close()
         t.close()
@@ -544,9 +590,9 @@ def _listen_tcp(reactor, host, port, mux, timeouts):
     try:
         t.listen(1024)
         actual = t.getsockname()[1]
-        tcp = reactor.adoptStreamPort(
+        tcp = _watch_accepts(reactor.adoptStreamPort(
             t.fileno(), _family(host),
-            DNSStreamFactory(mux, (host, actual), timeouts))
+            DNSStreamFactory(mux, (host, actual), timeouts)))
     finally:
         t.close()
     return tcp, actual

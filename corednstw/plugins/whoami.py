@@ -20,6 +20,8 @@ from corednstw.core.plugin import Plugin
 
 #: Label the SRV owner starts with, by transport ("udp" or "tcp").
 _PREFIX = {"udp": "_udp.", "tcp": "_tcp."}
+#: The longest query name (wire octets) that leaves room for that label.
+MAX_QWIRE = 255 - 5
 
 
 class Whoami(Plugin):
@@ -47,6 +49,9 @@ class Whoami(Plugin):
         owner = _PREFIX[req.proto]
         if name != ".":
             owner += name
+        if len(req.qwire) > MAX_QWIRE:
+            # No room for the label: no valid SRV owner, only the address.
+            return self.respond(req, additional=[address])
         service = w.RR(owner, w.SRV, 0, w.srv_rdata(0, 0, req.port, "."),
                        qclass)
         return self.respond(req, additional=[address, service])

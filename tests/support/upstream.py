@@ -13,7 +13,9 @@ receives and answers by simple rules that tests can change at any time:
   ``release()`` is called;
 - ``wrong_id`` / ``wrong_question``: reply with a different ID (then the
   right reply) / with another question name;
-- ``handler(msg, proto)``: return a dnspython response to override all that.
+- ``handler(msg, proto)``: return a dnspython response to override all that;
+- ``mangle(wire, proto)``: the bytes sent instead of the reply (None: send
+  nothing), for upstreams that answer garbage.
 """
 
 import dns.flags
@@ -42,6 +44,7 @@ class Upstream:
         self.wrong_id = False
         self.wrong_question = False
         self.handler = None
+        self.mangle = None
         self.queries = []        # (proto, qname lower, type text, message)
         self.replies = []        # the reply bytes sent, in order
         self.pending = []
@@ -120,6 +123,10 @@ class Upstream:
         if self.wrong_question:
             r.question[0].name = dns.name.from_text("wrong.example.")
         wire = r.to_wire(max_size=65535)
+        if self.mangle is not None:
+            wire = self.mangle(wire, proto)
+            if wire is None:
+                return
         if self.wrong_id:
             bad = bytes([(data[0] + 1) & 0xFF]) + wire[1:]
             send(bad)

@@ -70,7 +70,11 @@ from corednstw.engines.upstream.proxy import (
                                                REQUEST_DURATION,
                                                Proxy,
 )
-from corednstw.engines.upstream.replies import matches, truncated
+from corednstw.engines.upstream.replies import (
+    matches,
+    readable,
+    truncated,
+)
 from corednstw.engines.upstream.transport import (
                                                UDP_RCVBUF,
                                                StreamConn,
@@ -86,5 +90,5 @@ __all__ = [
     "IDs", "MAX_DIAL", "MIN_DIAL", "Proxy", "REQUEST_DURATION",
     "StreamConn", "StreamFactory", "UDPConn", "UDP_RCVBUF",
     "UpstreamError", "error_text", "exchange", "grow_rcvbuf", "hostport",
-    "local_end", "matches", "new_id", "truncated",
+    "local_end", "matches", "new_id", "readable", "truncated",
 ]

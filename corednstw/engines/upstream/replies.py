@@ -1,6 +1,10 @@
 """Checks and trims applied to an upstream's reply before it is used."""
 
+import struct
+
 from corednstw.core import dnswire as w
+
+_COUNTS = struct.Struct("!HHHH")
 
 
 def truncated(data):
@@ -32,3 +36,23 @@ def matches(req, data):
         return False
     return (name.lower() == req.qname
             and data[off:off + 2] == req.data[req.qend - 4:req.qend - 2])
+
+
+def readable(data):
+    """miekg can unpack the reply: the question and every record it
+    counts are there whole (counts that run past the end are lies it
+    stops at).  CoreDNS's forward fails an attempt whose reply cannot be
+    unpacked, or over UDP relays it truncated (TC, no records)."""
+    try:
+        qd, an, ns, ar = _COUNTS.unpack_from(data, 4)
+        off = 12
+        for _ in range(qd):
+            off = w.skip_question(data, off)
+        end = len(data)
+        for _ in range(an + ns + ar):
+            if off == end:
+                break
+            off = w.skip_rr(data, off)[0]
+    except (w.FormatError, struct.error, IndexError):
+        return False
+    return True

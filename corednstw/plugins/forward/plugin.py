@@ -21,8 +21,10 @@ from corednstw.core.request import RawResponse, Response
 from corednstw.engines.upstream import (
     REQUEST_DURATION,
     CachedClosed,
+    UpstreamError,
     error_text,
     matches,
+    readable,
     truncated,
 )
 
@@ -247,7 +249,12 @@ class _Exchange:
         f = self.f
         req = self.req
         proxy = self.proxy
-        if len(data) > req.size and conn is not None and conn.proto == "udp":
+        if not readable(data):
+            if conn is None or conn.proto != "udp":
+                return self.fail(UpstreamError("malformed reply"), conn)
+            data = truncated(data)
+        elif (len(data) > req.size and conn is not None
+              and conn.proto == "udp"):
             # Bigger than the client's buffer, which is CoreDNS's read
             # buffer: it keeps the header and question, sets TC and drops
             # the records (the client retries over TCP).

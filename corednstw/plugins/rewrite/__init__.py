@@ -179,15 +179,17 @@ def _with_opt(req, head, rest, st):
             return head, rest[:cut] + opt + rest[cut:]
         return head, rest + opt
     an, ns, ar = struct.unpack_from("!HHH", head, 6)
-    off = 0
+    # Walked in the whole message: a compressed owner name points there.
+    data = req.data
+    base = off = req.qend
     for _ in range(an + ns):
-        off = w.skip_rr(rest, off)[0]
+        off = w.skip_rr(data, off)[0]
     for _ in range(ar):
         start = off
-        off, rtype, rclass, ttl, _rd = w.skip_rr(rest, off)
+        off, rtype, rclass, ttl, _rd = w.skip_rr(data, off)
         if rtype == w.OPT:
             opt = w.opt_wire(rclass, ttl, st.opts)
-            return head, rest[:start] + opt + rest[off:]
+            return head, rest[:start - base] + opt + rest[off - base:]
     return head, rest
 
 

@@ -294,6 +294,17 @@ def stop(proc):
             proc.wait()
 
 
+def cpu_seconds(pid):
+    """User and system CPU time of ``pid`` so far (all its threads).
+
+    A server that is not kept fully busy (the client core can be the
+    limit for a fast server) shows it here: completed queries per
+    server CPU second is the speed per core even then."""
+    with open("/proc/%d/stat" % pid) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def rss_mb(pid):
     """Resident set size of ``pid`` in MiB, from /proc."""
     with open("/proc/%d/status" % pid) as f:
@@ -321,19 +332,23 @@ def measure(workload, server, work, args):
         before = requests_total(scrape(murl))
         sampler = Sampler(ports["dns"], workload, args.sample_rate,
                           args.seconds)
+        cpu = cpu_seconds(proc.pid)
         sampler.start()
         qpath = os.path.join(run_dir, "queries.txt")
         write(qpath, "".join("%s %s\n" % q for q in workload.queries()))
         stats, _ = dnsperf_run.run_dnsperf(ports["dns"], qpath, args.seconds,
                                            core=args.client_cpu)
         sampler.join()
+        cpu = cpu_seconds(proc.pid) - cpu
         rss = rss_mb(proc.pid)
         counted = requests_total(scrape(murl)) - before
     finally:
         stop(proc)
         shutil.rmtree(run_dir, ignore_errors=True)
     lat = sorted(sampler.latencies)
-    stats.update(rss=rss, counted=counted, good=sampler.good,
+    stats.update(rss=rss, counted=counted, cpu=cpu,
+                 per_cpu=stats["completed"] / cpu if cpu else 0.0,
+                 good=sampler.good,
                  asked=sampler.asked, answered=len(lat),
                  p50=percentile(lat, 0.50),
                  p99=percentile(lat, 0.99))
@@ -418,45 +433,59 @@ def percentile(values, q):
 
 # --- report ------------------------------------------------------------
 
-HEADER = ("%-8s %-9s %5s %8s %7s %7s %6s %8s %5s %6s"
-          % ("workload", "server", "round", "QPS", "p50 ms", "p99 ms",
-             "RSS MB", "correct", "lost", "ratio"))
+HEADER = ("%-8s %-9s %5s %8s %5s %8s %7s %7s %6s %8s %5s %6s %6s"
+          % ("workload", "server", "round", "QPS", "CPU%", "q/CPU-s",
+             "p50 ms", "p99 ms", "RSS MB", "correct", "lost", "ratio",
+             "ratio/CPU"))
 
 
 def row(workload, server, rnd, s, ratio):
     share = 100.0 * s["good"] / s["answered"] if s["answered"] else 0.0
     lost = s["lost"] + s["asked"] - s["answered"]
-    return ("%-8s %-9s %5d %8.0f %7.2f %7.2f %6.1f %7.2f%% %5d %6s"
-            % (workload, server, rnd, s["qps"], s["p50"], s["p99"], s["rss"],
-               share, lost, "%.2f" % ratio if ratio else "-"))
+    busy = 100.0 * s["cpu"] / s["seconds"] if s["seconds"] else 0.0
+    cpu_ratio = s.get("cpu_ratio")
+    return ("%-8s %-9s %5d %8.0f %5.0f %8.0f %7.2f %7.2f %6.1f %7.2f%% %5d "
+            "%6s %6s"
+            % (workload, server, rnd, s["qps"], busy, s["per_cpu"], s["p50"],
+               s["p99"], s["rss"], share, lost,
+               "%.2f" % ratio if ratio else "-",
+               "%.2f" % cpu_ratio if cpu_ratio else "-"))
 
 
 def summarize(results, names):
-    """Per workload and server: the range of QPS, median latencies, RSS
-    and correctness over the rounds; and the range of the ratios."""
-    lines = ["", "%-8s %-9s %17s %7s %7s %6s %7s %11s"
-             % ("workload", "server", "QPS (min-max)", "p50 ms", "p99 ms",
-                "RSS MB", "correct", "ratio")]
+    """Per workload and server: the range of QPS, median CPU use,
+    latencies, RSS and correctness over the rounds; and the range of the
+    ratios (of QPS, and of queries per server CPU second)."""
+    lines = ["", "%-8s %-9s %17s %5s %7s %7s %6s %8s %11s %11s"
+             % ("workload", "server", "QPS (min-max)", "CPU%", "p50 ms",
+                "p99 ms", "RSS MB", "correct", "ratio", "ratio/CPU")]
     for wname in names:
         for server in ("corednstw", "coredns"):
             runs = [r for r in results
                     if r["workload"] == wname and r["server"] == server]
-            if not runs:
-                continue
-            qps = [r["qps"] for r in runs]
-            ratios = [r["ratio"] for r in runs if r.get("ratio")]
-            good = sum(r["good"] for r in runs)
-            total = sum(r["answered"] for r in runs)
-            lines.append(
-                "%-8s %-9s %8.0f-%-8.0f %7.2f %7.2f %6.1f %6.2f%% %11s"
-                % (wname, server, min(qps), max(qps),
-                   median([r["p50"] for r in runs]),
-                   median([r["p99"] for r in runs]),
-                   max(r["rss"] for r in runs),
-                   100.0 * good / total if total else 0.0,
-                   "%.2f-%.2f" % (min(ratios), max(ratios))
-                   if ratios else "-"))
+            if runs:
+                lines.append(_summary_line(wname, server, runs))
     return "\n".join(lines)
+
+
+def _summary_line(wname, server, runs):
+    qps = [r["qps"] for r in runs]
+    good = sum(r["good"] for r in runs)
+    total = sum(r["answered"] for r in runs)
+    return ("%-8s %-9s %8.0f-%-8.0f %5.0f %7.2f %7.2f %6.1f %7.2f%% %11s %11s"
+            % (wname, server, min(qps), max(qps),
+               median([100.0 * r["cpu"] / r["seconds"] for r in runs]),
+               median([r["p50"] for r in runs]),
+               median([r["p99"] for r in runs]),
+               max(r["rss"] for r in runs),
+               100.0 * good / total if total else 0.0,
+               _span([r.get("ratio") for r in runs]),
+               _span([r.get("cpu_ratio") for r in runs])))
+
+
+def _span(values):
+    values = [v for v in values if v]
+    return "%.2f-%.2f" % (min(values), max(values)) if values else "-"
 
 
 def median(values):
@@ -498,12 +527,15 @@ def run_round(rnd, workloads, work, args, results):
         figures = {}
         for label, server in servers(args, rnd):
             s = measure(wl, server, work, args)
-            s.update(workload=wl.name, server=label, round=rnd)
+            s.update(workload=wl.name, server=label, round=rnd,
+                     seconds=args.seconds)
             figures[label] = s
             results.append(s)
         tw, ref = figures["corednstw"], figures.get("coredns")
         if ref and ref["qps"]:
             tw["ratio"] = tw["qps"] / ref["qps"]
+        if ref and ref["per_cpu"]:
+            tw["cpu_ratio"] = tw["per_cpu"] / ref["per_cpu"]
         for label, s in sorted(figures.items(), reverse=True):
             print(row(wl.name, label, rnd, s, s.get("ratio")), flush=True)
             if s["counted"] < s["completed"]:

@@ -24,11 +24,12 @@ import ipaddress
 import random
 
 from twisted.internet import task, threads
+from twisted.internet.defer import Deferred
 
 from corednstw.core import dnswire as w
 from corednstw.core import logger
 from corednstw.core.durations import format_duration, parse_duration
-from corednstw.core.plugin import Plugin, then
+from corednstw.core.plugin import Plugin
 from corednstw.core.request import RawResponse, parse_response
 
 NAME = "loadbalance"
@@ -270,7 +271,12 @@ class LoadBalance(Plugin):
         self._loop = None
 
     def serve(self, req):
-        return then(self.next.serve(req), self._after, req)
+        """Pass the query on and reorder the answer.  The Deferred check
+        is written out (not plugin.then): one call less per query."""
+        resp = self.next.serve(req)
+        if isinstance(resp, Deferred):
+            return resp.addCallback(self._after, req)
+        return self._after(resp, req)
 
     def _after(self, resp, req):
         if resp is None or resp.rcode != w.NOERROR:

@@ -72,9 +72,14 @@ class Workload:
 
     name = ""
     probe = "probe.example.org."
+    #: The core a local upstream server runs on: dnsperf's.
+    client_cpu = "1"
 
     def prepare(self, work):
         """Write the files the Corefile refers to (once per run)."""
+
+    def stop(self):
+        """Stop what ``prepare`` started."""
 
     def corefile(self, ports, work):
         raise NotImplementedError
@@ -251,6 +256,7 @@ class Cache(Workload):
     def stop(self):
         if self.upstream is not None:
             stop(self.upstream)
+            self.upstream = None
 
 
 WORKLOADS = {w.name: w for w in (Whoami, File, Kubeadm, Cache)}
@@ -559,8 +565,7 @@ def main(argv=None):
             run_round(rnd, workloads, work, args, results)
     finally:
         for wl in workloads:
-            if isinstance(wl, Cache):
-                wl.stop()
+            wl.stop()
         shutil.rmtree(work, ignore_errors=True)
     print(summarize(results, args.workloads))
     if args.json:

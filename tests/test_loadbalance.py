@@ -184,6 +184,52 @@ class RawTest(unittest.TestCase):
         m = dns.message.from_wire(out.finish(q))
         self.assertEqual(sum(len(s) for s in m.answer), 4)
 
+    def structured(self, resp, q):
+        """What the decoding path makes of ``resp``: round_robin on each
+        section of the decoded answer, encoded for ``q``."""
+        out = lb._decoded(resp)
+        out.answer = lb.round_robin(out.answer)
+        out.authority = lb.round_robin(out.authority)
+        out.additional = lb.round_robin(out.additional)
+        return dns.message.from_wire(out.finish(q))
+
+    def test_addresses_shuffled_in_the_wire(self):
+        # One name's addresses: shuffled without decoding, in the very
+        # order the structured path gives for the same random state.
+        q = Request(make_query("a.example.", w.A, edns=1232))
+        q.parse_question(*q.parse_header()[1:])
+        answer = ([CNAME("c", "endpoint")]
+                  + [A(EP, "10.0.0.%d" % i) for i in range(6)])
+        wire = Response(0, answer, [rr("example. 300 IN NS ns.example.")],
+                        [A("ns.example.", "10.0.1.%d" % i)
+                         for i in range(3)], aa=True).finish(q)
+        seen = set()
+        for seed in range(20):
+            resp = RawResponse(wire, plugin="cache")
+            resp.set_flag(w.RA)
+            random.seed(seed)
+            out = lb.LoadBalance()._after(resp, q)
+            self.assertIsNotNone(out.raw)
+            self.assertEqual(out.plugin, "cache")
+            self.assertTrue(out.flags & w.RA and out.flags & w.AA)
+            got = dns.message.from_wire(out.finish(q))
+            random.seed(seed)
+            want = self.structured(RawResponse(wire, plugin="cache"), q)
+            for section in ("answer", "authority", "additional"):
+                self.assertEqual(
+                    [r.to_text() for r in getattr(got, section)],
+                    [r.to_text() for r in getattr(want, section)])
+            seen.add(str(got.answer[1]))
+        self.assertGreater(len(seen), 1)
+
+    def test_mixed_addresses_decoded(self):
+        # A and AAAA together, or owners written differently: decoded.
+        for answer in ([A(EP, "10.0.0.1"), AAAA(EP, "::1"),
+                        A(EP, "10.0.0.2")],
+                       [A(EP, "10.0.0.1"), A("b.example.", "10.0.0.2")]):
+            q, resp = self.raw(answer)
+            self.assertIsNone(lb.LoadBalance()._after(resp, q).raw)
+
     def test_prefer_decodes(self):
         q, resp = self.raw([A("a.example.", "1.1.1.1"),
                             rr("a.example. 300 IN TXT x")])

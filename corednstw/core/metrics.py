@@ -231,15 +231,41 @@ TYPE_LABEL = {t: w.type_text(t) for t in _MONITORED}
 
 
 
+#: Label tuples of the families ``report`` updates, by the labels they
+#: are made of: built once per combination (a few dozen in practice,
+#: bounded by zones, views, type labels, rcodes and plugin names).
+_KEYS = {}
+
+
+def _keys(server, zone, view, proto, family, qtype, rcode, plugin):
+    """(requests, server-zone-view, with proto, responses) label tuples."""
+    svz = (server, zone, view)
+    return ((server, zone, view, proto, "2" if family == 2 else "1",
+             TYPE_LABEL.get(qtype, "other")),
+            svz, svz + (proto,), (server, zone, view, w.rcode_text(rcode),
+                                  plugin))
+
+
 def report(server, req, zone, view, rcode, plugin, size, duration):
-    """Count one answered query in every core family."""
+    """Count one answered query in every core family.
+
+    On every answered query's path: the label tuples come from a cache
+    (building five tuples and two label texts per query was a fifth of
+    this function's time).
+    """
     proto = req.proto
-    if req.edns is not None and req.edns.ttl & 0x8000:
-        DO_REQUESTS.inc((server, zone, view))
-    REQUESTS.inc((server, zone, view, proto, "2" if req.family == 2 else "1",
-                  TYPE_LABEL.get(req.qtype, "other")))
-    DURATION.observe((server, zone, view), duration)
-    pv = (server, zone, view, proto)
+    qtype = req.qtype
+    k = (server, zone, view, proto, req.family,
+         qtype if qtype in TYPE_LABEL else -1, rcode, plugin)
+    keys = _KEYS.get(k)
+    if keys is None:
+        keys = _KEYS[k] = _keys(*k)
+    rq, svz, pv, rs = keys
+    edns = req.edns
+    if edns is not None and edns.ttl & 0x8000:
+        DO_REQUESTS.inc(svz)
+    REQUESTS.inc(rq)
+    RESPONSES.inc(rs)
+    DURATION.observe(svz, duration)
     RESPONSE_SIZE.observe(pv, size)
     REQUEST_SIZE.observe(pv, len(req.data))
-    RESPONSES.inc((server, zone, view, w.rcode_text(rcode), plugin))

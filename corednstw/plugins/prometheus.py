@@ -13,13 +13,14 @@ from prometheus_client import (
     ProcessCollector,
     generate_latest,
 )
+from twisted.internet.defer import Deferred
 from zope.interface import implementer
 
 from corednstw.core import config as configlib
 from corednstw.core import dnswire as w
 from corednstw.core import metrics
 from corednstw.core.interfaces import IHTTPEndpointOwner, IZoneAdder
-from corednstw.core.plugin import Plugin, match, then
+from corednstw.core.plugin import Plugin, match
 from corednstw.service import httpd
 
 DEFAULT_ADDRESS = "localhost:9153"
@@ -69,7 +70,13 @@ class Prometheus(Plugin):
             self.extra_zones.append(zone)
 
     def serve(self, req):
-        return then(self.next.serve(req), self._record, req)
+        """Pass the query on and record the answer.  Written out rather
+        than with plugin.then: this runs for every query of the block,
+        and the extra call was a tenth of the plugin's own time."""
+        resp = self.next.serve(req)
+        if isinstance(resp, Deferred):
+            return resp.addCallback(self._record, req)
+        return self._record(resp, req)
 
     def _zone(self, req):
         """The zone label: the block key that matched, or a longer zone a
@@ -84,9 +91,9 @@ class Prometheus(Plugin):
         else:
             rcode, plugin = resp.rcode, resp.plugin
             size = len(resp.finish(req))
-        metrics.report(req.server, req, self._zone(req), req.view, rcode,
-                    plugin, size,
-                    req.block.config.app.clock() - req.start)
+        zone = self._zone(req) if self.extra_zones else req.zone
+        metrics.report(req.server, req, zone, req.view, rcode, plugin, size,
+                       req.block.config.app.clock() - req.start)
         return resp
 
     def start(self):

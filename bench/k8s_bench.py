@@ -368,8 +368,10 @@ def outage(a, disc, sock, dport, rport, hport, mport, log):
     subprocess.run(a.outage_cmd, shell=True, check=True,
                    stdout=subprocess.DEVNULL)
     t1 = time.monotonic()
+    # The slice's second address: the programming rounds before only ever
+    # change the first one.
     back = wait_answer(sock, dport, "svc0.ns0.svc.cluster.local.",
-                       expected(0)[0])
+                       expected(0)[1])
     after, total = programming(disc, sock, dport, a.services, nns, 1,
                                round_=int(time.time()) + 7)
     prober.done.set()

@@ -14,11 +14,11 @@
 CoreDNS.  Certificates are read here, so a bad file fails the setup.
 """
 
-import re
 from urllib.parse import urlparse
 
 from corednstw.core.durations import parse_duration
 from corednstw.core.plugin import Fallthrough, zones_from_args
+from corednstw.engines.upstream.tlsfiles import load_client_tls
 from corednstw.plugins.etcd import client as cl
 from corednstw.plugins.etcd.plugin import Etcd, Options
 
@@ -81,35 +81,15 @@ def _credentials(c, o, block):
 
 
 def _tls(c, o, block):
-    from twisted.internet import ssl
     args = [block.path(a) for a in c.args]
     if len(args) > 3:
         raise c.error("maximum of three arguments allowed for TLS config, "
                       "found %d" % len(args))
-    trust = client = None
     try:
-        if len(args) in (1, 3):
-            with open(args[-1], "rb") as f:
-                trust = ssl.trustRootFromCertificates(
-                    [ssl.Certificate.loadPEM(b) for b in _pem_blocks(
-                        f.read())])
-        if len(args) >= 2:
-            with open(args[0], "rb") as f:
-                cert = f.read()
-            with open(args[1], "rb") as f:
-                key = f.read()
-            client = ssl.PrivateCertificate.loadPEM(cert + b"\n" + key)
+        trust, client = load_client_tls(args)
     except Exception as e:
         raise c.error("could not load TLS config: %s" % e) from e
     o.tls = cl.TLSPolicy(trust, client)
-
-
-def _pem_blocks(data):
-    blocks = re.findall(rb"-----BEGIN CERTIFICATE-----.+?"
-                        rb"-----END CERTIFICATE-----", data, re.S)
-    if not blocks:
-        raise ValueError("no certificates found")
-    return blocks
 
 
 def _lease_ttl(attr):

@@ -15,6 +15,7 @@ from corednstw.engines.upstream import (
     HC_INTERVAL,
     Proxy,
 )
+from corednstw.engines.upstream.tlsfiles import load_client_tls
 from corednstw.plugins.forward.plugin import Forward
 
 MAX_UPSTREAMS = 15
@@ -347,20 +348,8 @@ def _tls_options(d, o, servername):
     least, the server certificate verified against ``servername``."""
     from twisted.internet import ssl
     args = o.tls_args or []
-    trust = None
-    client = None
     try:
-        if len(args) in (1, 3):
-            with open(args[-1], "rb") as fh:
-                trust = ssl.trustRootFromCertificates(
-                    [ssl.Certificate.loadPEM(c) for c in _pem_blocks(
-                        fh.read())])
-        if len(args) >= 2:
-            with open(args[0], "rb") as fh:
-                cert = fh.read()
-            with open(args[1], "rb") as fh:
-                key = fh.read()
-            client = ssl.PrivateCertificate.loadPEM(cert + b"\n" + key)
+        trust, client = load_client_tls(args)
     except Exception as e:
         raise d.error("tls: %s" % e) from e
     return ssl.optionsForClientTLS(
@@ -368,12 +357,3 @@ def _tls_options(d, o, servername):
         extraCertificateOptions={"raiseMinimumTo": ssl.TLSVersion.TLSv1_2})
 
 
-def _pem_blocks(data):
-    marker = b"-----END CERTIFICATE-----"
-    out = []
-    for part in data.split(marker):
-        if b"-----BEGIN CERTIFICATE-----" in part:
-            out.append(part.strip() + b"\n" + marker + b"\n")
-    if not out:
-        raise ValueError("no certificates found")
-    return out

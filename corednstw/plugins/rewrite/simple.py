@@ -26,37 +26,23 @@ def _class(text):
         raise ValueError('invalid class "%s"' % up) from e
 
 
-class TypeRule(Rule):
+class FieldRule(Rule):
+    """``type FROM TO`` and ``class FROM TO``: one question field (``qtype``
+    or ``qclass``) swapped when it equals FROM."""
 
-    def __init__(self, mode, frm, to):
+    def __init__(self, mode, field, frm, to):
         super().__init__(mode)
+        self.field = field
         self.frm = frm
         self.to = to
         if not frm or not to:
             self.match = _never
 
     def match(self, q):
-        return q.qtype == self.frm
+        return getattr(q, self.field) == self.frm
 
     def apply(self, st, hit):
-        st.qtype = self.to
-        return []
-
-
-class ClassRule(Rule):
-
-    def __init__(self, mode, frm, to):
-        super().__init__(mode)
-        self.frm = frm
-        self.to = to
-        if not frm or not to:
-            self.match = _never
-
-    def match(self, q):
-        return q.qclass == self.frm
-
-    def apply(self, st, hit):
-        st.qclass = self.to
+        setattr(st, self.field, self.to)
         return []
 
 
@@ -65,8 +51,9 @@ def _never(q):
 
 
 def new_type_rule(mode, args):
-    return TypeRule(mode, _type(args[0]), _type(args[1]))
+    return FieldRule(mode, "qtype", _type(args[0]), _type(args[1]))
 
 
 def new_class_rule(mode, args):
-    return ClassRule(mode, _class(args[0]), _class(args[1]))
+    return FieldRule(mode, "qclass", _class(args[0]),
+                     _class(args[1]))

@@ -1,5 +1,6 @@
 """One upstream (CoreDNS's proxy.Proxy): its UDP socket, its pools of TCP
-and TLS connections, and its health.
+and TLS connections (or, for DNS over HTTPS, its HTTP client), and its
+health.
 
 A failed exchange starts the health check (``. IN NS`` by default, every
 ``hc_interval`` until it answers); each failed check counts in
@@ -13,7 +14,9 @@ from corednstw.core import metrics
 from corednstw.core.request import make_query
 from corednstw.engines.upstream.errors import UpstreamError
 from corednstw.engines.upstream.exchange import exchange
+from corednstw.engines.upstream.https import DoHClient
 from corednstw.engines.upstream.ids import new_id
+from corednstw.engines.upstream.replies import readable
 from corednstw.engines.upstream.transport import (
     StreamConn,
     StreamFactory,
@@ -51,7 +54,9 @@ class Proxy:
         self.addr = addr            # the metrics label, "IP:port"
         self.host = host
         self.port = port
-        self.transport = transport  # "dns" or "tls"
+        self.transport = transport  # "dns", "tls" or "https"
+        self.doh_method = "POST"    # DNS over HTTPS: "GET" or "POST"
+        self.doh = None             # the DoHClient of an https upstream
         self.name = name
         self.fails = 0
         self.expire = DEFAULT_EXPIRE
@@ -76,12 +81,16 @@ class Proxy:
         self.stopped = False
         self.avg_dial = 0.0
         self.labels_udp = (name, addr, "udp")
+        self.labels_https = (name, addr, "https")
         self._dur_labels = {}
 
     def start(self, reactor, clock):
         self.reactor = reactor
         self.clock = clock
         self.stopped = False
+        if self.transport == "https":
+            self.doh = DoHClient(self, self.doh_method)
+            self.doh.start(reactor)
 
     def stop(self):
         self.stopped = True
@@ -96,6 +105,10 @@ class Proxy:
             c.close()
         self.conns.clear()
         self.idle = {"tcp": [], "tcp-tls": []}
+        if self.doh is not None:
+            doh, self.doh = self.doh, None
+            return doh.stop()
+        return None
 
     def down(self, maxfails):
         return maxfails != 0 and self.fails > maxfails
@@ -107,6 +120,8 @@ class Proxy:
         ``waiter.reply(data, conn)`` or ``waiter.fail(exc, conn)``."""
         if self.stopped or self.reactor is None:
             return waiter.fail(UpstreamError("transport stopped"), None)
+        if self.doh is not None:
+            return self._query_https(wire, waiter)
         if self.tls is not None:
             proto = "tcp-tls"
         if proto == "udp":
@@ -138,6 +153,19 @@ class Proxy:
             CONN_HITS.inc(self.labels_udp)
         u.query(wire, self.read_timeout, waiter, now)
 
+    def _query_https(self, wire, waiter):
+        """One query over DNS over HTTPS, whatever the client's transport
+        (CoreDNS's lookupDoH)."""
+        doh = self.doh
+        d = doh.fetch(wire, self.read_timeout)
+        if doh.reused:
+            CONN_HITS.inc(self.labels_https)
+        else:
+            CONN_MISSES.inc(self.labels_https)
+        conn = doh.conn
+        d.addCallbacks(waiter.reply, lambda f: waiter.fail(f.value, conn),
+                       callbackArgs=(conn,))
+
     def _expired(self, conn, used, now):
         if now - used > self.expire:
             return True
@@ -161,7 +189,7 @@ class Proxy:
         c = StreamConn(self, proto)
         self.conns.add(c)
         started = now
-        dial = self._dial_timeout()
+        dial = self.dial_timeout()
         bind = (self.source, 0) if self.source else None
         fac = StreamFactory(c)
         if proto == "tcp-tls":
@@ -189,7 +217,7 @@ class Proxy:
                                                 w.rcode_text(rcode))
         return labels
 
-    def _dial_timeout(self):
+    def dial_timeout(self):
         avg = self.avg_dial
         if avg < MIN_DIAL:
             return MIN_DIAL
@@ -230,6 +258,13 @@ class Proxy:
             return
         wire = make_query(self.hc_domain, w.NS, rd=self.hc_rd,
                           msgid=new_id())
+        if self.doh is not None:
+            # CoreDNS's DoH health check: the same query, always POSTed.
+            d = self.doh.fetch(wire, HC_TIMEOUT, "POST")
+            d.addCallback(_unpackable)
+            self.hc_inflight = d
+            d.addCallbacks(self._check_ok, self._check_failed)
+            return
         proto = "tcp-tls" if self.tls is not None else self.hc_proto
         d = exchange(self.reactor, self.host, self.port, wire,
                      "udp" if proto == "udp" else "tcp", HC_TIMEOUT,
@@ -253,3 +288,10 @@ class Proxy:
 
     def __repr__(self):
         return "<Proxy %s>" % self.addr
+
+
+def _unpackable(data):
+    """A health check's answer must be a DNS message (any rcode)."""
+    if not readable(data):
+        raise UpstreamError("malformed reply")
+    return data

@@ -1,6 +1,9 @@
 """forward's Corefile stanza: the TO addresses (IPs, ``tls://``,
-resolv.conf files), the options, and the TLS client settings; one engine
-``Proxy`` per upstream.
+``https://``, resolv.conf files, host names), the options, and the TLS
+client settings; one engine ``Proxy`` per upstream.
+
+Host names are resolved when the plugin starts (``resolve``): their
+upstreams are made then, by the same ``ProxyMaker`` as the others.
 """
 
 import ipaddress
@@ -17,8 +20,10 @@ from corednstw.engines.upstream import (
 )
 from corednstw.engines.upstream.tlsfiles import load_client_tls
 from corednstw.plugins.forward.plugin import Forward
+from corednstw.plugins.forward.resolve import dedup
 
 MAX_UPSTREAMS = 15
+DEFAULT_PORTS = {"dns": 53, "tls": 853, "https": 443}
 
 
 def setup(d, block):
@@ -45,21 +50,51 @@ def setup(d, block):
     hosts = []
     for to in args[1:]:
         hosts.extend(_parse_to(d, to))
-    seen = []
-    for h in hosts:
-        if h not in seen:
-            seen.append(h)
+    seen = dedup(hosts)
     if not seen:
         raise d.error("no valid upstream addresses found")
     if len(seen) > MAX_UPSTREAMS:
         raise d.error("more than %d TOs configured: %d"
                       % (MAX_UPSTREAMS, len(seen)))
     for trans, host, port, sni in seen:
-        if trans == "tls" and sni and opts.servername:
+        if trans != "dns" and sni and opts.servername:
             raise d.error(
                 "both forward ('%s') and proxy level ('%s') TLS servernames "
                 "are set for upstream proxy '%s'" % (
                     opts.servername, sni, _label(trans, host, port)))
+    maker = ProxyMaker(d, opts, f.force_tcp)
+    if any(trans != "dns" for trans, _h, _p, _s in seen):
+        maker.load_tls()
+    if any(not _is_ip(host) for _t, host, _p, _s in seen):
+        # Host names: their upstreams are made once resolved, at start.
+        f.to = seen
+        f.resolvers = opts.resolvers
+        f.make_proxy = maker.make
+        return f
+    f.proxies = [maker.make(*h) for h in seen]
+    return f
+
+
+class ProxyMaker:
+    """Makes the engine ``Proxy`` of one upstream with the stanza's
+    options; the TLS files are read once, at setup."""
+
+    def __init__(self, d, opts, force_tcp):
+        self.d = d
+        self.opts = opts
+        self.force_tcp = force_tcp
+        self.material = None
+
+    def load_tls(self):
+        """Read the ``tls`` files now, so that a bad one is a Corefile
+        error even for upstreams made later."""
+        try:
+            self.material = load_client_tls(self.opts.tls_args or [])
+        except Exception as e:
+            raise self.d.error("tls: %s" % e) from e
+
+    def make(self, trans, host, port, sni):
+        opts = self.opts
         p = Proxy(_label("dns", host, port), host, port, trans)
         p.expire = opts.expire
         p.max_age = opts.max_age
@@ -69,13 +104,14 @@ def setup(d, block):
         p.hc_domain = opts.hc_domain
         p.hc_rd = opts.hc_rd
         p.source = opts.source
-        if f.force_tcp and trans != "tls":
+        p.doh_method = opts.doh_method
+        if self.force_tcp and trans == "dns":
             p.hc_proto = "tcp"
-        if trans == "tls":
+        if trans != "dns":
             p.servername = sni or opts.servername or host
-            p.tls = _tls_options(d, opts, p.servername)
-        f.proxies.append(p)
-    return f
+            p.tls = _tls_options(self.material, p.servername,
+                                 trans == "https")
+        return p
 
 
 class _Options:
@@ -90,6 +126,8 @@ class _Options:
         self.source = None
         self.tls_args = None
         self.servername = ""
+        self.doh_method = "POST"
+        self.resolvers = None
 
 
 def _label(trans, host, port):
@@ -255,24 +293,43 @@ def _parse_option(d, c, f, o, block):
             o.source = str(getattr(ip, "ipv4_mapped", None) or ip)
         except ValueError as e:
             raise c.error("invalid IP address: %s" % args[0]) from e
-    elif name in ("doh_method", "resolver"):
-        raise c.error("%s: not supported yet" % name)
+    elif name == "doh_method":
+        want(1)
+        if args[0] not in ("GET", "POST"):
+            raise c.error("doh_method must be either POST or GET")
+        o.doh_method = args[0]
+    elif name == "resolver":
+        if not args:
+            raise c.arg_error()
+        o.resolvers = [_resolver(c, a) for a in args]
     else:
         raise c.error("unknown property '%s'" % name)
 
 
+def _resolver(c, arg):
+    """(ip, port) of a ``resolver`` address: an IP or IP:port."""
+    host, port = _split_host_port(arg)
+    if host is None or not _is_ip(host) or "%" in host or (
+            port is not None and not 0 <= int(port) < 65536):
+        raise c.error('resolver must be an IP address or IP:port: "%s"'
+                      % arg)
+    return host, int(port) if port else 53
+
+
 def _parse_to(d, to):
-    """(transport, host, port, servername) tuples for one TO argument."""
+    """(transport, host, port, servername) tuples for one TO argument; a
+    host name stays a name here (resolved at start)."""
     trans, rest = names.split_transport(to)
-    if trans not in ("dns", "tls"):
-        if trans == "https":
-            raise d.error("https:// upstreams: not supported yet")
+    if trans not in ("dns", "tls", "https"):
         raise d.error("'%s' is not supported as a destination protocol in "
                       "forward: %s" % (trans, to))
     if not rest:
         raise d.error('invalid address: "%s"' % to)
+    if trans == "https" and "/" in rest:
+        raise d.error("paths are not allowed in HTTPS upstream addresses "
+                      "(the /dns-query path is used by default): %s" % to)
     sni = ""
-    if trans == "tls" and "%" in rest:
+    if trans != "dns" and "%" in rest:
         pct = rest.rfind("%")
         host_part, tail = rest[:pct], rest[pct + 1:]
         if ":" in tail:
@@ -283,17 +340,18 @@ def _parse_to(d, to):
         else:
             sni = tail
             rest = host_part + ("]" if host_part.startswith("[") else "")
-    default = 853 if trans == "tls" else 53
+    default = DEFAULT_PORTS[trans]
     host, port = _split_host_port(rest)
     if host is None or not _is_ip(host):
-        # Not an address: a resolv.conf-style file.
+        # Not an address: a resolv.conf-style file, else a host name.
         path = rest
-        if not os.path.isfile(path):
-            if _looks_like_hostname(rest):
-                raise d.error("hostname upstreams (%s): not supported yet"
-                              % to)
-            raise d.error('not an IP address or file "%s"' % rest)
-        return [("dns", h, p, "") for h, p in _resolv_conf(d, path)]
+        if os.path.isfile(path):
+            return [("dns", h, p, "") for h, p in _resolv_conf(d, path)]
+        if host is not None and _is_hostname(host):
+            return [(trans, host.rstrip(".").lower(),
+                     int(port) if port else default, sni)]
+        raise d.error('not an IP address, file, or valid domain: "%s"'
+                      % to)
     return [(trans, host, int(port) if port else default, sni)]
 
 
@@ -323,8 +381,8 @@ def _is_ip(s):
         return False
 
 
-def _looks_like_hostname(s):
-    return "/" not in s and names.is_domain_name(s.split(":")[0])
+def _is_hostname(s):
+    return "/" not in s and "%" not in s and names.is_domain_name(s)
 
 
 def _resolv_conf(d, path):
@@ -343,17 +401,16 @@ def _resolv_conf(d, path):
     return out
 
 
-def _tls_options(d, o, servername):
-    """Twisted client TLS options: CoreDNS's tls argument forms, TLS 1.2 at
-    least, the server certificate verified against ``servername``."""
+def _tls_options(material, servername, http):
+    """Twisted client TLS options: CoreDNS's tls argument forms
+    (``material``: trust root and client certificate), TLS 1.2 at least,
+    the server certificate verified against ``servername``; ALPN offers
+    HTTP/1.1 to a DNS-over-HTTPS server."""
     from twisted.internet import ssl
-    args = o.tls_args or []
-    try:
-        trust, client = load_client_tls(args)
-    except Exception as e:
-        raise d.error("tls: %s" % e) from e
+    trust, client = material
     return ssl.optionsForClientTLS(
         servername, trustRoot=trust, clientCertificate=client,
+        acceptableProtocols=[b"http/1.1"] if http else None,
         extraCertificateOptions={"raiseMinimumTo": ssl.TLSVersion.TLSv1_2})
 
 

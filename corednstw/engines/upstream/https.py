@@ -31,9 +31,11 @@ PATH = "/dns-query"
 MIME = b"application/dns-message"
 #: Largest body read from an upstream (CoreDNS's maxDNSQuerySize).
 MAX_BODY = 65536
-#: Idle connections kept per upstream unless max_idle_conns says otherwise
-#: (Go's http.Transport keeps two per host).
-DEFAULT_IDLE = 2
+#: Idle connections kept per upstream when max_idle_conns is 0 (no cap,
+#: as for TCP and TLS).  HTTP/1.1 carries one query at a time per
+#: connection, so a small cap (Go's two per host, fine for its HTTP/2)
+#: would close and reopen connections under load.
+UNCAPPED = 1 << 30
 METHODS = ("GET", "POST")
 
 #: A reused connection that failed before any answer: the peer had closed
@@ -161,7 +163,7 @@ class DoHClient:
     def start(self, reactor):
         p = self.proxy
         self.pool = _Pool(reactor, persistent=True)
-        self.pool.maxPersistentPerHost = p.max_idle or DEFAULT_IDLE
+        self.pool.maxPersistentPerHost = p.max_idle or UNCAPPED
         self.pool.cachedConnectionTimeout = p.expire
         self.agent = client.Agent.usingEndpointFactory(reactor, self,
                                                        self.pool)

@@ -20,6 +20,7 @@ as an indication only.
 import argparse
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
@@ -85,11 +86,17 @@ def wires():
     return out
 
 
-def check(wire, want):
-    m = dns.message.from_wire(wire)
-    got = [rd.to_text() for rr in m.answer for rd in rr]
-    if m.rcode() != 0 or got != [want]:
-        raise SystemExit("wrong answer:\n%s" % m)
+def check(wire, want, full):
+    """NOERROR, one answer record, the zone's address in it; ``full``:
+    parsed with dnspython too (too slow for every answer: it would cost
+    more CPU than the forwarding measured)."""
+    ok = (wire[3] & 0xF == 0 and wire[6:8] == b"\x00\x01"
+          and socket.inet_aton(want) in wire)
+    if ok and full:
+        m = dns.message.from_wire(wire)
+        ok = [rd.to_text() for rr in m.answer for rd in rr] == [want]
+    if not ok:
+        raise SystemExit("wrong answer:\n%s" % dns.message.from_wire(wire))
 
 
 def run(mux, qs, n, inflight):
@@ -105,10 +112,10 @@ def run(mux, qs, n, inflight):
         state["sent"] += 1
         wire, want = qs[i % len(qs)]
         mux.handle(wire, "127.0.0.1", 40000, "udp", None,
-                   lambda data: answered(data, want))
+                   lambda data: answered(data, want, i % 97 == 0))
 
-    def answered(data, want):
-        check(data, want)
+    def answered(data, want, full):
+        check(data, want, full)
         state["answered"] += 1
         if state["sent"] < n:
             send()

@@ -1,5 +1,5 @@
 """The upstream engine: sending DNS queries to upstream servers over UDP,
-TCP and DNS-over-TLS (CoreDNS's plugin/pkg/proxy).
+TCP, DNS-over-TLS and DNS-over-HTTPS (CoreDNS's plugin/pkg/proxy).
 
 Modules:
 
@@ -9,6 +9,10 @@ Modules:
     the connections to one upstream: ``UDPConn`` (one connected socket,
     replies matched to queries by message ID, one timer per socket) and
     ``StreamConn`` (TCP or TLS, one query at a time, pooled).
+``https``
+    ``DoHClient``, the HTTP side of an ``https://`` upstream: twisted.web's
+    Agent over a persistent pool (HTTP/1.1 keep-alive), POST or GET,
+    answers checked (status, content type, size) and timed out.
 ``proxy``
     ``Proxy``, one upstream: it picks or opens the connection for a query,
     keeps the stream pools (``expire``, ``max_age``, ``max_idle``), runs

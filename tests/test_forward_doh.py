@@ -242,8 +242,6 @@ class ScriptedTest(unittest.TestCase):
 
     @defer.inlineCallbacks
     def test_garbage(self):
-        up = DoHUpstream(self.cert, self.key)
-        up.body = b"\x01\x02garbage"
         yield self.check_failover(body=b"\x01\x02garbage")
         yield util.wait_for(lambda: "overflow" in self.log.text())
 
@@ -264,6 +262,42 @@ class ScriptedTest(unittest.TestCase):
         yield self.check_failover(hold=True)
         yield util.wait_for(lambda: "Client.Timeout exceeded"
                             in self.log.text())
+
+    @defer.inlineCallbacks
+    def test_connect_attempts(self):
+        """Attempts per query: twice the upstreams by default, else
+        max_connect_attempts (each a request to a DoH upstream)."""
+        bad = [self.doh(status=500), self.doh(status=500)]
+        for opts, want in [("", 4), ("  max_connect_attempts 1\n", 1),
+                           ("  max_connect_attempts 3\n", 3)]:
+            port = yield self.serve(bad, "  max_fails 0\n" + opts)
+            before = sum(len(b.requests) for b in bad)
+            m = yield util.query(port, "x.example.org", "A")
+            self.assertEqual(m.rcode(), dns.rcode.SERVFAIL)
+            self.assertEqual(sum(len(b.requests) for b in bad) - before,
+                             want, opts)
+
+    @defer.inlineCallbacks
+    def test_failfast_all_unhealthy(self):
+        ups = [self.doh(), self.doh()]
+        broken = metrics.families()[
+            "coredns_forward_healthcheck_broken_total"]
+        for opts, sent in [("  failfast_all_unhealthy_upstreams\n", 0),
+                           ("", 1)]:
+            port = yield self.serve(ups, "  max_fails 1\n"
+                                    "  health_check 1h\n" + opts)
+            (f,) = [p for p in self.app.config.plugins()
+                    if p.name == "forward"]
+            for p in f.proxies:
+                p.fails = 2
+            before = sum(len(u.requests) for u in ups)
+            count = broken.get(())
+            m = yield util.query(port, "x.example.org", "A")
+            self.assertEqual(m.rcode(), dns.rcode.SERVFAIL if not sent
+                             else dns.rcode.NOERROR)
+            self.assertEqual(sum(len(u.requests) for u in ups) - before,
+                             sent)
+            self.assertEqual(broken.get(()) - count, 1)
 
     @defer.inlineCallbacks
     def test_healthy_again(self):

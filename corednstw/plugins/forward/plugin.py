@@ -103,6 +103,11 @@ class Forward(Plugin):
     def stop(self):
         if self.retry is not None and self.retry.active():
             self.retry.cancel()
+        for _req, d, timer in self.waiting or ():
+            if not d.called:
+                timer.cancel()
+                d.callback(Response(w.SERVFAIL))
+        self.waiting = None
         self.to = ()
         ds = [p.stop() for p in self.proxies]
         ds = [d for d in ds if isinstance(d, defer.Deferred)]
@@ -127,7 +132,10 @@ class Forward(Plugin):
         self.proxies = [self.make_proxy(*h) for h in dedup(to)]
         self._start_proxies()
         waiting, self.waiting = self.waiting, None
-        for req, d in waiting or ():
+        for req, d, timer in waiting or ():
+            if d.called:
+                continue
+            timer.cancel()
             r = self.serve(req)
             if isinstance(r, defer.Deferred):
                 r.chainDeferred(d)
@@ -141,8 +149,10 @@ class Forward(Plugin):
         logger.error("forward", "%s (trying again in %s)" % (
             self.unresolved, format_duration(RESOLVE_RETRY)))
         waiting, self.waiting = self.waiting, []
-        for _req, d in waiting or ():
-            d.callback(self._no_upstream())
+        for _req, d, timer in waiting or ():
+            if not d.called:
+                timer.cancel()
+                d.callback(self._no_upstream())
         self.retry = self.reactor.callLater(RESOLVE_RETRY, self._resolve)
 
     def _no_upstream(self):
@@ -155,8 +165,15 @@ class Forward(Plugin):
         if self.unresolved is not None or self.waiting is None:
             return self._no_upstream()
         d = defer.Deferred()
-        self.waiting.append((req, d))
+        # Never longer than a forwarded query may take.
+        timer = self.reactor.callLater(DEADLINE, self._too_late, d)
+        self.waiting.append((req, d, timer))
         return d
+
+    def _too_late(self, d):
+        r = Response(w.SERVFAIL)
+        r.error = "host names of TO not resolved yet"
+        d.callback(r)
 
     # -- matching -------------------------------------------------------------
 

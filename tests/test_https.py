@@ -9,6 +9,7 @@ import dns.query
 import dns.rcode
 import dns.rrset
 from twisted.internet import defer, threads
+from twisted.logger import formatEvent, globalLogPublisher
 from twisted.trial import unittest
 
 from corednstw.core import corefile, doh, metrics
@@ -106,6 +107,18 @@ class DoHTest(unittest.TestCase):
         self.assertEqual(r.headers["cache-control"], "max-age=0")
         self.assertEqual(int(r.headers["content-length"]), len(r.content))
         self.assertEqual(self.count(200), before + 1)
+
+    @defer.inlineCallbacks
+    def test_no_access_log(self):
+        """Requests leave no line in twisted's log (CoreDNS logs none)."""
+        events = []
+        globalLogPublisher.addObserver(events.append)
+        self.addCleanup(globalLogPublisher.removeObserver, events.append)
+        r = yield http("POST", self.url, self.ca, content=wire(),
+                       headers={"content-type": "application/dns-message"})
+        self.assertEqual(r.status_code, 200)
+        self.assertEqual(
+            [e for e in events if "dns-query" in formatEvent(e)], [])
 
     @defer.inlineCallbacks
     def test_http2_alpn(self):

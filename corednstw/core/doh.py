@@ -305,6 +305,7 @@ class Front(policies.WrappingFactory):
 
     def registerProtocol(self, p):
         super().registerProtocol(p)
+        dnsserver.nodelay(p.transport)
         if (self.limit and len(self.protocols) >= self.limit
                 and self.port is not None and not self.paused):
             self.paused = True
@@ -329,6 +330,17 @@ class Front(policies.WrappingFactory):
         return self._closed
 
 
+class DoHSite(server.Site):
+    """A site without an access log: CoreDNS writes no line per DoH
+    request, and one log line per query would cost more than the
+    answer."""
+
+    noisy = False
+
+    def log(self, request):
+        pass
+
+
 def listen_https(reactor, host, port, mux, timeouts, tls, limit,
                  wrap=None):
     """A DoH listener (plain HTTP without ``tls``; ``wrap``: the PROXY
@@ -336,10 +348,9 @@ def listen_https(reactor, host, port, mux, timeouts, tls, limit,
 
     Returns (port, Front, Switchable or None, actual port)."""
     res = DoHResource(mux, mux.label, timeouts)
-    site = server.Site(res, timeout=timeouts.idle)
+    site = DoHSite(res, timeout=timeouts.idle)
     site.requestFactory = DoHRequest
     site.protocol = _channel
-    site.noisy = False
     creator = None
     inner = site
     if tls is not None:

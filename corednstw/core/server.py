@@ -314,6 +314,20 @@ class Timeouts:
         self.max_queries = max_queries
 
 
+def nodelay(transport):
+    """Turn Nagle's algorithm off, as Go does on every TCP connection.
+
+    With it on, an answer written while the previous one is still
+    unacknowledged waits for the client's delayed ACK (40 ms on Linux):
+    pipelining clients (DoT, DoH over HTTP/2) then see tens of
+    milliseconds per answer.  TLS and PROXY wrappers pass the call on to
+    the TCP transport."""
+    try:
+        transport.setTcpNoDelay(True)
+    except (AttributeError, OSError):
+        pass
+
+
 class DNSStreamProtocol(Int16StringReceiver, TimeoutMixin):
     """TCP: length-framed queries, pipelined.
 
@@ -336,6 +350,7 @@ class DNSStreamProtocol(Int16StringReceiver, TimeoutMixin):
         self._write_check = None
 
     def connectionMade(self):
+        nodelay(self.transport)
         peer = self.transport.getPeer()
         self.host, self.port = _client((peer.host, peer.port))
         self.setTimeout(self.limits.read)

@@ -43,6 +43,13 @@ def wire(name="example.org.", rdtype="A", **kw):
 
 class DoHTest(unittest.TestCase):
 
+    #: The HTTP version of the requests made with ``self.http``.
+    HTTP2 = False
+
+    def http(self, method, url, **kw):
+        kw.setdefault("http2", self.HTTP2)
+        return http(method, url, self.ca, **kw)
+
     @defer.inlineCallbacks
     def setUp(self):
         self.log = util.capture_log(self)
@@ -98,7 +105,7 @@ class DoHTest(unittest.TestCase):
     @defer.inlineCallbacks
     def test_answer_headers(self):
         before = self.count(200)
-        r = yield http("POST", self.url, self.ca, content=wire(),
+        r = yield self.http("POST", self.url, content=wire(),
                        headers={"content-type": "application/dns-message"})
         self.assertEqual(r.status_code, 200)
         self.assertEqual(r.headers["content-type"],
@@ -114,7 +121,7 @@ class DoHTest(unittest.TestCase):
         events = []
         globalLogPublisher.addObserver(events.append)
         self.addCleanup(globalLogPublisher.removeObserver, events.append)
-        r = yield http("POST", self.url, self.ca, content=wire(),
+        r = yield self.http("POST", self.url, content=wire(),
                        headers={"content-type": "application/dns-message"})
         self.assertEqual(r.status_code, 200)
         self.assertEqual(
@@ -130,15 +137,15 @@ class DoHTest(unittest.TestCase):
     @defer.inlineCallbacks
     def test_other_path_404(self):
         before = self.count(404)
-        r = yield http("POST", self.url.replace("dns-query", "resolve"),
-                       self.ca, content=wire())
+        r = yield self.http("POST", self.url.replace("dns-query", "resolve"),
+ content=wire())
         self.assertEqual((r.status_code, r.text), (404, "\n"))
         self.assertEqual(self.count(404), before + 1)
 
     @defer.inlineCallbacks
     def bad(self, method, **kw):
         before = self.count(400)
-        r = yield http(method, self.url, self.ca, **kw)
+        r = yield self.http(method, self.url, **kw)
         self.assertEqual((r.status_code, r.text), (400, "invalid request\n"))
         self.assertEqual(r.headers["content-type"],
                          "text/plain; charset=utf-8")
@@ -208,7 +215,7 @@ class DoHTest(unittest.TestCase):
         # miekg's request policy makes it a 400 over DoH.
         data = bytearray(wire())
         data[2] |= 2 << 3       # opcode STATUS
-        r = yield http("POST", self.url, self.ca, content=bytes(data))
+        r = yield self.http("POST", self.url, content=bytes(data))
         self.assertEqual(r.status_code, 400)
 
     @defer.inlineCallbacks
@@ -230,6 +237,54 @@ class DoHTest(unittest.TestCase):
         q = dns.message.make_query("example.org.", "A")
         m = yield tlsutil.doh(self.port, q, self.ca)
         self.assertEqual(m.rcode(), dns.rcode.NOERROR)
+
+
+class DoH2Test(DoHTest):
+    """The same requests over HTTP/2, served by ``dohh2``."""
+
+    HTTP2 = True
+
+    @defer.inlineCallbacks
+    def test_pipelined_streams(self):
+        """Ten streams sent at once on one connection, each answered with
+        its own question."""
+        import h2.connection
+        import h2.events
+
+        def run():
+            ctx = tlsutil.client_context(self.ca)
+            ctx.set_alpn_protocols(["h2"])
+            raw = socket.create_connection(("127.0.0.1", self.port), 5)
+            with ctx.wrap_socket(raw, server_hostname=tlsutil.HOSTNAME) as s:
+                c = h2.connection.H2Connection()
+                c.initiate_connection()
+                for i in range(10):
+                    c.send_headers(c.get_next_available_stream_id(), [
+                        (":method", "POST"), (":path", "/dns-query"),
+                        (":scheme", "https"), (":authority", "x")])
+                    c.send_data(c.highest_outbound_stream_id,
+                                wire("n%d.example.org." % i),
+                                end_stream=True)
+                s.sendall(c.data_to_send())
+                bodies, ended = {}, 0
+                while ended < 10:
+                    data = s.recv(65536)
+                    if not data:
+                        break
+                    for ev in c.receive_data(data):
+                        if isinstance(ev, h2.events.DataReceived):
+                            bodies[ev.stream_id] = (
+                                bodies.get(ev.stream_id, b"") + ev.data)
+                        elif isinstance(ev, h2.events.StreamEnded):
+                            ended += 1
+                    s.sendall(c.data_to_send())
+                return bodies
+        bodies = yield threads.deferToThread(run)
+        self.assertEqual(len(bodies), 10)
+        for sid, body in bodies.items():
+            m = dns.message.from_wire(body)
+            self.assertEqual(str(m.question[0].name),
+                             "n%d.example.org." % ((sid - 1) // 2))
 
 
 class PlainHTTPTest(unittest.TestCase):

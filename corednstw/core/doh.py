@@ -47,6 +47,9 @@ RESPONSES = metrics.counter(
     "Counter of DoH responses per server and http status code.",
     ("server", "status"))
 
+#: The body of a POST past MAX_MESSAGE (read and dropped).
+TOO_LARGE = object()
+
 _HDR = struct.Struct("!HHHHHH")
 _RR_FIXED = struct.Struct("!HHIH")
 
@@ -76,14 +79,36 @@ class _Channel(http.HTTPChannel):
     totalHeadersSize = 1 << 20
 
 
+class _Switch(http._GenericHTTPChannelProtocol):
+    """twisted.web's HTTP/1.1 channel, handing the connection to the lean
+    HTTP/2 protocol (``dohh2``) when ALPN says h2."""
+
+    def dataReceived(self, data):
+        if self._negotiatedProtocol is None:
+            transport = self._channel.transport
+            if getattr(transport, "negotiatedProtocol", None) == b"h2":
+                from corednstw.core import dohh2
+                self._channel._networkProducer.unregisterProducer()
+                self._channel.setTimeout(None)
+                self._channel = dohh2.DoHH2(self._site.resource,
+                                            self._timeOut)
+                self._channel.makeConnection(transport)
+                self._negotiatedProtocol = b"h2"
+        return super().dataReceived(data)
+
+
 def _channel():
-    """The protocol of a DoH site: HTTP/1.1, switching to HTTP/2 when
-    ALPN says h2 (twisted.web's own wrapper around its channel)."""
-    return http._GenericHTTPChannelProtocol(_Channel())
+    """The protocol of a DoH site: HTTP/1.1 on twisted.web, HTTP/2 on
+    ``dohh2`` when ALPN says h2."""
+    return _Switch(_Channel())
 
 
 class DoHResource(resource.Resource):
-    """The one resource of a DoH site; every path comes here."""
+    """The one resource of a DoH site; every path comes here.
+
+    It is also the listener's DoH logic for the lean HTTP/2 protocol
+    (``dohh2``): ``query`` takes the request's parts and answers through a
+    ``reply(status, headers, body)`` callable, whichever HTTP carried it."""
 
     isLeaf = True
 
@@ -96,17 +121,47 @@ class DoHResource(resource.Resource):
 
     def render(self, request):
         request.responseHeaders.removeHeader(b"server")   # Go sends none
-        if request.path != PATH:
-            return self._error(request, 404, b"")
-        try:
-            data = _message(request)
-            _acceptable(data)
-        except BadRequest:
-            return self._error(request, 400, b"invalid request")
-        self._serve(request, data)
+
+        def reply(status, headers, body):
+            if request.finished or request._disconnected:
+                return
+            request.setResponseCode(status)
+            for name, value in headers:
+                request.setHeader(name, value)
+            request.write(body)
+            request.finish()
+
+        addr = request.getClientAddress()
+        body = None
+        if request.method == b"POST":
+            if getattr(request, "received", 0) > MAX_MESSAGE:
+                body = TOO_LARGE
+            else:
+                request.content.seek(0)
+                body = request.content.read()
+        gone = self.query(request.method, request.path, request.args, body,
+                          (addr.host, addr.port), reply)
+        if gone is not None:
+            request.notifyFinish().addErrback(lambda _: gone())
         return server.NOT_DONE_YET
 
-    def _serve(self, request, data):
+    def query(self, method, path, args, body, client, reply):
+        """Answer one DoH request: ``args`` the parsed query string,
+        ``body`` a POST's body (TOO_LARGE past MAX_MESSAGE).  Returns None,
+        or for an answer still pending a callable to run if the client
+        goes away first."""
+        if path != PATH:
+            self._error(reply, 404, b"")
+            return None
+        try:
+            data = _message(method, args, body)
+            _acceptable(data)
+        except BadRequest:
+            self._error(reply, 400, b"invalid request")
+            return None
+        return self._serve(data, client, reply)
+
+    def _serve(self, data, client, reply):
         """Run the query through the mux; the answer, or 500 when the
         chain writes none (at once for a synchronous chain, after the
         write timeout otherwise)."""
@@ -120,56 +175,45 @@ class DoHResource(resource.Resource):
             done.append(True)
             if timer is not None and timer.active():
                 timer.cancel()
-            self._answer(request, wire)
+            self._answer(reply, wire)
 
         timer = None
-        addr = request.getClientAddress()
-        host, port = dnsserver._client((addr.host, addr.port))
+        host, port = dnsserver._client(client)
         mux.handle(data, host, port, "tcp", self.local, send)
         if done:
-            return
+            return None
         if mux.inflight == before:
             send(None)      # the chain finished and wrote nothing
-            return
+            return None
         from twisted.internet import reactor
         timer = reactor.callLater(self.timeouts.write, send, None)
-        request.notifyFinish().addErrback(
-            lambda _: timer.active() and timer.cancel())
+        return lambda: timer.active() and timer.cancel()
 
-    def _answer(self, request, wire):
-        if request.finished or request._disconnected:
-            return
+    def _answer(self, reply, wire):
         if not wire:
-            request.write(self._error(request, 500, b"No response"))
-            request.finish()
+            self._error(reply, 500, b"No response")
             return
-        request.setResponseCode(200)
-        request.setHeader(b"content-type", MIME)
-        request.setHeader(b"cache-control", b"max-age=%d" % max_age(wire))
-        request.setHeader(b"content-length", b"%d" % len(wire))
         self._count(200)
-        request.write(wire)
-        request.finish()
+        reply(200, [(b"content-type", MIME),
+                    (b"cache-control", b"max-age=%d" % max_age(wire)),
+                    (b"content-length", b"%d" % len(wire))], wire)
 
-    def _error(self, request, status, text):
-        """Go's http.Error: the text and a newline as text/plain; returns
-        the body to write."""
+    def _error(self, reply, status, text):
+        """Go's http.Error: the text and a newline as text/plain."""
         body = text + b"\n"
-        request.setResponseCode(status)
-        request.setHeader(b"content-type", b"text/plain; charset=utf-8")
-        request.setHeader(b"x-content-type-options", b"nosniff")
-        request.setHeader(b"content-length", b"%d" % len(body))
         self._count(status)
-        return body
+        reply(status, [(b"content-type", b"text/plain; charset=utf-8"),
+                       (b"x-content-type-options", b"nosniff"),
+                       (b"content-length", b"%d" % len(body))], body)
 
     def _count(self, status):
         RESPONSES.inc((self.label, str(status)))
 
 
-def _message(request):
+def _message(method, args, body):
     """The DNS message of a GET or POST request (BadRequest if none)."""
-    if request.method == b"GET":
-        values = request.args.get(b"dns")
+    if method == b"GET":
+        values = args.get(b"dns")
         if not values:
             raise BadRequest("no 'dns' query parameter found")
         if len(values) != 1:
@@ -178,11 +222,10 @@ def _message(request):
         if len(b64) > MAX_BASE64:
             raise BadRequest("dns query too large")
         return _b64decode(b64)
-    if request.method == b"POST":
-        if getattr(request, "received", 0) > MAX_MESSAGE:
+    if method == b"POST":
+        if body is TOO_LARGE:
             raise BadRequest("http: request body too large")
-        request.content.seek(0)
-        return request.content.read()
+        return body
     raise BadRequest("method not allowed")
 
 

@@ -213,6 +213,11 @@ class _Holders(protocol.ClientFactory):
         self.failed += 1
 
 
+def _descriptors(pid):
+    """Open descriptors of process ``pid``."""
+    return len(os.listdir("/proc/%d/fd" % pid))
+
+
 class Process:
     """twistd serving a Corefile, its output in a file (or elsewhere)."""
 
@@ -308,6 +313,47 @@ class ProcessFaults(Upstreams, unittest.TestCase):
         out = srv.output()
         self.assertEqual(out.count("TCP accept"), 1, out)
         self.assertIn("Too many open files", out)
+
+    @defer.inlineCallbacks
+    def test_ten_thousand_tcp_clients(self):
+        """10,000 TCP connections held open and silent (read and idle
+        timeouts of a day) do not stop UDP service, nor TCP for a new
+        client."""
+        clients = 10000
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        need = clients + 500
+        self.assertGreaterEqual(hard, need, "the descriptor limit is too "
+                                "low to hold %d connections" % clients)
+        if soft < need:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (need, hard))
+            self.addCleanup(resource.setrlimit, resource.RLIMIT_NOFILE,
+                            (soft, hard))
+        srv = Process(self, "    whoami\n    timeouts {\n        read 24h\n"
+                      "        idle 24h\n    }", nofile=need)
+        yield srv.ready()
+        holders = _Holders()
+        conns = []
+
+        def drop():
+            for c in conns:
+                c.disconnect()
+        self.addCleanup(drop)
+        # In waves, so the listen backlog never overflows into SYN
+        # retries (which take seconds each).
+        for _ in range(clients // 500):
+            conns.extend(reactor.connectTCP("127.0.0.1", srv.port, holders,
+                                            timeout=60) for _ in range(500))
+            yield util.wait_for(
+                lambda: holders.open + holders.failed >= len(conns), 60)
+        self.assertEqual((holders.open, holders.failed), (clients, 0))
+        yield util.wait_for(
+            lambda: _descriptors(srv.proc.pid) >= clients, 60)
+        replies = yield defer.gatherResults(
+            [ask(srv.port, "u%d.example." % i) for i in range(500)])
+        self.assertEqual(rcodes(replies), ["NOERROR"])
+        m = yield ask(srv.port, "tcp.example.", proto="tcp")
+        self.assertEqual(m.rcode(), dns.rcode.NOERROR)
+        self.assertNotIn("TCP accept", srv.output())
 
     @defer.inlineCallbacks
     def test_log_to_a_full_disk(self):

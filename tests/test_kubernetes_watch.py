@@ -164,6 +164,28 @@ class WatchTest(unittest.TestCase):
         self.assertEqual(self.api.list_drop, 0)
 
     @defer.inlineCallbacks
+    def test_api_down_and_back(self):
+        """The API server goes away (connections refused) and comes back
+        on the same address: the last data is answered all along, with
+        no SERVFAIL, and changes made while it was down show after."""
+        port = self.api.httpd.server_address[1]
+        self.api.stop()
+        yield util.wait_for(lambda: self.k.store is not None)
+        replies = []
+        for i in range(100):
+            m = yield self.q("s%d.default.%s" % (i, S))
+            replies.append(m.rcode())
+        self.assertEqual(set(replies), {dns.rcode.NOERROR})
+        self.api.closing = False
+        self.api.add("services", k8s.service("back", "default",
+                                             ("10.8.8.8",)))
+        self.api.start(port=port)
+        m = yield self.wait_rcode("back.default." + S, 0)
+        self.assertEqual(answers(m), ["10.8.8.8"])
+        m = yield self.q("s7.default." + S)
+        self.assertEqual(answers(m), ["10.1.0.8"])
+
+    @defer.inlineCallbacks
     def test_bookmarks(self):
         self.api.bookmark_every = 0.01
         self.api.drop()

@@ -117,8 +117,9 @@ class Churn(threading.Thread):
 
 
 class Sampler(threading.Thread):
-    def __init__(self, port, churn, services, stop, rate=20):
+    def __init__(self, port, churn, services, stop, external, rate=20):
         super().__init__(daemon=True)
+        self.external = external
         self.port, self.churn, self.stop = port, churn, stop
         self.services, self.rate = services, rate
         self.asked = self.wrong = self.unanswered = 0
@@ -129,7 +130,7 @@ class Sampler(threading.Thread):
         sock.settimeout(2)
         rnd = random.Random(7)
         while not self.stop.is_set():
-            if rnd.random() < 0.1:
+            if self.external and rnd.random() < 0.1:
                 self.check_external(sock, rnd.randrange(1000))
             else:
                 pick = rnd.random()
@@ -236,6 +237,8 @@ def main(argv=None):
     ap.add_argument("--writes", type=float, default=20)
     ap.add_argument("--server-cpu", default="0")
     ap.add_argument("--client-cpu", default="1")
+    ap.add_argument("--no-external", dest="external", action="store_false",
+                    help="ask only cluster names (no forwarding)")
     ap.add_argument("--log", help="the server's output (default: a "
                     "temporary file, its last lines printed)")
     a = ap.parse_args(argv)
@@ -261,14 +264,14 @@ def main(argv=None):
         with open(qfile, "w") as f:
             for i in range(a.services):
                 f.write("%s A\n" % cname(i).rstrip("."))
-                if i % 9 == 0:
+                if a.external and i % 9 == 0:
                     f.write("ext%d.example.com A\n" % (i % 1000))
         top = dnsperf(port, qfile, 5, a.client_cpu)
         rate = top["qps"] * a.load
         print("maximum rate: %.0f QPS; soak at %.0f QPS for %.1f min"
               % (top["qps"], rate, a.minutes), flush=True)
         churn = Churn(api, a.services, a.writes, stop_ev)
-        sampler = Sampler(port, churn, a.services, stop_ev)
+        sampler = Sampler(port, churn, a.services, stop_ev, a.external)
         churn.start()
         sampler.start()
         seconds = int(a.minutes * 60)

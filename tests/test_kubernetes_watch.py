@@ -4,6 +4,7 @@ startup before sync, readiness and metrics."""
 
 import datetime
 import json
+import threading
 import time
 
 import dns.rcode
@@ -270,6 +271,33 @@ class UnsyncedTest(unittest.TestCase):
         yield util.wait_for(k.ready)
         m = yield util.query(app.port(), "x.default.svc.cluster.local.")
         self.assertEqual(m.rcode(), dns.rcode.NXDOMAIN)
+
+
+    @defer.inlineCallbacks
+    def test_held_until_synced(self):
+        """Names asked before the first lists are in wait for them: the
+        existing one is answered, the missing one NXDOMAIN, and nothing
+        is SERVFAIL (not even through cache, which would keep it)."""
+        util.capture_log(self)
+        api = k8s.APIServer()
+        api.list_gate = threading.Event()
+        api.start()
+        self.addCleanup(api.stop)
+        api.add("namespaces", k8s.namespace("default"))
+        api.add("services", k8s.service("late", "default", ("10.3.3.3",)))
+        app = yield util.start(self, (
+            ".:0 {\n    kubernetes cluster.local {\n        endpoint %s\n"
+            "    }\n    cache 30\n}\n") % api.url, wait=False)
+        k = app.config.blocks[0].plugin("kubernetes")
+        asked = [util.query(app.port(), n + ".default.svc.cluster.local.")
+                 for n in ("late", "gone")]
+        yield util.wait_for(lambda: len(k._held or ()) == 2)
+        api.list_gate.set()
+        late, gone = yield defer.gatherResults(asked)
+        self.assertEqual(answers(late), ["10.3.3.3"])
+        self.assertEqual(gone.rcode(), dns.rcode.NXDOMAIN)
+        m = yield util.query(app.port(), "late.default.svc.cluster.local.")
+        self.assertEqual(answers(m), ["10.3.3.3"])
 
 
 class SelectorTest(unittest.TestCase):

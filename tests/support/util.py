@@ -113,11 +113,12 @@ def build_plugins(testcase, corefile, name, files=None):
     return [p for p in cfg.plugins() if p.name == name], d
 
 
-def start(testcase, corefile, files=None):
+def start(testcase, corefile, files=None, wait=True):
     """Start an App for Corefile text (ports 0), stopped at test cleanup.
 
     ``files`` are written beside the Corefile.  Returns the App once every
-    plugin's start() has fired (a Deferred).
+    plugin's start() has fired (a Deferred); with ``wait`` false, at once
+    (listening, plugins maybe still starting).
     """
     d = write_files(testcase, dict(files or {}, Corefile=corefile))
     path = os.path.join(d, "Corefile")
@@ -127,7 +128,7 @@ def start(testcase, corefile, files=None):
     app.config = app.load()
     started = app.startService()
     testcase.addCleanup(app.stopService)
-    if isinstance(started, defer.Deferred):
+    if isinstance(started, defer.Deferred) and wait:
         return started.addCallback(lambda _: app)
     return defer.succeed(app)
 

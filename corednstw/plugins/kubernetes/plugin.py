@@ -42,6 +42,9 @@ TXT_VERSION = w.txt_rdata(DNS_SCHEMA_VERSION)
 MAX_CNAME_CHAIN = 10
 RESOLV_CONF = "/etc/resolv.conf"
 USER_AGENT = "corednstw/" + __version__
+#: Queries held while the first lists come in, at most (past it:
+#: SERVFAIL at once, as after the startup timeout).
+HOLD_MAX = 10000
 
 
 @implementer(IReadiness, ITransferer, IMetadataProvider, IInheritable,
@@ -80,6 +83,7 @@ class Kubernetes(Plugin):
         self._soa = {}
         self._fast = ({}, {})       # A, AAAA: qname -> rdata list
         self._fast_version = -1
+        self._held = None           # Deferreds of queries waiting for sync
         self.autopath_search = []   # the host's search list (autopath)
         self._search = {}           # (namespace, zone) -> search path
 
@@ -180,23 +184,31 @@ class Kubernetes(Plugin):
                 if not ip.startswith("127.") and ip != "::1"]
 
     def _wait_synced(self):
-        """Fires once synced or after startup_timeout (serving starts
-        either way; unsynced NXDOMAINs become SERVFAIL)."""
+        """Fires once synced or after startup_timeout.
+
+        The listeners are open meanwhile (other blocks serve at once);
+        a query this plugin would answer NXDOMAIN is held until then and
+        asked again (CoreDNS does not listen before the sync, so no
+        client gets a negative answer the lists had not yet ruled out).
+        After the timeout, unsynced NXDOMAINs become SERVFAIL."""
         d = defer.Deferred()
         reactor = self.reactor
         start = reactor.seconds()
         state = {"log": start + 0.5}
+        self._held = []
 
         def check():
             if d.called:
                 return
             if self.store.synced:
+                self._release()
                 d.callback(None)
                 return
             now = reactor.seconds()
             if now - start >= self.startup_timeout:
                 logger.warning(self.name,
                             "starting server with unsynced Kubernetes API")
+                self._release()
                 d.callback(None)
                 return
             if now >= state["log"]:
@@ -207,10 +219,27 @@ class Kubernetes(Plugin):
         check()
         return d
 
+    def _release(self):
+        """Ask the held queries again (synced, timed out or stopping)."""
+        held, self._held = self._held, None
+        for d in held or ():
+            d.callback(None)
+
+    def _hold(self, req):
+        """A Deferred answer of ``req`` once the first sync is over; None
+        when no longer waiting for it (or too many are held)."""
+        held = self._held
+        if held is None or len(held) >= HOLD_MAX:
+            return None
+        d = defer.Deferred()
+        held.append(d)
+        return d.addCallback(lambda _: self.serve(req))
+
     def stop(self):
         t = getattr(self, "_timer", None)
         if t is not None and t.active():
             t.cancel()
+        self._release()
         for wr in self.watchers:
             wr.stop()
         self.watchers = []
@@ -304,6 +333,9 @@ class Kubernetes(Plugin):
                 # Nothing is known not to exist before the first lists
                 # are in: never NXDOMAIN, not even the next plugin's
                 # (CoreDNS does not listen until then).
+                held = self._hold(req)
+                if held is not None:
+                    return held
                 return Response(w.SERVFAIL,
                                 authority=[self.soa_rr(zone, zcase)],
                                 aa=True, plugin=self.name)

@@ -92,8 +92,8 @@ class RegistryTest(unittest.TestCase):
 
     def test_builtin_semantics_kept(self):
         self.assertTrue(directives.supported("whoami"))
-        self.assertTrue(directives.known("quic"))
-        self.assertIsNone(directives.load("quic"))
+        self.assertTrue(directives.known("https3"))
+        self.assertIsNone(directives.load("https3"))
         self.assertFalse(directives.known("nosuch"))
         # plugin.cfg's order, whatever packages are installed.
         self.assertEqual(tuple(n for n in directives.names()
@@ -215,18 +215,18 @@ class PlacementTest(unittest.TestCase):
     def test_package_implements_coredns_directive(self):
         # A directive of plugin.cfg not built here: a package may provide
         # it, in plugin.cfg's place.
-        install(self, FakeEntry("quic", PluginEntry("quic", echo_setup)))
-        self.assertTrue(directives.supported("quic"))
+        install(self, FakeEntry("https3", PluginEntry("https3", echo_setup)))
+        self.assertTrue(directives.supported("https3"))
         order = directives.names()
-        i = directives.position("quic")
+        i = directives.position("https3")
         self.assertEqual(order[i - 1:i + 2],
-                         ("proxyproto", "quic", "grpc_server"))
+                         ("https", "https3", "timeouts"))
 
     def test_coredns_directive_takes_no_place(self):
-        install(self, FakeEntry("quic", PluginEntry("quic", echo_setup,
-                                                  after="cache")))
+        install(self, FakeEntry("https3", PluginEntry("https3", echo_setup,
+                                                    after="cache")))
         with self.assertRaises(corefile.PluginError) as cm:
-            directives.load("quic")
+            directives.load("https3")
         self.assertIn("its place is plugin.cfg's", str(cm.exception))
 
 

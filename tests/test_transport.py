@@ -102,7 +102,7 @@ class PlainTLSTest(unittest.TestCase):
 class TLSSetupTest(unittest.TestCase):
 
     def test_other_transports_not_supported_yet(self):
-        for scheme in ("grpc", "quic", "https3"):
+        for scheme in ("grpc", "https3"):
             with self.assertRaises(corefile.CorefileError) as cm:
                 util.Direct(self, "%s://example.net:0 {\n    whoami\n}\n"
                             % scheme)

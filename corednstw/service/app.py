@@ -19,6 +19,7 @@ from corednstw.core import (
     doh,
     logger,
     proxyproto,
+    quic,
     server,
     transports,
 )
@@ -209,6 +210,11 @@ class App(service.Service):
                 self.reactor, host, int(port), mux, limits, tls, wrap)
             lst = Listener(mux, None, tcp, host, actual, stream, kind,
                            creator)
+        elif kind == "quic":
+            udp, front, actual = quic.listen_quic(
+                self.reactor, host, int(port), mux, limits, tls,
+                entries[0][1].settings.get("quic") or quic.Settings())
+            lst = Listener(mux, udp, None, host, actual, front, kind, front)
         elif kind in ("https", "http"):
             tcp, front, creator, actual = doh.listen_https(
                 self.reactor, host, int(port), mux, limits, tls,
@@ -459,7 +465,7 @@ class Listener:
         """Apply the proxyproto policy: UDP datagrams pass a ProxyMux
         before the block mux; the TCP reader (set up when the listener
         was opened) takes the new policy for its next connections."""
-        if policy is None:
+        if policy is None or self.kind == "quic":
             return
         if self.udp is not None:
             self.udp.protocol.mux = proxyproto.ProxyMux(self.mux, policy,

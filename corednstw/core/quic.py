@@ -1,0 +1,323 @@
+"""DNS over QUIC (RFC 9250), as CoreDNS's quic:// server.
+
+aioquic is used as a state machine only (``QuicConnection``): datagrams
+come from a Twisted UDP port and go to ``receive_datagram``, what the
+connection wants to send goes out with ``transport.write``, and its one
+timer is a ``reactor.callLater``.  aioquic's asyncio layer is not used, so
+the server keeps Twisted's epoll reactor (an asyncio reactor would cost
+every other transport for the sake of this one).
+
+Per RFC 9250 and CoreDNS: ALPN ``doq``; one query per client-initiated
+bidirectional stream, as a 2-octet length and the message, ended by the
+stream's FIN; the answer likewise, then FIN.  A message with a non-zero
+ID, an edns-tcp-keepalive option, a length of 0, a length the stream does
+not hold, or that does not unpack, is a protocol error: the connection is
+closed with DOQ_PROTOCOL_ERROR (2).  Queries go through the listener's
+mux as UDP queries, since CoreDNS's DoQ writer gives the chain the UDP
+addresses of the QUIC connection (``{proto}`` is udp, answers are sized
+as for UDP).  ``coredns_dns_quic_responses_total{server, status}``
+counts answers (0x0) and connections closed with an error (0x1, 0x2).
+"""
+
+import struct
+
+from aioquic.buffer import Buffer
+from aioquic.quic import events
+from aioquic.quic.configuration import QuicConfiguration
+from aioquic.quic.connection import QuicConnection
+from aioquic.quic.packet import (
+    QuicPacketType,
+    encode_quic_version_negotiation,
+    pull_quic_header,
+)
+from twisted.internet import defer, protocol
+
+from corednstw.core import dnswire as w
+from corednstw.core import metrics
+from corednstw.core import server as dnsserver
+from corednstw.core.request import Request
+
+#: CoreDNS's defaults for the quic directive.
+DEFAULT_MAX_STREAMS = 256
+DEFAULT_WORKER_POOL = 512
+#: RFC 9250's application error codes.
+NO_ERROR, INTERNAL_ERROR, PROTOCOL_ERROR = 0, 1, 2
+#: A QUIC Initial must be padded to this size (RFC 9000 14.1).
+MIN_INITIAL = 1200
+_EDNS_TCP_KEEPALIVE = 11
+
+RESPONSES = metrics.counter(
+    "coredns_dns_quic_responses_total",
+    "Counter of DoQ responses per server and QUIC application code.",
+    ("server", "status"))
+
+_LEN = struct.Struct("!H")
+
+
+class Settings:
+    """The quic directive's options of a listener."""
+
+    def __init__(self, max_streams=DEFAULT_MAX_STREAMS,
+                 worker_pool_size=DEFAULT_WORKER_POOL):
+        self.max_streams = max_streams
+        self.worker_pool_size = worker_pool_size
+
+
+class DoQServer(protocol.DatagramProtocol):
+    """The UDP side of a quic:// listener: routes datagrams to their
+    connection by connection ID, and starts connections on Initials."""
+
+    def __init__(self, reactor, mux, tls, timeouts, settings):
+        self.reactor = reactor
+        self.mux = mux
+        self.timeouts = timeouts
+        self.settings = settings
+        self.local = None
+        self.conns = {}         # connection ID -> _Connection
+        self.busy = 0           # streams being answered (all connections)
+        self.waiting = []       # streams waiting for a worker
+        self._tls = None
+        self.config = None
+        self.tls = tls
+
+    # The listener's reload hooks: ``tls`` (as ``creator.tls``), ``mux``,
+    # ``timeouts``, ``close_all``.
+    @property
+    def tls(self):
+        return self._tls
+
+    @tls.setter
+    def tls(self, tls):
+        self._tls = tls
+        config = QuicConfiguration(is_client=False, alpn_protocols=["doq"])
+        config.load_cert_chain(tls.cert, tls.key)
+        config.idle_timeout = self.timeouts.idle
+        self.config = config
+
+    def close_all(self):
+        """Shut down: every connection is told (CONNECTION_CLOSE) and
+        forgotten at once, timers and all."""
+        for conn in set(self.conns.values()):
+            conn.close(NO_ERROR)
+            conn._gone()
+        self.waiting = []
+        return defer.succeed(None)
+
+    # -- datagrams ------------------------------------------------------
+
+    def datagramReceived(self, data, addr):
+        try:
+            header = pull_quic_header(
+                Buffer(data=data),
+                host_cid_length=self.config.connection_id_length)
+        except ValueError:
+            return
+        conn = self.conns.get(header.destination_cid)
+        if conn is None:
+            if (header.version is not None
+                    and header.packet_type
+                    != QuicPacketType.VERSION_NEGOTIATION
+                    and header.version not in self.config.supported_versions):
+                self.transport.write(encode_quic_version_negotiation(
+                    source_cid=header.destination_cid,
+                    destination_cid=header.source_cid,
+                    supported_versions=self.config.supported_versions),
+                    addr)
+                return
+            if (header.packet_type != QuicPacketType.INITIAL
+                    or len(data) < MIN_INITIAL):
+                return
+            conn = self._accept(header.destination_cid, addr)
+        conn.datagram(data, addr)
+
+    def _accept(self, cid, addr):
+        qc = QuicConnection(configuration=self.config,
+                            original_destination_connection_id=cid)
+        # max_streams: the streams a client may have open at once (aioquic
+        # keeps no setting for it, only this initial credit).
+        qc._local_max_streams_bidi.value = self.settings.max_streams
+        conn = _Connection(self, qc, addr)
+        self.conns[cid] = conn
+        self.conns[qc.host_cid] = conn
+        return conn
+
+    def forget(self, conn):
+        for cid in [c for c, v in self.conns.items() if v is conn]:
+            del self.conns[cid]
+
+    # -- the worker pool ------------------------------------------------
+
+    def run(self, conn, sid, data):
+        """Answer a stream's query now, or once a worker is free (CoreDNS's
+        worker_pool_size bounds the streams answered at once)."""
+        if self.busy >= self.settings.worker_pool_size:
+            self.waiting.append((conn, sid, data))
+            return
+        self.busy += 1
+        conn.answer(sid, data)
+
+    def done(self):
+        self.busy -= 1
+        while self.waiting and self.busy < self.settings.worker_pool_size:
+            conn, sid, data = self.waiting.pop(0)
+            if conn.open:
+                self.busy += 1
+                conn.answer(sid, data)
+
+    def count(self, code):
+        RESPONSES.inc((self.mux.label, "0x%x" % code))
+
+
+class _Connection:
+    """One QUIC connection: its streams' bytes, the timer, the output."""
+
+    def __init__(self, server, qc, addr):
+        self.server = server
+        self.qc = qc
+        self.addr = addr
+        self.client = dnsserver._client(addr[:2])
+        self.streams = {}       # stream id -> bytearray
+        self.timer = None
+        self.open = True
+
+    def now(self):
+        return self.server.reactor.seconds()
+
+    def datagram(self, data, addr):
+        self.addr = addr
+        self.qc.receive_datagram(data, addr, now=self.now())
+        self._events()
+        self.flush()
+
+    def _events(self):
+        qc = self.qc
+        conns = self.server.conns
+        while True:
+            ev = qc.next_event()
+            if ev is None:
+                return
+            if isinstance(ev, events.StreamDataReceived):
+                self._data(ev)
+            elif isinstance(ev, events.StreamReset):
+                self.streams.pop(ev.stream_id, None)
+            elif isinstance(ev, events.ConnectionIdIssued):
+                conns[ev.connection_id] = self
+            elif isinstance(ev, events.ConnectionIdRetired):
+                conns.pop(ev.connection_id, None)
+            elif isinstance(ev, events.ConnectionTerminated):
+                self._gone()
+
+    def _data(self, ev):
+        sid = ev.stream_id
+        buf = self.streams.get(sid)
+        if buf is None:
+            buf = self.streams[sid] = bytearray()
+        buf += ev.data
+        if len(buf) > 2 + 65535:
+            self.close(PROTOCOL_ERROR)
+            return
+        if not ev.end_stream:
+            return
+        del self.streams[sid]
+        data = _message(bytes(buf))
+        if data is None:
+            self.close(PROTOCOL_ERROR)
+            return
+        self.server.run(self, sid, data)
+
+    def answer(self, sid, data):
+        """Run one query through the mux; the answer ends the stream."""
+        done = []
+
+        def send(wire):
+            if done:
+                return
+            done.append(True)
+            self.server.done()
+            if not self.open:
+                return
+            self.server.count(NO_ERROR)
+            try:
+                self.qc.send_stream_data(sid, _LEN.pack(len(wire)) + wire,
+                                         end_stream=True)
+            except (ValueError, AssertionError):
+                return          # the client reset the stream meanwhile
+            self.flush()
+
+        host, port = self.client
+        self.server.mux.handle(data, host, port, "udp", self.server.local,
+                               send)
+
+    def close(self, code):
+        if not self.open:
+            return
+        self.qc.close(error_code=code)
+        if code != NO_ERROR:
+            self.server.count(code)
+        self.flush()
+
+    def flush(self):
+        """Send what the connection has to send; set its timer."""
+        qc = self.qc
+        now = self.now()
+        transport = self.server.transport
+        for data, addr in qc.datagrams_to_send(now=now):
+            if transport is not None:
+                transport.write(data, addr)
+        if self.timer is not None and self.timer.active():
+            self.timer.cancel()
+        self.timer = None
+        at = qc.get_timer()
+        if at is not None and self.open:
+            self.timer = self.server.reactor.callLater(
+                max(0.0, at - now), self._expired)
+
+    def _expired(self):
+        self.timer = None
+        self.qc.handle_timer(now=self.now())
+        self._events()
+        if self.open:
+            self.flush()
+
+    def _gone(self):
+        self.open = False
+        if self.timer is not None and self.timer.active():
+            self.timer.cancel()
+        self.timer = None
+        self.streams.clear()
+        self.server.forget(self)
+
+
+def _message(buf):
+    """The DNS message of a stream's bytes, or None for a protocol error
+    (RFC 9250 4.3.3, as CoreDNS checks it)."""
+    if len(buf) < 2:
+        return None
+    size = _LEN.unpack_from(buf)[0]
+    if size == 0 or size != len(buf) - 2:
+        return None
+    data = buf[2:]
+    if len(data) < 12 or _LEN.unpack_from(data)[0] != 0:
+        return None
+    req = Request(data)
+    try:
+        req.parse_header()
+        req.parse_question(*struct.unpack_from("!HHH", data, 6))
+        edns = req.edns
+    except (w.FormatError, struct.error, IndexError, ValueError):
+        return None
+    if edns is not None and any(o[0] == _EDNS_TCP_KEEPALIVE
+                                for o in edns.options):
+        return None
+    return data
+
+
+def listen_quic(reactor, host, port, mux, timeouts, tls, settings):
+    """A DoQ listener on UDP (host, port); returns (port, server,
+    actual port)."""
+    server = DoQServer(reactor, mux, tls, timeouts, settings)
+    listening = reactor.listenUDP(port, server, interface=host or "",
+                                  maxPacketSize=65535)
+    actual = listening.getHost().port
+    server.local = (host, actual)
+    return listening, server, actual

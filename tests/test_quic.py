@@ -1,0 +1,177 @@
+"""DNS over QUIC (quic://): real clients (dnspython, kdig +quic, a raw
+aioquic client) against the server on a UDP port 0."""
+
+import struct
+
+import dns.edns
+import dns.message
+import dns.query
+import dns.rcode
+from twisted.internet import threads
+from twisted.internet.defer import inlineCallbacks
+from twisted.trial import unittest
+
+from corednstw.core import corefile, metrics
+from tests.support import doq, tlsutil, util
+
+COREFILE = """quic://.:0 {
+    bind 127.0.0.1
+    tls %(cert)s %(key)s
+%(extra)s    whoami
+}
+"""
+
+
+def query(name="example.org.", rdtype="A", **kw):
+    q = dns.message.make_query(name, rdtype, **kw)
+    q.id = 0
+    return q
+
+
+class DoQTest(unittest.TestCase):
+
+    extra = "    quic {\n        max_streams 16\n    }\n"
+
+    @inlineCallbacks
+    def setUp(self):
+        self.log = util.capture_log(self)
+        _, self.ca, self.cert, self.key = tlsutil.certs(self)
+        self.app = yield util.start(self, COREFILE % {
+            "cert": self.cert, "key": self.key, "extra": self.extra})
+        self.port = self.app.port(transport="quic")
+
+    def count(self, status):
+        return metrics.families()["coredns_dns_quic_responses_total"].get(
+            ("quic://127.0.0.1:0", status)) or 0
+
+    def ask(self, q, **kw):
+        return threads.deferToThread(
+            dns.query.quic, q, "127.0.0.1", port=self.port, timeout=5,
+            verify=self.ca, server_hostname=tlsutil.HOSTNAME, **kw)
+
+    @inlineCallbacks
+    def test_dnspython(self):
+        before = self.count("0x0")
+        m = yield self.ask(query())
+        self.assertEqual(m.rcode(), dns.rcode.NOERROR)
+        self.assertEqual(m.id, 0)
+        extra = sorted(util.rrs(m, "additional"))
+        self.assertEqual(extra[1], "example.org. 0 IN A 127.0.0.1")
+        # The chain sees a UDP query, as CoreDNS's DoQ writer gives it.
+        self.assertEqual(extra[0].split()[:4],
+                         ["_udp.example.org.", "0", "IN", "SRV"])
+        self.assertEqual(self.count("0x0"), before + 1)
+
+    @inlineCallbacks
+    def test_kdig(self):
+        tlsutil.require_kdig(self)
+        out, code = yield tlsutil.kdig(
+            # +quic last: a +tls option after it would mean DoT.
+            "@127.0.0.1", "-p", str(self.port),
+            "+tls-ca=%s" % self.ca, "+tls-hostname=%s" % tlsutil.HOSTNAME,
+            "+quic", "example.org", "A")
+        self.assertEqual(code, 0, out)
+        self.assertIn("QUIC session", out)
+        self.assertIn("status: NOERROR", out)
+        self.assertIn("_udp.example.org.", out)
+
+    @inlineCallbacks
+    def test_streams_of_one_connection(self):
+        wires = [doq.prefixed(query("n%d.example.org." % i).to_wire())
+                 for i in range(5)]
+        res = yield threads.deferToThread(doq.exchange, self.port, wires)
+        self.assertIsNone(res.closed_with)
+        self.assertEqual(len(res.answers), 5)
+        for sid, wire in res.answers.items():
+            m = dns.message.from_wire(wire)
+            self.assertEqual(str(m.question[0].name),
+                             "n%d.example.org." % (sid // 4))
+
+    @inlineCallbacks
+    def test_max_streams_advertised(self):
+        res = yield threads.deferToThread(doq.exchange, self.port, [])
+        self.assertEqual(res.max_streams, 16)
+
+    @inlineCallbacks
+    def check_protocol_error(self, payload):
+        before = self.count("0x2")
+        res = yield threads.deferToThread(doq.exchange, self.port, [payload])
+        self.assertEqual(res.closed_with, 2)
+        self.assertEqual(res.answers, {})
+        self.assertEqual(self.count("0x2"), before + 1)
+
+    def test_nonzero_id(self):
+        q = query()
+        q.id = 4321
+        return self.check_protocol_error(doq.prefixed(q.to_wire()))
+
+    def test_keepalive_option(self):
+        q = query(use_edns=0, options=[
+            dns.edns.GenericOption(11, b"\x00\x10")])
+        return self.check_protocol_error(doq.prefixed(q.to_wire()))
+
+    def test_length_zero(self):
+        return self.check_protocol_error(b"\x00\x00")
+
+    def test_length_past_the_stream(self):
+        wire = query().to_wire()
+        return self.check_protocol_error(
+            struct.pack("!H", len(wire) + 5) + wire)
+
+    def test_not_dns(self):
+        return self.check_protocol_error(doq.prefixed(b"\x00\x00garbage"))
+
+    @inlineCallbacks
+    def test_wrong_certificate_refused(self):
+        _, other_ca, _, _ = tlsutil.certs(self)
+        with self.assertRaises(Exception):
+            yield threads.deferToThread(
+                dns.query.quic, query(), "127.0.0.1", port=self.port,
+                timeout=3, verify=other_ca,
+                server_hostname=tlsutil.HOSTNAME)
+        m = yield self.ask(query())     # the listener is unharmed
+        self.assertEqual(m.rcode(), dns.rcode.NOERROR)
+
+
+class DefaultsTest(DoQTest):
+    """Without a quic directive: CoreDNS's 256 streams."""
+
+    extra = ""
+
+    @inlineCallbacks
+    def test_max_streams_advertised(self):
+        res = yield threads.deferToThread(doq.exchange, self.port, [])
+        self.assertEqual(res.max_streams, 256)
+
+
+class SetupTest(unittest.TestCase):
+
+    def error(self, text):
+        with self.assertRaises(corefile.CorefileError) as cm:
+            util.Direct(self, text)
+        return str(cm.exception)
+
+    def test_needs_a_certificate(self):
+        msg = self.error("quic://.:0 {\n    whoami\n}\n")
+        self.assertIn("Corefile:1", msg)
+        self.assertIn("DNS over QUIC needs a certificate", msg)
+
+    def test_option_errors(self):
+        msg = self.error(".:0 {\n    quic {\n"
+                         "        max_streams 0\n    }\n}\n")
+        self.assertIn("Corefile:3 - Error during parsing: plugin/quic: "
+                      "max_streams must be a positive integer: 0", msg)
+        msg = self.error(".:0 {\n    quic {\n"
+                         "        worker_pool_size x\n    }\n}\n")
+        self.assertIn("invalid worker_pool_size value 'x'", msg)
+        msg = self.error(".:0 {\n    quic {\n"
+                         "        max_streams 1\n"
+                         "        max_streams 2\n    }\n}\n")
+        self.assertIn("Corefile:4 - Error during parsing: plugin/quic: "
+                      "max_streams already defined for this server block",
+                      msg)
+        msg = self.error(".:0 {\n    quic {\n"
+                         "        streams 1\n    }\n}\n")
+        self.assertIn("plugin/quic: unknown property 'streams'", msg)
+        msg = self.error(".:0 {\n    quic 1\n}\n")
+        self.assertIn("plugin/quic", msg)

@@ -5,6 +5,7 @@ answers either way, to the right client."""
 import errno
 import socket
 import struct
+import time
 
 import dns.edns
 import dns.message
@@ -218,3 +219,22 @@ class BatchTest(unittest.TestCase):
         self.b.settimeout(5)
         self.assertEqual([self.b.recv(100), self.b.recv(100)],
                          [b"one", b"two"])
+
+    def test_receive_times(self):
+        self.batch.timestamps(True)
+        for i in range(3):
+            self.b.sendto(b"q", self.a.getsockname())
+        got = []
+        while len(got) < 3:
+            n = self.batch.recv()
+            got.extend(self.batch.arrived(i) for i in range(n))
+            for i in range(n):
+                self.batch.datagram(i)
+        self.assertTrue(all(t is not None and t <= time.time()
+                            for t in got))
+        self.assertEqual(got, sorted(got))
+        self.batch.timestamps(False)
+        self.b.sendto(b"q", self.a.getsockname())
+        while not self.batch.recv():
+            pass
+        self.assertIsNone(self.batch.arrived(0))

@@ -16,6 +16,7 @@ import errno
 import socket
 import struct
 import sys
+import time
 import traceback
 from functools import partial
 
@@ -281,6 +282,12 @@ class DNSDatagramProtocol(protocol.DatagramProtocol):
     writer = None
     #: udpbatch.Batch of the socket when it is read in batches.
     batch: "udpbatch.Batch | None" = None
+    #: Seconds a datagram may wait in the socket before it is dropped
+    #: unread (the shed plugin's; None: never), and what counts a drop.
+    stale: "float | None" = None
+    on_stale = None
+    #: The plugin that set ``stale`` (a reload's new one takes over).
+    stale_owner = None
     #: Client addresses remembered (raw address -> client, port, sender):
     #: a busy client's next query costs no address decoding.
     PEERS = 4096
@@ -327,12 +334,15 @@ class DNSDatagramProtocol(protocol.DatagramProtocol):
         n = batch.recv()
         if not n:
             return
+        start = 0
+        if self.stale is not None:
+            start = self._shed_stale(n)
         peers = self._peers
         handle = self.mux.handle
         local = self.local
         self._batching = self.writer is None
         try:
-            for i in range(n):
+            for i in range(start, n):
                 data, raw = batch.datagram(i)
                 p = peers.get(raw)
                 if p is None:
@@ -347,6 +357,39 @@ class DNSDatagramProtocol(protocol.DatagramProtocol):
             self._batching = False
             if batch.staged:
                 self._flush()
+
+    def set_stale(self, seconds, on_drop=None):
+        """Drop the datagrams that waited in the socket longer than
+        ``seconds`` (None: answer all), calling ``on_drop(count)``.
+        Only where the socket is read in batches (the kernel's receive
+        times come with recvmmsg); returns whether it applies."""
+        batch = self.batch
+        if batch is None:
+            return False
+        batch.timestamps(seconds is not None)
+        self.stale = seconds
+        self.on_stale = on_drop
+        return True
+
+    def _shed_stale(self, n):
+        """The index of the first datagram of the batch that is fresh
+        enough: the ones before it (the oldest, read first) are dropped
+        and counted.  Only the first one's age is looked at when the
+        socket has no backlog."""
+        batch = self.batch
+        bound = time.time() - self.stale
+        k = 0
+        while k < n:
+            t = batch.arrived(k)
+            if t is None or t >= bound:
+                break
+            k += 1
+        if k:
+            for i in range(k):
+                batch.datagram(i)       # frees the slot
+            if self.on_stale is not None:
+                self.on_stale(k)
+        return k
 
     def _peer(self, raw):
         """Decode and remember a client address (None: not IP)."""

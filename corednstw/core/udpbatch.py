@@ -67,6 +67,7 @@ _STRIDE = ctypes.sizeof(_MMsgHdr)
 _NAMELEN = _MsgHdr.msg_namelen.offset
 _MSGLEN = _MMsgHdr.msg_len.offset
 _IOVLEN = _IOVec.iov_len.offset
+_CONTROLLEN = _MsgHdr.msg_controllen.offset
 _IOVSIZE = ctypes.sizeof(_IOVec)
 
 _libc: Any = None
@@ -101,9 +102,23 @@ def available() -> bool:
     return _load() is not None
 
 
+#: socket option and control message of the kernel's receive time
+#: (struct timespec, CLOCK_REALTIME).
+SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35)
+_CMSG_HDR = ctypes.sizeof(ctypes.c_size_t) + 2 * ctypes.sizeof(ctypes.c_int)
+_CMSG_HDR += -_CMSG_HDR % ctypes.sizeof(ctypes.c_size_t)
+_CMSG = struct.Struct("=" + {4: "I", 8: "Q"}[ctypes.sizeof(ctypes.c_size_t)]
+                      + "ii")
+_TIMESPEC = struct.Struct("=ll")
+#: Control bytes per slot: one timespec message, aligned.
+CONTROL = 64
+
+
 class _Slots:
     """``count`` message headers, each with one iovec pointing at its own
     ``SLOT`` bytes of ``data`` and an address slot in ``names``."""
+
+    control: Optional[bytearray] = None
 
     def __init__(self, count: int) -> None:
         self.data = mmap.mmap(-1, count * SLOT)
@@ -128,6 +143,7 @@ class _Slots:
         #: the headers as 32-bit words, the iovecs as size_t words
         self.u32 = memoryview(self.hdrbuf).cast("I")
         self.iov_words = memoryview(iovbuf).cast("N")
+        self.words = memoryview(self.hdrbuf).cast("N")
 
 
 class Batch:
@@ -151,10 +167,64 @@ class Batch:
         self.namelen_at = _NAMELEN // 4
         self.iov_stride = _IOVSIZE // ctypes.sizeof(ctypes.c_size_t)
         self.iovlen_at = _IOVLEN // ctypes.sizeof(ctypes.c_size_t)
+        # The same for the headers as size_t words (msg_controllen).
+        self.wstride = _STRIDE // ctypes.sizeof(ctypes.c_size_t)
+        self.ctl_at = _CONTROLLEN // ctypes.sizeof(ctypes.c_size_t)
+        #: datagrams the last recv read
+        self.used = 0
+
+    def timestamps(self, on: bool) -> None:
+        """Have the kernel's receive time of every datagram read with it
+        (``arrived``), or not.  Off by default: the socket option makes
+        the kernel stamp every datagram, and the slots carry control
+        messages."""
+        sock = socket.socket(fileno=self.fd)
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, int(on))
+        finally:
+            sock.detach()
+        rx = self.rx
+        if on and rx.control is None:
+            rx.control = bytearray(self.size * CONTROL)
+            base = ctypes.addressof(ctypes.c_char.from_buffer(rx.control))
+            for i in range(self.size):
+                h = rx.hdrs[i].msg_hdr
+                h.msg_control = base + i * CONTROL
+                h.msg_controllen = CONTROL
+        elif not on and rx.control is not None:
+            for i in range(self.size):
+                h = rx.hdrs[i].msg_hdr
+                h.msg_control = None
+                h.msg_controllen = 0
+            rx.control = None
+
+    def arrived(self, i: int) -> Optional[float]:
+        """When datagram ``i`` of the last ``recv`` reached the socket
+        (seconds since the epoch), None if the kernel did not say."""
+        rx = self.rx
+        ctl = rx.control
+        if ctl is None:
+            return None
+        length = rx.words[i * self.wstride + self.ctl_at]
+        off = i * CONTROL
+        if length < _CMSG_HDR + _TIMESPEC.size:
+            return None
+        clen, level, kind = _CMSG.unpack_from(ctl, off)
+        if level != socket.SOL_SOCKET or kind != SO_TIMESTAMPNS:
+            return None
+        sec, nsec = _TIMESPEC.unpack_from(ctl, off + _CMSG_HDR)
+        return sec + nsec * 1e-9
 
     def recv(self) -> int:
         """Read up to ``size`` datagrams; 0 when none is waiting.  Each
         datagram i is then ``datagram(i)``."""
+        rx = self.rx
+        if rx.control is not None:
+            # msg_controllen is value-result: give the used slots their
+            # room back.
+            words, at, stride = rx.words, self.ctl_at, self.wstride
+            for i in range(self.used):
+                words[i * stride + at] = CONTROL
         n = self._recvmmsg(self.fd, self.rx.ptr, self.size, MSG_DONTWAIT,
                            None)
         if n < 0:
@@ -162,6 +232,7 @@ class Batch:
             if err in READ_AGAIN:
                 return 0
             raise OSError(err, "recvmmsg: " + errno.errorcode.get(err, ""))
+        self.used = n
         return n
 
     def datagram(self, i: int) -> tuple[bytes, bytes]:

@@ -4,7 +4,7 @@
     .venv/bin/python bench/compare.py [--reference PATH] [--seconds 10]
         [--rounds 3] [--workloads whoami,file,kubeadm,cache]
         [--server-cpu 0] [--client-cpu 1] [--sample-rate 200]
-        [--json FILE]
+        [--rate QPS] [--json FILE]
 
 Every workload is a Corefile and a query list.  Each round runs every
 workload against corednstw (``twistd -n coredns``) and, with
@@ -343,7 +343,8 @@ def measure(workload, server, work, args):
         qpath = os.path.join(run_dir, "queries.txt")
         write(qpath, "".join("%s %s\n" % q for q in workload.queries()))
         stats, _ = dnsperf_run.run_dnsperf(ports["dns"], qpath, args.seconds,
-                                           core=args.client_cpu)
+                                           core=args.client_cpu,
+                                           rate=args.rate)
         sampler.join()
         cpu = cpu_seconds(proc.pid) - cpu
         rss = rss_mb(proc.pid)
@@ -511,6 +512,10 @@ def parse_args(argv):
     ap.add_argument("--client-cpu", default="1")
     ap.add_argument("--sample-rate", type=float, default=200.0,
                     help="queries per second of the latency sampler")
+    ap.add_argument("--rate", type=float,
+                    help="dnsperf at this fixed rate (-Q) instead of "
+                    "saturating: latency below saturation, and the "
+                    "server's CPU per query (1e6 / q/CPU-s, in µs)")
     ap.add_argument("--json", help="also write every run's figures here")
     args = ap.parse_args(argv)
     args.workloads = args.workloads.split(",")

@@ -14,7 +14,7 @@ from twisted.internet import defer, protocol, reactor, task
 from twisted.trial import unittest
 
 from corednstw.core import dnswire as w
-from corednstw.core import metrics
+from corednstw.core import metrics, request
 from corednstw.core.request import (
     RawResponse,
     Request,
@@ -859,3 +859,33 @@ class ChaosClassTest(unittest.TestCase):
 
     def test_whoami_alone_refuses(self):
         self.assertFalse(util.Direct(self, WHOAMI).mux.chaos)
+
+
+class QuestionNamesTest(unittest.TestCase):
+    """The texts of question names asked before come from a bounded
+    table; each spelling keeps its own case."""
+
+    def _parse(self, name):
+        req = Request(make_query(name, w.A))
+        req.parse_question(*req.parse_header()[1:])
+        return req.name, req.qname
+
+    def test_case_kept_per_spelling(self):
+        self.assertEqual(self._parse("www.example.org."),
+                         ("www.example.org.", "www.example.org."))
+        self.assertEqual(self._parse("WWW.Example.org."),
+                         ("WWW.Example.org.", "www.example.org."))
+        self.assertEqual(self._parse("www.example.org."),
+                         ("www.example.org.", "www.example.org."))
+
+    def test_escaped_names(self):
+        self.assertEqual(self._parse("a\\.b.example.org."),
+                         ("a\\.b.example.org.", "a\\.b.example.org."))
+
+    def test_bounded(self):
+        self.patch(request, "NAMES_KEPT", 3)
+        request._NAMES.clear()
+        for i in range(10):
+            self.assertEqual(self._parse("n%d.example.org." % i)[1],
+                             "n%d.example.org." % i)
+            self.assertLessEqual(len(request._NAMES), 3)

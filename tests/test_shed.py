@@ -138,6 +138,32 @@ class ShedWireTest(unittest.TestCase):
         self.assertEqual(m.rcode(), 0)
 
     @defer.inlineCallbacks
+    def test_stale_queries_dropped_unread(self):
+        app = yield util.start(self, COREFILE)
+        proto = list(app.listeners.values())[0].udp.protocol
+        if proto.batch is None:
+            raise unittest.SkipTest("no recvmmsg here: nothing is aged")
+        self.assertEqual(proto.stale, shed.STALE)
+        server = proto.mux.label
+        before = _dropped(server, "query")
+        # A bound in the future: every datagram read is too old.
+        proto.stale = -3600.0
+        _send_udp(self, app.port(), util.make_query("example.org").to_wire())
+        yield util.wait_for(lambda: _dropped(server, "query") == before + 1)
+        proto.stale = shed.STALE
+        m = yield util.query(app.port(), "example.org", "A")
+        self.assertEqual(m.rcode(), 0)
+        self.assertEqual(_dropped(server, "query"), before + 1)
+
+    @defer.inlineCallbacks
+    def test_no_ageing_without_shed(self):
+        app = yield util.start(self, ".:0 {\n    whoami\n}\n")
+        proto = list(app.listeners.values())[0].udp.protocol
+        self.assertIsNone(proto.stale)
+        if proto.batch is not None:
+            self.assertIsNone(proto.batch.rx.control)
+
+    @defer.inlineCallbacks
     def test_reload_without_shed_restores_the_socket(self):
         app = yield util.start(self, COREFILE)
         proto = list(app.listeners.values())[0].udp.protocol
@@ -147,5 +173,6 @@ class ShedWireTest(unittest.TestCase):
         self.assertTrue(app.reload())
         yield util.wait_for(lambda: proto.writer is None)
         self.assertTrue(first.closed)
+        self.assertIsNone(proto.stale)
         m = yield util.query(port, "example.org", "A")
         self.assertEqual(m.rcode(), 0)

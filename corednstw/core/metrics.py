@@ -98,9 +98,16 @@ class Histogram:
     def observe(self, labels, value):
         cell = self.values.get(labels)
         if cell is None:
-            cell = self.values[labels] = [0] * (len(self.buckets) + 1) + [0.0]
+            cell = self.cell(labels)
         cell[bisect.bisect_left(self.buckets, value)] += 1
         cell[-1] += value
+
+    def cell(self, labels):
+        """The counts of ``labels``, made on first use."""
+        cell = self.values.get(labels)
+        if cell is None:
+            cell = self.values[labels] = [0] * (len(self.buckets) + 1) + [0.0]
+        return cell
 
     def count(self, labels):
         cell = self.values.get(labels)
@@ -264,8 +271,37 @@ def report(server, req, zone, view, rcode, plugin, size, duration):
     edns = req.edns
     if edns is not None and edns.ttl & 0x8000:
         DO_REQUESTS.inc(svz)
-    REQUESTS.inc(rq)
-    RESPONSES.inc(rs)
-    DURATION.observe(svz, duration)
-    RESPONSE_SIZE.observe(pv, size)
-    REQUEST_SIZE.observe(pv, len(req.data))
+    # Counter.inc and Histogram.observe written out: five calls per
+    # query were a third of this function's time.
+    v = _REQUESTS_V
+    v[rq] = v.get(rq, 0) + 1
+    v = _RESPONSES_V
+    v[rs] = v.get(rs, 0) + 1
+    cell = _DURATION_V.get(svz)
+    if cell is None:
+        cell = DURATION.cell(svz)
+    cell[_bisect(_TIME_BOUNDS, duration)] += 1
+    cell[-1] += duration
+    cell = _RESPONSE_SIZE_V.get(pv)
+    if cell is None:
+        cell = RESPONSE_SIZE.cell(pv)
+    cell[_bisect(_SIZE_BOUNDS, size)] += 1
+    cell[-1] += size
+    cell = _REQUEST_SIZE_V.get(pv)
+    if cell is None:
+        cell = REQUEST_SIZE.cell(pv)
+    size = len(req.data)
+    cell[_bisect(_SIZE_BOUNDS, size)] += 1
+    cell[-1] += size
+
+
+# The dicts and bounds ``report`` updates, as module globals (the families'
+# ``values`` are never replaced, only updated).
+_REQUESTS_V = REQUESTS.values
+_RESPONSES_V = RESPONSES.values
+_DURATION_V = DURATION.values
+_RESPONSE_SIZE_V = RESPONSE_SIZE.values
+_REQUEST_SIZE_V = REQUEST_SIZE.values
+_TIME_BOUNDS = DURATION.buckets
+_SIZE_BOUNDS = RESPONSE_SIZE.buckets
+_bisect = bisect.bisect_left

@@ -164,8 +164,10 @@ class Request:
         self.qwire = qwire = data[12:end]
         self.qtype, self.qclass = _QTAIL.unpack_from(data, end)
         self.qend = end + 4
-        self.name = name = _wire_text(qwire)
-        self.qname = name.lower()
+        names = _NAMES.get(qwire)
+        if names is None:
+            names = _names(qwire)
+        self.name, self.qname = names
         if an or ns or ar:
             self._parse_rest(an + ns, ar)
         elif self.qend != ln:
@@ -297,6 +299,23 @@ class Request:
         r.zone, r.view, r.block = self.zone, self.view, self.block
         r.metadata, r.depth, r.start = self.metadata, self.depth, self.start
         return r
+
+
+#: Question name bytes -> (text as sent, lower-cased text), for the
+#: names asked again and again (a cluster asks for the same few services
+#: all day): the text conversion was 6% of a query's time.  Bounded: it
+#: starts afresh when full.
+_NAMES: dict[bytes, tuple[str, str]] = {}
+NAMES_KEPT = 4096
+
+
+def _names(qwire: bytes) -> tuple[str, str]:
+    """The texts of a question name, remembered in _NAMES."""
+    name = _wire_text(qwire)
+    if len(_NAMES) >= NAMES_KEPT:
+        _NAMES.clear()
+    names = _NAMES[qwire] = (name, name.lower())
+    return names
 
 
 _PLAIN_BYTES = bytes(range(33, 127)).translate(None, b'.\\;()"@')

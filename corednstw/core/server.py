@@ -16,15 +16,18 @@ import errno
 import socket
 import struct
 import sys
+import time
 import traceback
 from functools import partial
 
-from twisted.internet import defer, protocol
+from twisted.internet import defer, protocol, udp
+from twisted.internet.posixbase import PosixReactorBase
 from twisted.protocols.basic import Int16StringReceiver
 from twisted.protocols.policies import TimeoutMixin
+from twisted.python import log
 
 from corednstw.core import dnswire as w
-from corednstw.core import logger, metrics
+from corednstw.core import logger, metrics, udpbatch
 from corednstw.core.plugin import END, is_deferred
 from corednstw.core.request import RecordError, Request, Response
 
@@ -263,17 +266,38 @@ def _client(addr):
 
 
 class DNSDatagramProtocol(protocol.DatagramProtocol):
-    """UDP: one datagram, one query; replies sent with sendto directly,
-    or through the ``writer`` the shed plugin installs."""
+    """UDP: one datagram, one query.
+
+    Two ways in.  Where the system has recvmmsg (``batch`` set by
+    ``adopt_udp``), ``read_batch`` reads up to udpbatch.SIZE datagrams per
+    readiness event, and the answers that are ready before the batch ends
+    go out together with one sendmmsg; answers that come later (a
+    Deferred) are sent on their own with sendto.  Elsewhere Twisted's read
+    loop calls ``datagramReceived`` per datagram, answers sent with sendto.
+    Either way the answers go through the ``writer`` the shed plugin
+    installs, when there is one."""
 
     #: An object whose ``write(wire, addr)`` sends the answers (shed's
     #: bounded stack); None: straight to the socket.
     writer = None
+    #: udpbatch.Batch of the socket when it is read in batches.
+    batch: "udpbatch.Batch | None" = None
+    #: Seconds a datagram may wait in the socket before it is dropped
+    #: unread (the shed plugin's; None: never), and what counts a drop.
+    stale: "float | None" = None
+    on_stale = None
+    #: The plugin that set ``stale`` (a reload's new one takes over).
+    stale_owner = None
+    #: Client addresses remembered (raw address -> client, port, sender):
+    #: a busy client's next query costs no address decoding.
+    PEERS = 4096
 
     def __init__(self, mux, local):
         self.mux = mux
         self.local = local
         self._sendto = None
+        self._peers = {}
+        self._batching = False
 
     def startProtocol(self):
         self._sendto = self.transport.socket.sendto
@@ -300,6 +324,126 @@ class DNSDatagramProtocol(protocol.DatagramProtocol):
         except OSError as e:
             if e.errno not in _SEND_DROP:
                 logger.error("", "UDP write to %s failed: %s" % (addr[0], e))
+
+    # -- batched ---------------------------------------------------------
+
+    def read_batch(self):
+        """One recvmmsg: answer every datagram it read, then send the
+        answers already made with one sendmmsg."""
+        batch = self.batch
+        n = batch.recv()
+        if not n:
+            return
+        start = 0
+        if self.stale is not None:
+            start = self._shed_stale(n)
+        peers = self._peers
+        handle = self.mux.handle
+        local = self.local
+        self._batching = self.writer is None
+        try:
+            for i in range(start, n):
+                data, raw = batch.datagram(i)
+                p = peers.get(raw)
+                if p is None:
+                    p = self._peer(raw)
+                    if p is None:
+                        continue
+                try:
+                    handle(data, p[0], p[1], "udp", local, p[2])
+                except Exception:
+                    log.err()
+        finally:
+            self._batching = False
+            if batch.staged:
+                self._flush()
+
+    def set_stale(self, seconds, on_drop=None):
+        """Drop the datagrams that waited in the socket longer than
+        ``seconds`` (None: answer all), calling ``on_drop(count)``.
+        Only where the socket is read in batches (the kernel's receive
+        times come with recvmmsg); returns whether it applies."""
+        batch = self.batch
+        if batch is None:
+            return False
+        batch.timestamps(seconds is not None)
+        self.stale = seconds
+        self.on_stale = on_drop
+        return True
+
+    def _shed_stale(self, n):
+        """The index of the first datagram of the batch that is fresh
+        enough: the ones before it (the oldest, read first) are dropped
+        and counted.  Only the first one's age is looked at when the
+        socket has no backlog."""
+        batch = self.batch
+        bound = time.time() - self.stale
+        k = 0
+        while k < n:
+            t = batch.arrived(k)
+            if t is None or t >= bound:
+                break
+            k += 1
+        if k:
+            for i in range(k):
+                batch.datagram(i)       # frees the slot
+            if self.on_stale is not None:
+                self.on_stale(k)
+        return k
+
+    def _peer(self, raw):
+        """Decode and remember a client address (None: not IP)."""
+        info = udpbatch.peer(raw)
+        if info is None:
+            return None
+        host, port, addr = info
+        peers = self._peers
+        if len(peers) >= self.PEERS:
+            peers.clear()
+        p = peers[raw] = (host, port, partial(self._reply, raw, addr))
+        return p
+
+    def _reply(self, raw, addr, wire):
+        """An answer: staged while its batch is being read, else sent."""
+        if self._batching:
+            self.batch.stage(wire, raw)
+        else:
+            self._send(addr, wire)
+
+    def _flush(self):
+        for err, raw in self.batch.flush():
+            if err not in _SEND_DROP:
+                p = udpbatch.peer(raw)
+                logger.error("", "UDP write to %s failed: %s" % (
+                    p[0] if p else "?", errno.errorcode.get(err, err)))
+
+
+class _BatchPort(udp.Port):
+    """A UDP port read with recvmmsg: one call per readiness event (epoll
+    reports the socket again while datagrams wait)."""
+
+    def doRead(self):
+        self.protocol.read_batch()
+
+
+#: Read UDP in batches where the system can (tests turn it off to run
+#: the one-datagram path).
+BATCH = udpbatch.available()
+
+
+def adopt_udp(reactor, fd, family, proto, batch=None):
+    """The reactor's port for UDP socket ``fd`` serving ``proto``: read
+    in batches when ``batch`` (default BATCH) and the reactor is a POSIX
+    one, else Twisted's own one-datagram port."""
+    if batch is None:
+        batch = BATCH
+    if batch and isinstance(reactor, PosixReactorBase):
+        port = _BatchPort._fromListeningDescriptor(
+            reactor, fd, family, proto, maxPacketSize=65535)
+        port.startListening()
+        proto.batch = udpbatch.Batch(port.fileno())
+        return port
+    return reactor.adoptDatagramPort(fd, family, proto, maxPacketSize=65535)
 
 
 class Timeouts:
@@ -587,9 +731,8 @@ def listen(reactor, host, port, mux, timeouts=None, udp=True):
     try:
         t.listen(1024)
         local = (host, actual)
-        udp = reactor.adoptDatagramPort(u.fileno(), _family(host),
-                                        DNSDatagramProtocol(mux, local),
-                                        maxPacketSize=65535)
+        udp = adopt_udp(reactor, u.fileno(), _family(host),
+                        DNSDatagramProtocol(mux, local))
         tcp = _watch_accepts(reactor.adoptStreamPort(
             t.fileno(), _family(host), DNSStreamFactory(mux, local,
                                                         timeouts)))

@@ -10,6 +10,14 @@ While a socket's stack is full, the queries arriving on it are dropped
 before any plugin runs (their answers would only evict fresher ones).
 Every dropped query and answer is counted.
 
+Under overload the first queue to fill in this server is the socket's
+receive queue, which the stack never sees.  So shed also ages it: where
+the listener reads in batches (recvmmsg), the kernel stamps each
+datagram's arrival, and queries that waited longer than STALE are
+dropped unread, the oldest first, instead of being answered after their
+clients gave up (counted as dropped queries).  Without shed nothing is
+stamped and every query is answered.
+
 The stack is installed on the listener's UDP protocol when the plugin
 starts (DNSDatagramProtocol.set_writer): a listener without shed sends as
 before, and an answer written while the stack is empty goes straight to
@@ -18,6 +26,7 @@ the socket.
 
 import errno
 from collections import deque
+from functools import partial
 
 from corednstw.core import metrics
 from corednstw.core.plugin import Plugin
@@ -28,6 +37,10 @@ DEPTH = 1024
 #: Seconds between two tries while the kernel keeps saying "no room".
 RETRY = 0.001
 
+#: Seconds a query may wait in a UDP socket's receive queue: older ones
+#: are dropped unread (a fixed budget, like DEPTH, not a setting).
+STALE = 1.0
+
 #: sendto's answers that mean "no room now, try again".
 _AGAIN = frozenset((errno.EAGAIN, errno.EWOULDBLOCK, errno.ENOBUFS))
 
@@ -35,6 +48,11 @@ DROPPED = metrics.counter(
     "coredns_shed_dropped_total",
     "Counter of queries and responses dropped, per server, by reason.",
     ("server", "reason"))
+
+
+def _stale(server, count):
+    """Count queries dropped unread because they waited too long."""
+    DROPPED.inc((server, "query"), count)
 
 
 class Stack:
@@ -116,6 +134,7 @@ class Shed(Plugin):
     def __init__(self):
         self.stacks = {}        # the UDP socket's local (host, port) -> Stack
         self.installed = []     # (protocol, Stack) this plugin installed
+        self.aged = []          # protocols dropping stale queries for it
 
     def _protocols(self):
         """The UDP protocols of the listeners this block is served on."""
@@ -137,8 +156,17 @@ class Shed(Plugin):
                 proto.set_writer(stack)
                 self.installed.append((proto, stack))
             self.stacks[proto.local] = stack
+            server = proto.mux.label
+            if proto.set_stale(STALE, partial(_stale, server)):
+                proto.stale_owner = self
+                self.aged.append(proto)
 
     def stop(self):
+        for proto in self.aged:
+            if proto.stale_owner is self:   # not a newer configuration's
+                proto.set_stale(None)
+                proto.stale_owner = None
+        self.aged = []
         for proto, stack in self.installed:
             if proto.writer is stack:
                 proto.set_writer(None)

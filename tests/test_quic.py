@@ -154,7 +154,7 @@ class SetupTest(unittest.TestCase):
     def test_needs_a_certificate(self):
         msg = self.error("quic://.:0 {\n    whoami\n}\n")
         self.assertIn("Corefile:1", msg)
-        self.assertIn("DNS over QUIC needs a certificate", msg)
+        self.assertIn("QUIC needs a certificate", msg)
 
     def test_option_errors(self):
         msg = self.error(".:0 {\n    quic {\n"
@@ -175,3 +175,112 @@ class SetupTest(unittest.TestCase):
         self.assertIn("plugin/quic: unknown property 'streams'", msg)
         msg = self.error(".:0 {\n    quic 1\n}\n")
         self.assertIn("plugin/quic", msg)
+
+
+H3_COREFILE = """https3://.:0 {
+    bind 127.0.0.1
+    tls %(cert)s %(key)s
+%(extra)s    whoami
+}
+"""
+
+
+class DoH3Base:
+
+    extra = ""
+
+    @inlineCallbacks
+    def setUp(self):
+        util.capture_log(self)
+        _, self.ca, self.cert, self.key = tlsutil.certs(self)
+        self.app = yield util.start(self, H3_COREFILE % {
+            "cert": self.cert, "key": self.key, "extra": self.extra})
+        self.port = self.app.port(transport="https3")
+
+    def count(self, status):
+        return metrics.families()["coredns_dns_https3_responses_total"].get(
+            ("https3://127.0.0.1:0", str(status))) or 0
+
+    def ask(self, post):
+        return threads.deferToThread(
+            dns.query.https, dns.message.make_query("example.org.", "A"),
+            "https://%s:%d/dns-query" % (tlsutil.HOSTNAME, self.port),
+            bootstrap_address="127.0.0.1", verify=self.ca, timeout=5,
+            post=post, http_version=dns.query.HTTPVersion.H3)
+
+    def raw(self, method, path, body=b"", hold=None):
+        return threads.deferToThread(doq.h3_request, self.port, method, path,
+                                     body, 5.0, hold)
+
+
+class DoH3Test(DoH3Base, unittest.TestCase):
+    """https3://: DNS over HTTPS over HTTP/3."""
+
+    @inlineCallbacks
+    def test_dnspython_post_and_get(self):
+        before = self.count(200)
+        for post in (True, False):
+            m = yield self.ask(post)
+            self.assertEqual(m.rcode(), dns.rcode.NOERROR)
+            extra = sorted(util.rrs(m, "additional"))
+            self.assertEqual(extra[1], "example.org. 0 IN A 127.0.0.1")
+            self.assertEqual(extra[0].split()[0], "_udp.example.org.")
+        self.assertEqual(self.count(200), before + 2)
+
+    @inlineCallbacks
+    def test_statuses(self):
+        before = self.count(404)
+        wire = query().to_wire()
+        status, body, _ = yield self.raw(b"POST", b"/resolve", wire)
+        self.assertEqual((status, body), (404, b"\n"))
+        status, body, _ = yield self.raw(b"POST", b"/dns-query", b"xx")
+        self.assertEqual((status, body), (400, b"invalid request\n"))
+        status, body, _ = yield self.raw(b"GET", b"/dns-query")
+        self.assertEqual(status, 400)
+        status, body, _ = yield self.raw(b"POST", b"/dns-query",
+                                         wire + b"\0" * 70000)
+        self.assertEqual(status, 400)
+        self.assertEqual(self.count(404), before + 1)
+
+
+class DoH3LimitTest(DoH3Base, unittest.TestCase):
+
+    extra = "    https3 {\n        max_connections 1\n    }\n"
+
+    @inlineCallbacks
+    def test_max_connections(self):
+        import threading
+        hold = threading.Event()
+        before = self.count(200)
+        first = self.raw(b"POST", b"/dns-query", query().to_wire(), hold)
+        yield util.wait_for(lambda: self.count(200) > before)
+        status, _, closed = yield self.raw(b"POST", b"/dns-query",
+                                           query().to_wire())
+        self.assertIsNone(status)
+        self.assertEqual(closed, 0x107)     # H3_EXCESSIVE_LOAD
+        hold.set()
+        status, _, _ = yield first
+        self.assertEqual(status, 200)
+
+
+class H3SetupTest(unittest.TestCase):
+
+    def test_errors(self):
+        with self.assertRaises(corefile.CorefileError) as cm:
+            util.Direct(self, "https3://.:0 {\n    whoami\n}\n")
+        self.assertIn("QUIC needs a certificate", str(cm.exception))
+        with self.assertRaises(corefile.CorefileError) as cm:
+            util.Direct(self, ".:0 {\n    https3 {\n"
+                        "        max_connections -1\n    }\n}\n")
+        self.assertIn("Corefile:3 - Error during parsing: plugin/https3: "
+                      "max_connections must be a non-negative integer: -1",
+                      str(cm.exception))
+        with self.assertRaises(corefile.CorefileError) as cm:
+            util.Direct(self, ".:0 {\n    https3 {\n"
+                        "        max_streams 1\n        max_streams 2\n"
+                        "    }\n}\n")
+        self.assertIn("max_streams already defined", str(cm.exception))
+
+    def test_zero_accepted(self):
+        util.Direct(self, ".:0 {\n    https3 {\n        max_streams 0\n"
+                    "        max_connections 0\n    }\n    whoami\n}\n")

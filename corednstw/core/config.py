@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from corednstw.core.request import Request
     from corednstw.service.app import App
 
-SUPPORTED_TRANSPORTS = ("dns", "tls", "https", "quic")
+SUPPORTED_TRANSPORTS = ("dns", "tls", "https", "quic", "https3")
 #: Transports served over TCP alone (no UDP socket).  A ``tls://`` block
 #: without a ``tls`` directive has no certificate: CoreDNS then serves it
 #: as plain DNS on a TCP listener and opens nothing on UDP.
@@ -179,10 +179,10 @@ def _build_block(cfg: Config, sb: corefile.ServerBlock, index: int,
     for key in block.keys:
         if _plain_tls(sb, key):
             _warn_no_certificate(cfg, key)
-        elif key.transport == "quic" and not any(
+        elif key.transport in ("quic", "https3") and not any(
                 d.name == "tls" for d in sb.directives):
             e = corefile.CorefileError(
-                sb.file, sb.line, "%s: DNS over QUIC needs a certificate: "
+                sb.file, sb.line, "%s: QUIC needs a certificate: "
                 "add a tls directive" % key.key)
             if errors is None:
                 raise e

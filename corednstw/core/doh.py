@@ -112,6 +112,12 @@ class DoHResource(resource.Resource):
 
     isLeaf = True
 
+    #: What the chain is told the query came over: CoreDNS's DoH writer
+    #: gives TCP addresses over HTTP/1.1 and HTTP/2, UDP ones over HTTP/3.
+    proto = "tcp"
+    #: The counter of responses per (server, status).
+    responses = RESPONSES
+
     def __init__(self, mux, label, timeouts):
         super().__init__()
         self.mux = mux
@@ -179,7 +185,7 @@ class DoHResource(resource.Resource):
 
         timer = None
         host, port = dnsserver._client(client)
-        mux.handle(data, host, port, "tcp", self.local, send)
+        mux.handle(data, host, port, self.proto, self.local, send)
         if done:
             return None
         if mux.inflight == before:
@@ -207,7 +213,7 @@ class DoHResource(resource.Resource):
                        (b"content-length", b"%d" % len(body))], body)
 
     def _count(self, status):
-        RESPONSES.inc((self.label, str(status)))
+        self.responses.inc((self.label, str(status)))
 
 
 def _message(method, args, body):

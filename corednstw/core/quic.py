@@ -55,17 +55,24 @@ _LEN = struct.Struct("!H")
 
 
 class Settings:
-    """The quic directive's options of a listener."""
+    """The options of a QUIC listener (the quic and https3 directives):
+    ``max_streams`` 0 keeps aioquic's own credit, ``max_connections`` 0
+    is no limit."""
 
     def __init__(self, max_streams=DEFAULT_MAX_STREAMS,
-                 worker_pool_size=DEFAULT_WORKER_POOL):
+                 worker_pool_size=DEFAULT_WORKER_POOL, max_connections=0):
         self.max_streams = max_streams
         self.worker_pool_size = worker_pool_size
+        self.max_connections = max_connections
 
 
-class DoQServer(protocol.DatagramProtocol):
-    """The UDP side of a quic:// listener: routes datagrams to their
-    connection by connection ID, and starts connections on Initials."""
+class QuicServer(protocol.DatagramProtocol):
+    """The UDP side of a QUIC listener: routes datagrams to their
+    connection by connection ID, and starts connections on Initials.
+    What a connection's streams carry is its application's business
+    (``_DoQ`` here, ``h3.DoH3`` for https3://)."""
+
+    alpn = "doq"
 
     def __init__(self, reactor, mux, tls, timeouts, settings):
         self.reactor = reactor
@@ -89,7 +96,8 @@ class DoQServer(protocol.DatagramProtocol):
     @tls.setter
     def tls(self, tls):
         self._tls = tls
-        config = QuicConfiguration(is_client=False, alpn_protocols=["doq"])
+        config = QuicConfiguration(is_client=False,
+                                   alpn_protocols=[self.alpn])
         config.load_cert_chain(tls.cert, tls.key)
         config.idle_timeout = self.timeouts.idle
         self.config = config
@@ -133,13 +141,21 @@ class DoQServer(protocol.DatagramProtocol):
     def _accept(self, cid, addr):
         qc = QuicConnection(configuration=self.config,
                             original_destination_connection_id=cid)
-        # max_streams: the streams a client may have open at once (aioquic
-        # keeps no setting for it, only this initial credit).
-        qc._local_max_streams_bidi.value = self.settings.max_streams
+        if self.settings.max_streams:
+            # The streams a client may have open at once (aioquic keeps
+            # no setting for it, only this initial credit).
+            qc._local_max_streams_bidi.value = self.settings.max_streams
         conn = _Connection(self, qc, addr)
+        conn.app = self.application(conn)
+        limit = self.settings.max_connections
+        if limit and len(set(self.conns.values())) >= limit:
+            conn.refuse = True
         self.conns[cid] = conn
         self.conns[qc.host_cid] = conn
         return conn
+
+    def application(self, conn):
+        return _DoQ(conn)
 
     def forget(self, conn):
         for cid in [c for c, v in self.conns.items() if v is conn]:
@@ -176,9 +192,11 @@ class _Connection:
         self.qc = qc
         self.addr = addr
         self.client = dnsserver._client(addr[:2])
-        self.streams = {}       # stream id -> bytearray
+        self.app = None
         self.timer = None
         self.open = True
+        self.closing = False    # closed by us, not yet terminated
+        self.refuse = False     # over max_connections: closed once up
 
     def now(self):
         return self.server.reactor.seconds()
@@ -196,61 +214,24 @@ class _Connection:
             ev = qc.next_event()
             if ev is None:
                 return
-            if isinstance(ev, events.StreamDataReceived):
-                self._data(ev)
-            elif isinstance(ev, events.StreamReset):
-                self.streams.pop(ev.stream_id, None)
-            elif isinstance(ev, events.ConnectionIdIssued):
+            if isinstance(ev, events.ConnectionIdIssued):
                 conns[ev.connection_id] = self
             elif isinstance(ev, events.ConnectionIdRetired):
                 conns.pop(ev.connection_id, None)
             elif isinstance(ev, events.ConnectionTerminated):
                 self._gone()
-
-    def _data(self, ev):
-        sid = ev.stream_id
-        buf = self.streams.get(sid)
-        if buf is None:
-            buf = self.streams[sid] = bytearray()
-        buf += ev.data
-        if len(buf) > 2 + 65535:
-            self.close(PROTOCOL_ERROR)
-            return
-        if not ev.end_stream:
-            return
-        del self.streams[sid]
-        data = _message(bytes(buf))
-        if data is None:
-            self.close(PROTOCOL_ERROR)
-            return
-        self.server.run(self, sid, data)
+            elif isinstance(ev, events.HandshakeCompleted) and self.refuse:
+                self.close(self.app.EXCESSIVE_LOAD)
+            elif self.open and not self.closing:
+                self.app.event(ev)
 
     def answer(self, sid, data):
-        """Run one query through the mux; the answer ends the stream."""
-        done = []
-
-        def send(wire):
-            if done:
-                return
-            done.append(True)
-            self.server.done()
-            if not self.open:
-                return
-            self.server.count(NO_ERROR)
-            try:
-                self.qc.send_stream_data(sid, _LEN.pack(len(wire)) + wire,
-                                         end_stream=True)
-            except (ValueError, AssertionError):
-                return          # the client reset the stream meanwhile
-            self.flush()
-
-        host, port = self.client
-        self.server.mux.handle(data, host, port, "udp", self.server.local,
-                               send)
+        self.app.answer(sid, data)
 
     def close(self, code):
-        if not self.open:
+        if not self.open or self.closing:
             return
+        self.closing = True
         self.qc.close(error_code=code)
         if code != NO_ERROR:
             self.server.count(code)
@@ -284,8 +265,70 @@ class _Connection:
         if self.timer is not None and self.timer.active():
             self.timer.cancel()
         self.timer = None
-        self.streams.clear()
+        self.app.gone()
         self.server.forget(self)
+
+
+class _DoQ:
+    """RFC 9250 on one connection: a query per stream, length-prefixed,
+    the stream's FIN after it."""
+
+    EXCESSIVE_LOAD = INTERNAL_ERROR
+
+    def __init__(self, conn):
+        self.conn = conn
+        self.streams = {}       # stream id -> bytearray
+
+    def event(self, ev):
+        if isinstance(ev, events.StreamDataReceived):
+            self._data(ev)
+        elif isinstance(ev, events.StreamReset):
+            self.streams.pop(ev.stream_id, None)
+
+    def gone(self):
+        self.streams.clear()
+
+    def _data(self, ev):
+        sid = ev.stream_id
+        buf = self.streams.get(sid)
+        if buf is None:
+            buf = self.streams[sid] = bytearray()
+        buf += ev.data
+        if len(buf) > 2 + 65535:
+            self.conn.close(PROTOCOL_ERROR)
+            return
+        if not ev.end_stream:
+            return
+        del self.streams[sid]
+        data = _message(bytes(buf))
+        if data is None:
+            self.conn.close(PROTOCOL_ERROR)
+            return
+        self.conn.server.run(self.conn, sid, data)
+
+    def answer(self, sid, data):
+        """Run one query through the mux; the answer ends the stream."""
+        conn = self.conn
+        server = conn.server
+        done = []
+
+        def send(wire):
+            if done:
+                return
+            done.append(True)
+            server.done()
+            if not conn.open:
+                return
+            server.count(NO_ERROR)
+            try:
+                conn.qc.send_stream_data(sid, _LEN.pack(len(wire)) + wire,
+                                         end_stream=True)
+            except (ValueError, AssertionError):
+                return          # the client reset the stream meanwhile
+            conn.flush()
+
+        host, port = conn.client
+        server.mux.handle(data, host, port, "udp", server.local, send)
 
 
 def _message(buf):
@@ -312,10 +355,11 @@ def _message(buf):
     return data
 
 
-def listen_quic(reactor, host, port, mux, timeouts, tls, settings):
-    """A DoQ listener on UDP (host, port); returns (port, server,
-    actual port)."""
-    server = DoQServer(reactor, mux, tls, timeouts, settings)
+def listen_quic(reactor, host, port, mux, timeouts, tls, settings,
+                server_class=QuicServer):
+    """A QUIC listener (DoQ, or ``server_class``'s) on UDP (host, port);
+    returns (port, server, actual port)."""
+    server = server_class(reactor, mux, tls, timeouts, settings)
     listening = reactor.listenUDP(port, server, interface=host or "",
                                   maxPacketSize=65535)
     actual = listening.getHost().port

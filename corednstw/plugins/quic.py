@@ -21,8 +21,9 @@ class QUIC(Plugin):
         self.settings = settings
 
 
-def _positive(c):
-    """The one positive integer argument of an option."""
+def integer_option(c, zero=False):
+    """The one positive (or, with ``zero``, non-negative) integer
+    argument of an option, with CoreDNS's messages."""
     if len(c.args) != 1:
         raise c.arg_error()
     try:
@@ -31,23 +32,29 @@ def _positive(c):
         raise c.error("invalid %s value '%s': strconv.Atoi: parsing \"%s\": "
                       "invalid syntax" % (c.name, c.args[0], c.args[0])
                       ) from e
-    if n <= 0:
-        raise c.error("%s must be a positive integer: %d" % (c.name, n))
+    if n < 0 or (n == 0 and not zero):
+        raise c.error("%s must be a %s integer: %d" % (
+            c.name, "non-negative" if zero else "positive", n))
     return n
 
 
-def setup(d, block):
+def options(d, names, zero=False):
+    """{option: value} of the directive's block of integer options."""
     if d.args:
         raise d.arg_error()
     values = {}
     for c in d.children:
-        if c.name not in OPTIONS:
+        if c.name not in names:
             raise c.error("unknown property '%s'" % c.name)
-        n = _positive(c)
+        n = integer_option(c, zero)
         if c.name in values:
             raise c.error("%s already defined for this server block"
                           % c.name)
         values[c.name] = n
-    settings = quic.Settings(**values)
+    return values
+
+
+def setup(d, block):
+    settings = quic.Settings(**options(d, OPTIONS))
     block.settings["quic"] = settings
     return QUIC(settings)

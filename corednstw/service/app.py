@@ -17,6 +17,7 @@ from corednstw.core import config as configlib
 from corednstw.core import (
     corefile,
     doh,
+    h3,
     logger,
     proxyproto,
     quic,
@@ -214,6 +215,13 @@ class App(service.Service):
             udp, front, actual = quic.listen_quic(
                 self.reactor, host, int(port), mux, limits, tls,
                 entries[0][1].settings.get("quic") or quic.Settings())
+            lst = Listener(mux, udp, None, host, actual, front, kind, front)
+        elif kind == "https3":
+            udp, front, actual = h3.listen_https3(
+                self.reactor, host, int(port), mux, limits, tls,
+                entries[0][1].settings.get("https3") or quic.Settings(
+                    h3.DEFAULT_MAX_STREAMS, quic.DEFAULT_WORKER_POOL,
+                    h3.DEFAULT_MAX_CONNECTIONS))
             lst = Listener(mux, udp, None, host, actual, front, kind, front)
         elif kind in ("https", "http"):
             tcp, front, creator, actual = doh.listen_https(
@@ -465,7 +473,7 @@ class Listener:
         """Apply the proxyproto policy: UDP datagrams pass a ProxyMux
         before the block mux; the TCP reader (set up when the listener
         was opened) takes the new policy for its next connections."""
-        if policy is None or self.kind == "quic":
+        if policy is None or self.kind in ("quic", "https3"):
             return
         if self.udp is not None:
             self.udp.protocol.mux = proxyproto.ProxyMux(self.mux, policy,

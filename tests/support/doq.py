@@ -80,3 +80,67 @@ def _events(qc, res, pending, payloads):
             res.closed_with = ev.error_code
             return True
     return res.handshake and not pending
+
+
+def h3_request(port, method, path, body=b"", timeout=5.0, hold=None):
+    """One HTTP/3 request on a new connection (ALPN h3); returns
+    (status or None, body, the server's close code or None).  With
+    ``hold`` (a threading.Event) the connection stays open, once the
+    answer is in, until the event is set."""
+    from aioquic.h3.connection import H3_ALPN, H3Connection
+    from aioquic.h3.events import DataReceived, HeadersReceived
+
+    config = QuicConfiguration(is_client=True, alpn_protocols=H3_ALPN,
+                               server_name="localhost")
+    config.verify_mode = ssl.CERT_NONE
+    qc = QuicConnection(configuration=config)
+    h3 = None
+    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    sock.settimeout(0.02)
+    qc.connect(("127.0.0.1", port), now=time.time())
+    status, out, closed, done = None, b"", None, False
+    deadline = time.time() + timeout
+    try:
+        while time.time() < deadline and closed is None:
+            if done and (hold is None or hold.is_set()):
+                break
+            for data, to in qc.datagrams_to_send(now=time.time()):
+                sock.sendto(data, to)
+            try:
+                data, frm = sock.recvfrom(65535)
+                qc.receive_datagram(data, frm, now=time.time())
+            except socket.timeout:
+                at = qc.get_timer()
+                if at is not None and at <= time.time():
+                    qc.handle_timer(now=time.time())
+            while True:
+                ev = qc.next_event()
+                if ev is None:
+                    break
+                if isinstance(ev, events.ConnectionTerminated):
+                    closed = ev.error_code
+                    break
+                if isinstance(ev, events.HandshakeCompleted):
+                    h3 = H3Connection(qc)
+                    sid = qc.get_next_available_stream_id()
+                    h3.send_headers(sid, [
+                        (b":method", method), (b":scheme", b"https"),
+                        (b":authority", b"localhost"), (b":path", path)],
+                        end_stream=not body)
+                    if body:
+                        h3.send_data(sid, body, end_stream=True)
+                    continue
+                for hev in h3.handle_event(ev) if h3 else ():
+                    if isinstance(hev, HeadersReceived):
+                        status = int(dict(hev.headers)[b":status"])
+                    elif isinstance(hev, DataReceived):
+                        out += hev.data
+                    if hev.stream_ended:
+                        done = True
+        if closed is None:
+            qc.close()
+            for data, to in qc.datagrams_to_send(now=time.time()):
+                sock.sendto(data, to)
+    finally:
+        sock.close()
+    return status, out, closed

@@ -92,8 +92,8 @@ class RegistryTest(unittest.TestCase):
 
     def test_builtin_semantics_kept(self):
         self.assertTrue(directives.supported("whoami"))
-        self.assertTrue(directives.known("https3"))
-        self.assertIsNone(directives.load("https3"))
+        self.assertTrue(directives.known("multisocket"))
+        self.assertIsNone(directives.load("multisocket"))
         self.assertFalse(directives.known("nosuch"))
         # plugin.cfg's order, whatever packages are installed.
         self.assertEqual(tuple(n for n in directives.names()
@@ -215,18 +215,19 @@ class PlacementTest(unittest.TestCase):
     def test_package_implements_coredns_directive(self):
         # A directive of plugin.cfg not built here: a package may provide
         # it, in plugin.cfg's place.
-        install(self, FakeEntry("https3", PluginEntry("https3", echo_setup)))
-        self.assertTrue(directives.supported("https3"))
+        install(self, FakeEntry("multisocket",
+                                PluginEntry("multisocket", echo_setup)))
+        self.assertTrue(directives.supported("multisocket"))
         order = directives.names()
-        i = directives.position("https3")
+        i = directives.position("multisocket")
         self.assertEqual(order[i - 1:i + 2],
-                         ("https", "https3", "timeouts"))
+                         ("timeouts", "multisocket", "reload"))
 
     def test_coredns_directive_takes_no_place(self):
-        install(self, FakeEntry("https3", PluginEntry("https3", echo_setup,
-                                                    after="cache")))
+        install(self, FakeEntry("multisocket", PluginEntry(
+            "multisocket", echo_setup, after="cache")))
         with self.assertRaises(corefile.PluginError) as cm:
-            directives.load("https3")
+            directives.load("multisocket")
         self.assertIn("its place is plugin.cfg's", str(cm.exception))
 
 

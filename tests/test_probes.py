@@ -224,10 +224,10 @@ class CorefileErrorTest(unittest.TestCase):
         self.assertIn("Corefile:2", err)
         self.assertIn("Unknown directive 'whoam'", err)
 
-    def test_transport_not_supported(self):
-        err = self.load_error("grpc://.:0 {\n    whoami\n}\n")
+    def test_transport_without_certificate(self):
+        err = self.load_error("quic://.:0 {\n    whoami\n}\n")
         self.assertIn("Corefile:1", err)
-        self.assertIn("not supported yet", err)
+        self.assertIn("QUIC needs a certificate", err)
 
     def test_duplicate_zone(self):
         err = self.load_error(".:0 {\n    whoami\n}\n.:0 {\n    whoami\n}\n")

@@ -101,13 +101,14 @@ class PlainTLSTest(unittest.TestCase):
 
 class TLSSetupTest(unittest.TestCase):
 
-    def test_other_transports_not_supported_yet(self):
-        for scheme in ("grpc", "https3"):
+    def test_quic_transports_need_a_certificate(self):
+        for scheme in ("quic", "https3"):
             with self.assertRaises(corefile.CorefileError) as cm:
                 util.Direct(self, "%s://example.net:0 {\n    whoami\n}\n"
                             % scheme)
-            self.assertIn("transport %s:// not supported yet" % scheme,
-                          str(cm.exception))
+            self.assertIn("Corefile:1", str(cm.exception))
+            self.assertIn("%s://example.net:0: QUIC needs a certificate"
+                          % scheme, str(cm.exception))
 
     def test_warned_once_per_key(self):
         log = util.capture_log(self)

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from corednstw.core.request import Request
     from corednstw.service.app import App
 
-SUPPORTED_TRANSPORTS = ("dns", "tls", "https", "quic", "https3")
+SUPPORTED_TRANSPORTS = ("dns", "tls", "https", "quic", "https3", "grpc")
 #: Transports served over TCP alone (no UDP socket).  A ``tls://`` block
 #: without a ``tls`` directive has no certificate: CoreDNS then serves it
 #: as plain DNS on a TCP listener and opens nothing on UDP.

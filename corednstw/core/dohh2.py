@@ -53,6 +53,9 @@ class _Stream:
 class DoHH2(protocol.Protocol, TimeoutMixin):
     """One HTTP/2 connection of a DoH listener."""
 
+    #: A request body is kept up to this size (the rest is counted only).
+    MAX_BODY = doh.MAX_MESSAGE
+
     def __init__(self, resource, idle):
         self.resource = resource
         self.idle = idle
@@ -81,7 +84,7 @@ class DoHH2(protocol.Protocol, TimeoutMixin):
         for event in events:
             handler = _HANDLERS.get(type(event))
             if handler is not None:
-                handler(self, event)
+                getattr(self, handler)(event)
         self._flush()
 
     def connectionLost(self, reason):
@@ -117,7 +120,7 @@ class DoHH2(protocol.Protocol, TimeoutMixin):
         if stream is None:
             return
         stream.size += len(event.data)
-        if stream.size <= doh.MAX_MESSAGE:
+        if stream.size <= self.MAX_BODY:
             stream.body.append(event.data)
 
     def _ended(self, event):
@@ -144,7 +147,7 @@ class DoHH2(protocol.Protocol, TimeoutMixin):
 
     def _window(self, event):
         for sid in list(self.pending):
-            self._send_body(sid, self.pending.pop(sid))
+            self._send_body(sid, *self.pending.pop(sid))
         self._flush()
 
     def _terminated(self, event):
@@ -152,33 +155,35 @@ class DoHH2(protocol.Protocol, TimeoutMixin):
 
     # -- answers --------------------------------------------------------
 
-    def _reply(self, sid, status, headers, payload):
+    def _reply(self, sid, status, headers, payload, trailers=None):
         if self.streams.pop(sid, None) is None:
             return              # reset by the client, or connection gone
         headers = [(b":status", b"%d" % status), *headers,
                    (b"date", _date())]
         try:
             self.conn.send_headers(sid, headers)
-            self._send_body(sid, payload)
+            self._send_body(sid, payload, trailers)
         except h2.exceptions.H2Error:
             return              # the stream closed meanwhile
         self._flush()
 
-    def _send_body(self, sid, payload):
-        """Send what flow control allows; the rest waits for a window
-        update."""
+    def _send_body(self, sid, payload, trailers=None):
+        """Send what flow control allows (then ``trailers``, which end the
+        stream, if any); the rest waits for a window update."""
         conn = self.conn
         while True:
             room = min(conn.local_flow_control_window(sid),
                        conn.max_outbound_frame_size)
             if room >= len(payload):
-                conn.send_data(sid, payload, end_stream=True)
+                conn.send_data(sid, payload, end_stream=trailers is None)
+                if trailers is not None:
+                    conn.send_headers(sid, trailers, end_stream=True)
                 return
             if room > 0:
                 conn.send_data(sid, payload[:room])
                 payload = payload[room:]
             else:
-                self.pending[sid] = payload
+                self.pending[sid] = (payload, trailers)
                 return
 
     def _flush(self):
@@ -187,13 +192,14 @@ class DoHH2(protocol.Protocol, TimeoutMixin):
             self.write(out)
 
 
+#: The method of DoHH2 (or of a subclass) for each h2 event.
 _HANDLERS = {
-    h2.events.RequestReceived: DoHH2._request,
-    h2.events.DataReceived: DoHH2._data,
-    h2.events.StreamEnded: DoHH2._ended,
-    h2.events.StreamReset: DoHH2._reset,
-    h2.events.WindowUpdated: DoHH2._window,
-    h2.events.ConnectionTerminated: DoHH2._terminated,
+    h2.events.RequestReceived: "_request",
+    h2.events.DataReceived: "_data",
+    h2.events.StreamEnded: "_ended",
+    h2.events.StreamReset: "_reset",
+    h2.events.WindowUpdated: "_window",
+    h2.events.ConnectionTerminated: "_terminated",
 }
 
 def _record_writer(transport):

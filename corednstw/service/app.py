@@ -17,6 +17,7 @@ from corednstw.core import config as configlib
 from corednstw.core import (
     corefile,
     doh,
+    grpc,
     h3,
     logger,
     proxyproto,
@@ -210,6 +211,15 @@ class App(service.Service):
             tcp, stream, creator, actual = transports.listen_tls(
                 self.reactor, host, int(port), mux, limits, tls, wrap)
             lst = Listener(mux, None, tcp, host, actual, stream, kind,
+                           creator)
+        elif kind == "grpc":
+            opts = entries[0][1].settings.get("grpc_server") or {}
+            tcp, front, creator, actual = grpc.listen_grpc(
+                self.reactor, host, int(port), mux, limits, tls,
+                opts.get("max_streams", grpc.DEFAULT_MAX_STREAMS),
+                opts.get("max_connections", grpc.DEFAULT_MAX_CONNECTIONS),
+                wrap)
+            lst = Listener(mux, None, tcp, host, actual, front, kind,
                            creator)
         elif kind == "quic":
             udp, front, actual = quic.listen_quic(

@@ -1,0 +1,222 @@
+"""DNS over gRPC (grpc://), as CoreDNS's gRPC server.
+
+CoreDNS serves one unary method, ``coredns.dns.DnsService/Query``, whose
+request and response are both ``DnsPacket { bytes msg = 1; }``: a DNS
+message in, its answer out.  gRPC is HTTP/2 with a 5-octet prefix per
+message and the status in trailers, so this server speaks it on the same
+lean HTTP/2 protocol as DoH (``dohh2``, the ``h2`` state machine on the
+reactor) rather than through grpcio's server: grpcio runs its own threads
+and event loop, and each query would cross to the reactor thread and back
+(two thread hand-offs per query, and the GIL between them), where this
+costs what an HTTP/2 DoH query costs.  grpcio is what the tests and the
+*grpc* plugin use as the client.
+
+As CoreDNS: the chain sees a TCP query from the connection's address; a
+message over 65,535 octets or one that does not unpack ends the call with
+a gRPC error (UNKNOWN, the text of Go's error); another method gets
+UNIMPLEMENTED.  TLS comes from the block's *tls* (ALPN h2), and without it
+the listener speaks HTTP/2 in the clear (h2c), as CoreDNS's does.
+``grpc_server`` sets max_streams (per connection) and max_connections.
+"""
+
+from twisted.internet import protocol
+from twisted.protocols.tls import TLSMemoryBIOFactory
+
+from corednstw.core import doh, dohh2, transports
+
+METHOD = b"/coredns.dns.DnsService/Query"
+DEFAULT_MAX_STREAMS = 256
+DEFAULT_MAX_CONNECTIONS = 200
+#: gRPC status codes used here.
+OK, UNKNOWN, INTERNAL, UNIMPLEMENTED = 0, 2, 13, 12
+_MAX_DNS = 65535
+
+
+def encode_packet(msg):
+    """``DnsPacket{msg}`` as protobuf: field 1, length-delimited."""
+    n = len(msg)
+    out = bytearray(b"\x0a")
+    while n > 0x7F:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out) + msg
+
+
+def decode_packet(data):
+    """The ``msg`` field of a ``DnsPacket`` (b"" when absent); ValueError
+    for bytes that are not protobuf."""
+    msg = b""
+    i, end = 0, len(data)
+    while i < end:
+        key, i = _varint(data, i)
+        field, wtype = key >> 3, key & 7
+        if wtype == 0:
+            _, i = _varint(data, i)
+        elif wtype == 2:
+            n, i = _varint(data, i)
+            if i + n > end:
+                raise ValueError("truncated field")
+            if field == 1:
+                msg = data[i:i + n]
+            i += n
+        elif wtype == 1:
+            i += 8
+        elif wtype == 5:
+            i += 4
+        else:
+            raise ValueError("bad wire type %d" % wtype)
+    if i > end:
+        raise ValueError("truncated field")
+    return msg
+
+
+def _varint(data, i):
+    shift = value = 0
+    while True:
+        if i >= len(data) or shift > 63:
+            raise ValueError("bad varint")
+        b = data[i]
+        i += 1
+        value |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return value, i
+        shift += 7
+
+
+def frame(message):
+    """A gRPC length-prefixed message (not compressed)."""
+    return b"\x00" + len(message).to_bytes(4, "big") + message
+
+
+def unframe(body):
+    """The one message of a unary call's body; ValueError otherwise."""
+    if len(body) < 5 or body[0] != 0:
+        raise ValueError("compressed or cut gRPC message")
+    n = int.from_bytes(body[1:5], "big")
+    if len(body) != 5 + n:
+        raise ValueError("gRPC message length mismatch")
+    return body[5:]
+
+
+class Service:
+    """The listener's DnsService: mux, labels and limits (reload switches
+    ``mux`` and ``timeouts``)."""
+
+    def __init__(self, mux, timeouts, max_streams):
+        self.mux = mux
+        self.timeouts = timeouts
+        self.max_streams = max_streams
+        self.local = None
+
+
+class GrpcH2(dohh2.DoHH2):
+    """One HTTP/2 connection of a grpc:// listener."""
+
+    MAX_BODY = 5 + 8 + _MAX_DNS + 1
+
+    def connectionMade(self):
+        if self.resource.max_streams:
+            self.conn.local_settings.max_concurrent_streams = (
+                self.resource.max_streams)
+        super().connectionMade()
+
+    def _ended(self, event):
+        sid = event.stream_id
+        stream = self.streams.get(sid)
+        if stream is None:
+            return
+        if stream.method != b"POST" or stream.path != METHOD:
+            self._status(sid, UNIMPLEMENTED, "unknown method")
+            return
+        try:
+            msg = decode_packet(unframe(b"".join(stream.body)))
+        except ValueError as e:
+            self._status(sid, INTERNAL, "grpc: error unmarshalling "
+                         "request: %s" % e)
+            return
+        if stream.size > self.MAX_BODY or len(msg) > _MAX_DNS:
+            self._status(sid, UNKNOWN, "dns message exceeds size limit: "
+                         "%d" % len(msg))
+            return
+        try:
+            doh._acceptable(msg)
+        except doh.BadRequest as e:
+            self._status(sid, UNKNOWN, str(e))
+            return
+        self._serve(sid, msg)
+
+    def _serve(self, sid, msg):
+        res = self.resource
+        done = []
+
+        def send(wire):
+            if done:
+                return
+            done.append(True)
+            if not wire:
+                self._status(sid, UNKNOWN, "no response")
+                return
+            self._reply(sid, 200, _HEADERS, frame(encode_packet(wire)),
+                        [(b"grpc-status", b"0")])
+        host, port = self.client
+        res.mux.handle(msg, host, port, "tcp", res.local, send)
+
+    def _status(self, sid, code, message):
+        """A trailers-only response: the call ends with ``code``."""
+        if self.streams.pop(sid, None) is None:
+            return
+        self.conn.send_headers(sid, [
+            (b":status", b"200"), *_HEADERS,
+            (b"grpc-status", b"%d" % code),
+            (b"grpc-message", _percent(message))], end_stream=True)
+        self._flush()
+
+
+_HEADERS = [(b"content-type", b"application/grpc")]
+
+
+def _percent(text):
+    """grpc-message's percent-encoding of anything outside printable
+    ASCII (and of %)."""
+    out = bytearray()
+    for b in text.encode():
+        if 0x20 <= b <= 0x7E and b != 0x25:
+            out.append(b)
+        else:
+            out += b"%%%02X" % b
+    return bytes(out)
+
+
+class _Site(protocol.Factory):
+    """What doh.Front expects of a site: ``resource`` and ``timeOut``."""
+
+    def __init__(self, service, idle):
+        self.resource = service
+        self.timeOut = idle
+
+    def buildProtocol(self, addr):
+        p = GrpcH2(self.resource, self.timeOut)
+        p.factory = self
+        return p
+
+
+def listen_grpc(reactor, host, port, mux, timeouts, tls, max_streams,
+                max_connections, wrap=None):
+    """A gRPC listener (TLS with ``tls``, else h2c).
+
+    Returns (port, Front, Switchable or None, actual port)."""
+    service = Service(mux, timeouts, max_streams)
+    site = _Site(service, timeouts.idle)
+    creator = None
+    inner = site
+    if tls is not None:
+        creator = transports.Switchable(tls, (b"h2",))
+        inner = TLSMemoryBIOFactory(creator, False, site)
+    if wrap is not None:
+        inner = wrap(inner)
+    front = doh.Front(inner, site, max_connections)
+    listening, actual = transports.adopt(reactor, host, port, front)
+    front.port = listening
+    service.local = (host, actual)
+    return listening, front, creator, actual

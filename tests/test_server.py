@@ -589,6 +589,48 @@ class TCPLimitsTest(unittest.TestCase):
         clock.advance(0.2)
         self.assertTrue(p.transport.aborted)
 
+    def test_write_timeout_spares_a_draining_client(self):
+        """A busy client whose buffer never empties, but which takes
+        bytes all along, is not aborted (the buffer alone would look
+        stuck: as large at the check as when it was set)."""
+        from corednstw.core import server
+
+        class Transport:
+            disconnecting = disconnected = False
+            aborted = False
+            dataBuffer = b"x" * 100
+            _tempDataLen = 0
+            offset = 0
+
+            def write(self, data):
+                pass
+
+            def writeSomeData(self, data):
+                return len(data)
+
+            def abortConnection(self):
+                self.aborted = True
+
+            def setTcpNoDelay(self, on):
+                pass
+
+            def getPeer(self):
+                return type("A", (), {"host": "127.0.0.1", "port": 5})()
+
+        clock = task.Clock()
+        p = server.DNSStreamProtocol(None, None, server.Timeouts(
+            read=3600.0, write=5.0, idle=3600.0))
+        p.callLater = clock.callLater
+        p.makeConnection(Transport())
+        p._send(b"answer")
+        for _ in range(4):
+            clock.advance(3.0)
+            p.transport.writeSomeData(b"taken by the kernel")
+        self.assertFalse(p.transport.aborted)
+        for _ in range(5):      # and then nothing more is taken
+            clock.advance(2.5)
+        self.assertTrue(p.transport.aborted)
+
 
 class OverlongAndTrailingTest(unittest.TestCase):
 

@@ -492,9 +492,11 @@ class DNSStreamProtocol(Int16StringReceiver, TimeoutMixin):
         self.queries = 0
         self.unanswered = 0
         self._write_check = None
+        self._sent = 0
 
     def connectionMade(self):
         nodelay(self.transport)
+        self._count_sent()
         peer = self.transport.getPeer()
         self.host, self.port = _client((peer.host, peer.port))
         self.setTimeout(self.limits.read)
@@ -540,7 +542,27 @@ class DNSStreamProtocol(Int16StringReceiver, TimeoutMixin):
         self.sendString(wire)
         if self._write_check is None and _buffered(t):
             self._write_check = self.callLater(
-                self.limits.write, self._check_write, _buffered(t))
+                self.limits.write, self._check_write, self._sent)
+
+    def _count_sent(self):
+        """Count what the kernel takes from the socket's transport (below
+        TLS, if any): the write timeout needs to know whether the client
+        took anything, which the size of the buffer alone cannot tell on
+        a busy connection (it refills as fast as it drains)."""
+        self._sent = 0
+        t = self.transport
+        while t is not None and not hasattr(type(t), "writeSomeData"):
+            t = getattr(t, "transport", None)
+        if t is None:
+            return
+        write_some = t.writeSomeData
+
+        def counted(data):
+            n = write_some(data)
+            if type(n) is int and n > 0:
+                self._sent += n
+            return n
+        t.writeSomeData = counted
 
     def _check_write(self, before):
         """The client took nothing of what we wrote in the write timeout:
@@ -549,12 +571,13 @@ class DNSStreamProtocol(Int16StringReceiver, TimeoutMixin):
         t = self.transport
         if t is None or t.disconnected:
             return
-        now = _buffered(t)
-        if now and now >= before:
+        if not _buffered(t):
+            return
+        if self._sent == before:
             t.abortConnection()
-        elif now:
+        else:
             self._write_check = self.callLater(self.limits.write,
-                                               self._check_write, now)
+                                               self._check_write, self._sent)
 
     def lengthLimitExceeded(self, length):
         self.transport.loseConnection()

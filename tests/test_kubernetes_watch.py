@@ -189,8 +189,10 @@ class WatchTest(unittest.TestCase):
     @defer.inlineCallbacks
     def test_bookmarks(self):
         self.api.bookmark_every = 0.01
-        self.api.drop()
-        yield util.wait_for(lambda: self.api.count("namespaces", "watch") >= 2)
+        # The watch follows the list and may not be open yet: cut the
+        # open watches at every poll until one has come back.
+        yield util.wait_for(lambda: self.api.drop() or self.api.count(
+            "namespaces", "watch") >= 2)
         self.api.add("namespaces", k8s.namespace("third"))
         yield util.wait_for(lambda: "third" in self.k.store.namespaces)
 

@@ -426,6 +426,10 @@ class _BatchPort(udp.Port):
         self.protocol.read_batch()
 
 
+#: Bytes of datagrams the one-datagram UDP reader takes per readiness
+#: event (about 64 queries).
+ONE_READ = 4096
+
 #: Read UDP in batches where the system can (tests turn it off to run
 #: the one-datagram path).
 BATCH = udpbatch.available()
@@ -443,7 +447,13 @@ def adopt_udp(reactor, fd, family, proto, batch=None):
         port.startListening()
         proto.batch = udpbatch.Batch(port.fileno())
         return port
-    return reactor.adoptDatagramPort(fd, family, proto, maxPacketSize=65535)
+    port = reactor.adoptDatagramPort(fd, family, proto, maxPacketSize=65535)
+    # Twisted reads up to 256 KiB of datagrams per readiness event:
+    # thousands of queries under overload, a reactor stall of several
+    # hundred milliseconds (probes and timers wait).  About a batch's
+    # worth, as the recvmmsg reader takes.
+    port.maxThroughput = ONE_READ
+    return port
 
 
 class Timeouts:

@@ -222,13 +222,55 @@ class RawTest(unittest.TestCase):
             seen.add(str(got.answer[1]))
         self.assertGreater(len(seen), 1)
 
-    def test_mixed_addresses_decoded(self):
-        # A and AAAA together, or owners written differently: decoded.
+    def test_mixed_addresses_moved_whole(self):
+        # A and AAAA together, or owners written differently, as the last
+        # records: whole records change places, in round_robin's order.
         for answer in ([A(EP, "10.0.0.1"), AAAA(EP, "::1"),
                         A(EP, "10.0.0.2")],
                        [A(EP, "10.0.0.1"), A("b.example.", "10.0.0.2")]):
-            q, resp = self.raw(answer)
-            self.assertIsNone(lb.LoadBalance()._after(resp, q).raw)
+            seen = set()
+            for seed in range(12):
+                q, resp = self.raw(answer)
+                random.seed(seed)
+                out = lb.LoadBalance()._after(resp, q)
+                self.assertIsNotNone(out.raw)
+                got = dns.message.from_wire(out.finish(q))
+                random.seed(seed)
+                q, resp = self.raw(answer)
+                want = self.structured(resp, q)
+                self.assertEqual([r.to_text() for r in got.answer],
+                                 [r.to_text() for r in want.answer])
+                seen.add(tuple(r.to_text() for r in got.answer))
+            self.assertGreater(len(seen), 1)
+
+    def test_mx_host_addresses_moved_whole(self):
+        # An MX answer with its host's A and AAAA in the additional
+        # section (their owners compressed to the MX's exchange).
+        host = "mx1.region2.skydns.test."
+        seen = set()
+        for seed in range(12):
+            q = req("a.example.", w.MX)
+            wire = Response(0, [MX(1)], additional=[
+                A(host, "10.0.0.3"), AAAA(host, "::3")], aa=True).finish(q)
+            random.seed(seed)
+            out = lb.LoadBalance()._after(RawResponse(wire, "file"), q)
+            self.assertIsNotNone(out.raw)
+            got = dns.message.from_wire(out.finish(q))
+            random.seed(seed)
+            want = self.structured(RawResponse(wire, "file"), q)
+            self.assertEqual([r.to_text() for r in got.additional],
+                             [r.to_text() for r in want.additional])
+            seen.add(tuple(r.to_text() for r in got.additional))
+        self.assertEqual(len(seen), 2)
+
+    def test_mixed_addresses_not_last_decoded(self):
+        # Other records after them might point into them: decoded.
+        q = req("a.example.", w.A)
+        wire = Response(0, [A(EP, "10.0.0.1"), AAAA(EP, "::1")],
+                        additional=[A("ns.example.", "10.0.0.53")],
+                        aa=True).finish(q)
+        resp = RawResponse(wire, plugin="forward")
+        self.assertIsNone(lb.LoadBalance()._after(resp, q).raw)
 
     def test_prefer_decodes(self):
         q, resp = self.raw([A("a.example.", "1.1.1.1"),

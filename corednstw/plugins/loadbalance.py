@@ -389,12 +389,18 @@ def _shuffled_raw(resp):
         return None
     out = None
     start = 0
+    last = len(records) - (1 if records and records[-1][1] == w.OPT else 0)
     for count in (an, ns, ar):
         section = records[start:start + count]
         start += count
-        addrs = _address_run(raw, [r for r in section if r[1] != w.OPT])
+        plain = [r for r in section if r[1] != w.OPT]
+        addrs = _address_run(raw, plain)
         if addrs is None:
-            return None
+            addrs = _trailing_block(raw, plain, records, last)
+            if addrs is None:
+                return None
+            out = _shuffle_records(raw if out is None else out, addrs)
+            continue
         if len(addrs) > 1:
             parts = [raw[r[4] - 10:r[5]] for r in addrs]
             random.shuffle(parts)
@@ -403,6 +409,51 @@ def _shuffled_raw(resp):
             for r, part in zip(addrs, parts):
                 out[r[4] - 10:r[5]] = part
     return _rewired(resp, raw if out is None else bytes(out))
+
+
+def _trailing_block(raw, section, records, last):
+    """The address records of a section when they differ in type, length
+    or owner bytes but can still be moved whole: they are contiguous, the
+    last records of the message (OPT aside), and their owner names point
+    nowhere inside their own run.  Nothing after them can point into them,
+    so any order keeps every compression pointer valid (the additional
+    section of an MX answer: its host's A and AAAA)."""
+    groups = [_group(r[1]) for r in section]
+    if groups != sorted(groups) or groups.count(3) > 1:
+        return None
+    addrs = [r for r, g in zip(section, groups) if g == 2]
+    if not addrs or addrs[-1] is not records[last - 1]:
+        return None
+    begin = addrs[0][0]
+    for prev, r in zip(addrs, addrs[1:]):
+        if r[0] != prev[5]:
+            return None
+    for r in addrs:
+        if not _points_before(raw, r[0], begin):
+            return None
+    return addrs
+
+
+def _points_before(raw, off, limit):
+    """Whether the name at ``off`` only points to offsets below
+    ``limit``."""
+    while True:
+        n = raw[off]
+        if n == 0:
+            return True
+        if n & 0xC0 == 0xC0:
+            return ((n & 0x3F) << 8 | raw[off + 1]) < limit
+        off += n + 1
+
+
+def _shuffle_records(data, addrs):
+    """``data`` with the whole records ``addrs`` (a contiguous run) in
+    round_robin's shuffled order."""
+    out = data if isinstance(data, bytearray) else bytearray(data)
+    parts = [bytes(out[r[0]:r[5]]) for r in addrs]
+    random.shuffle(parts)
+    out[addrs[0][0]:addrs[-1][5]] = b"".join(parts)
+    return out
 
 
 def _address_run(raw, section):

@@ -100,8 +100,8 @@ class KubeconfigTest(unittest.TestCase):
         yield cases.run(self, app.port(), [
             Case("svc1.testns.svc.cluster.local.", rcode="SERVFAIL",
                  ns=["cluster.local. 5 IN SOA ns.dns.cluster.local. "
-                    "hostmaster.cluster.local. 0 7200 1800 86400 "
-                    "5"])])
+                     "hostmaster.cluster.local. 0 7200 1800 86400 "
+                     "5"])])
         self.assertEqual(self.api.authorizations, [])
 
 

@@ -353,6 +353,50 @@ def real_main(a):
         srv.wait()
 
 
+def start_ready(cmd, corefile, rport, cpu):
+    """Seconds from starting ``cmd`` on ``corefile`` to /ready 200."""
+    t0 = time.monotonic()
+    srv = subprocess.Popen(["taskset", "-c", cpu] + cmd + [corefile],
+                           cwd=os.path.dirname(corefile),
+                           stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL)
+    try:
+        while http("http://127.0.0.1:%d/ready" % rport)[0] != 200:
+            if srv.poll() is not None:
+                sys.exit("server exited: %s" % cmd)
+            time.sleep(0.01)
+        return time.monotonic() - t0
+    finally:
+        srv.terminate()
+        srv.wait()
+
+
+def ready_rounds(a):
+    """``--ready-rounds``: start → /ready of ours and of CoreDNS on the
+    same Corefile, alternating, ``a.ready_rounds`` times each."""
+    tmp = tempfile.mkdtemp(prefix="k8s-bench-")
+    corefile = os.path.join(tmp, "Corefile")
+    rport = free_port()
+    with open(corefile, "w") as f:
+        f.write(KUBEADM % dict(port=free_port(), source="kubeconfig " +
+                               os.path.abspath(a.apiserver), ready=rport,
+                               cache="", metrics=free_port(),
+                               health=free_port(), upstream=free_port()))
+    ours = [TWISTD, "-n", "--pidfile=", "coredns", "-c"]
+    theirs = [a.coredns, "-conf"]
+    got = {"corednstw": [], "CoreDNS": []}
+    for _ in range(a.ready_rounds):
+        got["corednstw"].append(start_ready(ours, corefile, rport,
+                                            a.server_cpu))
+        got["CoreDNS"].append(start_ready(theirs, corefile, rport,
+                                          a.server_cpu))
+    for name, xs in got.items():
+        xs.sort()
+        print("%-9s start -> /ready: min %.3f  median %.3f  max %.3f s"
+              % (name, xs[0], xs[len(xs) // 2], xs[-1]))
+    print("load average: %s" % open("/proc/loadavg").read().strip())
+
+
 def outage(a, disc, sock, dport, rport, hport, mport, log):
     """Run ``--outage-cmd`` (it stops the API server, waits, starts it
     again and returns once it is ready): probes answered, log lines, the
@@ -413,7 +457,14 @@ def main():
                     help="(--apiserver) a shell command that stops the API "
                          "server, waits and starts it again")
     ap.add_argument("--probe-every", type=float, default=0.5)
+    ap.add_argument("--ready-rounds", type=int, default=0,
+                    help="(--apiserver) only time start -> /ready of ours "
+                         "and of --coredns, alternating, this many times")
+    ap.add_argument("--coredns", default="/tmp/coredns-ref/coredns",
+                    help="the reference CoreDNS binary")
     a = ap.parse_args()
+    if a.apiserver and a.ready_rounds:
+        return ready_rounds(a)
     if a.apiserver:
         return real_main(a)
     n, nns = a.services, a.namespaces

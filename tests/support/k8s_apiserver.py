@@ -148,6 +148,8 @@ class APIServer:
         self.page_limit = page_limit
         self.requests = []          # (kind, 'list'|'watch', query)
         self.user_agents = []       # the User-Agent of each request
+        self.authorizations = []    # the Authorization of each request
+        self.scheme = "http"
         self.list_gate = None       # a threading.Event lists wait for
         self.bookmark_every = None  # seconds between BOOKMARKs
         self.httpd = None
@@ -156,12 +158,17 @@ class APIServer:
         self._wire = {}             # (kind, key) -> the object's JSON bytes
 
     # -- life cycle --
-    def start(self, port=0, host="127.0.0.1"):
+    def start(self, port=0, host="127.0.0.1", tls=None):
+        """Serve; ``tls`` (a server ``ssl.SSLContext``) makes it https."""
         server = self
 
         class Handler(_Handler):
             api = server
         self.httpd = ThreadingHTTPServer((host, port), Handler)
+        if tls is not None:
+            self.scheme = "https"
+            self.httpd.socket = tls.wrap_socket(self.httpd.socket,
+                                                server_side=True)
         self.httpd.daemon_threads = True
         threading.Thread(target=self.httpd.serve_forever, args=(0.02,),
                          daemon=True,
@@ -171,7 +178,7 @@ class APIServer:
     @property
     def url(self):
         h, p = self.httpd.server_address[:2]
-        return "http://%s:%d" % (h, p)
+        return "%s://%s:%d" % (self.scheme, h, p)
 
     def stop(self):
         if self.list_gate is not None:
@@ -327,6 +334,7 @@ class _Handler(BaseHTTPRequestHandler):
         fields = _fields(q.get("fieldSelector", ""))
         api = self.api
         api.user_agents.append(self.headers.get("User-Agent"))
+        api.authorizations.append(self.headers.get("Authorization"))
         if q.get("watch") in ("true", "1"):
             api.requests.append((kind, "watch", q))
             return self._watch(kind, q, reqs, fields)

@@ -22,6 +22,7 @@ import time
 from urllib.parse import urlparse
 
 from corednstw.core import logger, metrics
+from corednstw.plugins.kubernetes import client as kc
 from corednstw.plugins.kubernetes import records as rec
 from corednstw.plugins.kubernetes import store as st
 from corednstw.service import stall
@@ -163,6 +164,19 @@ class Connection:
             return self.client
 
     def _build(self):
+        """urllib3 alone when the configuration allows (``client``),
+        else the kubernetes client."""
+        try:
+            direct = kc.build(self.opts)
+        except kc.Unsupported:
+            direct = None
+        if direct is not None:
+            self.host = urlparse(direct.host).netloc
+            stall.freeze()
+            return direct
+        return kc.Fallback(self._build_client())
+
+    def _build_client(self):
         from kubernetes import client as kclient
         from kubernetes import config as kconfig
         stall.freeze()      # the client's thousands of module objects
@@ -193,12 +207,7 @@ class Connection:
             sem.acquire()
         t0 = time.monotonic()
         try:
-            method, url, headers, _, _ = api.param_serialize(
-                "GET", path, query_params=query,
-                header_params={"Accept": "application/json"},
-                auth_settings=["BearerToken"])
-            resp = api.call_api(method, url, header_params=headers,
-                                _request_timeout=timeout).response
+            resp = api.get(path, query, timeout)
         except Exception:
             self.deliver(REQUESTS.inc, ("<error>", "GET", self.host))
             raise

@@ -45,7 +45,7 @@ import dns.rdatatype
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from dnsperf_run import free_port, wait_answer  # noqa: E402
+from dnsperf_run import free_port, run_dnsperf, wait_answer  # noqa: E402
 from k8s_bench import KUBEADM, TWISTD, expected, max_lateness  # noqa: E402
 
 from tests.support import k8s_apiserver as k8s  # noqa: E402
@@ -193,21 +193,10 @@ def rss_mib(pid):
 
 
 def dnsperf(port, qfile, seconds, core, rate=None):
-    cmd = ["taskset", "-c", core, "dnsperf", "-s", "127.0.0.1", "-p",
-           str(port), "-d", qfile, "-c", "50", "-T", "1", "-q", "500",
-           "-l", str(seconds)]
-    if rate:
-        cmd += ["-Q", str(int(rate))]
-    out = subprocess.run(cmd, capture_output=True, text=True).stdout
-
-    def num(p):
-        m = re.search(p, out)
-        return float(m.group(1)) if m else 0.0
-    return {"qps": num(r"Queries per second:\s+([\d.]+)"),
-            "sent": num(r"Queries sent:\s+(\d+)"),
-            "lost": num(r"Queries lost:\s+(\d+)"),
-            "codes": (re.search(r"Response codes:\s+(.*)", out) or
-                      re.search(r"()", "")).group(1)}
+    stats, out = run_dnsperf(port, qfile, seconds, core, rate)
+    codes = re.search(r"Response codes:\s+(.*)", out)
+    stats["codes"] = codes.group(1) if codes else ""
+    return stats
 
 
 def start(corefile_text, work, core, log=None):

@@ -566,23 +566,10 @@ class TCPLimitsTest(unittest.TestCase):
 
     def test_write_timeout_aborts_stuck_client(self):
         from corednstw.core import server
-        class Transport:
-            disconnecting = disconnected = False
-            aborted = False
-            dataBuffer = b"x" * 100
-            _tempDataLen = 0
-            offset = 0
-
-            def write(self, data):
-                pass
-
-            def abortConnection(self):
-                self.aborted = True
-
         clock = task.Clock()
         p = server.DNSStreamProtocol(None, None, server.Timeouts(write=5.0))
         p.callLater = clock.callLater
-        p.transport = Transport()
+        p.transport = _BufferedTransport()
         p._send(b"answer")
         clock.advance(4.9)
         self.assertFalse(p.transport.aborted)
@@ -595,21 +582,9 @@ class TCPLimitsTest(unittest.TestCase):
         stuck: as large at the check as when it was set)."""
         from corednstw.core import server
 
-        class Transport:
-            disconnecting = disconnected = False
-            aborted = False
-            dataBuffer = b"x" * 100
-            _tempDataLen = 0
-            offset = 0
-
-            def write(self, data):
-                pass
-
+        class Transport(_BufferedTransport):
             def writeSomeData(self, data):
                 return len(data)
-
-            def abortConnection(self):
-                self.aborted = True
 
             def setTcpNoDelay(self, on):
                 pass
@@ -630,6 +605,22 @@ class TCPLimitsTest(unittest.TestCase):
         for _ in range(5):      # and then nothing more is taken
             clock.advance(2.5)
         self.assertTrue(p.transport.aborted)
+
+
+class _BufferedTransport:
+    """A TCP transport with 100 bytes the kernel has not taken."""
+
+    disconnecting = disconnected = False
+    aborted = False
+    dataBuffer = b"x" * 100
+    _tempDataLen = 0
+    offset = 0
+
+    def write(self, data):
+        pass
+
+    def abortConnection(self):
+        self.aborted = True
 
 
 class OverlongAndTrailingTest(unittest.TestCase):

@@ -19,6 +19,7 @@ proxy).
 import base64
 import binascii
 import struct
+from urllib.parse import parse_qs
 
 from twisted.internet import defer
 from twisted.protocols import policies
@@ -56,6 +57,43 @@ _RR_FIXED = struct.Struct("!HHIH")
 
 class BadRequest(ValueError):
     """The HTTP request carries no DNS message we accept (400)."""
+
+
+class Exchange:
+    """A DoH request arriving in pieces on an HTTP/2 or HTTP/3 stream:
+    its pseudo-headers, then its body (kept up to a limit, counted past
+    it), then asked of the listener's ``DoHResource``."""
+
+    __slots__ = ("method", "path", "args", "body", "size", "gone")
+
+    def __init__(self, headers):
+        method = target = b""
+        for name, value in headers:
+            if name == b":method":
+                method = value
+            elif name == b":path":
+                target = value
+        path, _, query = target.partition(b"?")
+        self.method = method
+        self.path = path
+        self.args = parse_qs(query, keep_blank_values=True) if query else {}
+        self.body = []
+        self.size = 0
+        self.gone = None        # cancels a pending answer (from query)
+
+    def add(self, data, limit=MAX_MESSAGE):
+        self.size += len(data)
+        if self.size <= limit:
+            self.body.append(data)
+
+    def ask(self, resource, client, reply):
+        """Hand the finished request to ``resource``."""
+        body = None
+        if self.method == b"POST":
+            body = (TOO_LARGE if self.size > MAX_MESSAGE
+                    else b"".join(self.body))
+        self.gone = resource.query(self.method, self.path, self.args, body,
+                                   client, reply)
 
 
 class DoHRequest(server.Request):

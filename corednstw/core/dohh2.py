@@ -17,7 +17,6 @@ else, valid or not, is ignored; a request without them gets 404/400).
 
 import functools
 import time
-from urllib.parse import parse_qs
 
 import h2.config
 import h2.connection
@@ -34,20 +33,6 @@ _CONFIG = h2.config.H2Configuration(
     client_side=False, header_encoding=None,
     validate_inbound_headers=False,
     validate_outbound_headers=False, normalize_outbound_headers=False)
-
-
-class _Stream:
-    """What arrived on one stream so far."""
-
-    __slots__ = ("method", "path", "args", "body", "size", "gone")
-
-    def __init__(self, method, path, args):
-        self.method = method
-        self.path = path
-        self.args = args
-        self.body = []
-        self.size = 0
-        self.gone = None
 
 
 class DoHH2(protocol.Protocol, TimeoutMixin):
@@ -103,15 +88,7 @@ class DoHH2(protocol.Protocol, TimeoutMixin):
     # -- events ---------------------------------------------------------
 
     def _request(self, event):
-        method = path = b""
-        for name, value in event.headers:
-            if name == b":method":
-                method = value
-            elif name == b":path":
-                path = value
-        path, _, query = path.partition(b"?")
-        args = parse_qs(query, keep_blank_values=True) if query else {}
-        self.streams[event.stream_id] = _Stream(method, path, args)
+        self.streams[event.stream_id] = doh.Exchange(event.headers)
 
     def _data(self, event):
         self.conn.acknowledge_received_data(
@@ -119,25 +96,17 @@ class DoHH2(protocol.Protocol, TimeoutMixin):
         stream = self.streams.get(event.stream_id)
         if stream is None:
             return
-        stream.size += len(event.data)
-        if stream.size <= self.MAX_BODY:
-            stream.body.append(event.data)
+        stream.add(event.data, self.MAX_BODY)
 
     def _ended(self, event):
         sid = event.stream_id
         stream = self.streams.get(sid)
         if stream is None:
             return
-        body = None
-        if stream.method == b"POST":
-            body = (doh.TOO_LARGE if stream.size > doh.MAX_MESSAGE
-                    else b"".join(stream.body))
 
         def reply(status, headers, payload):
             self._reply(sid, status, headers, payload)
-        stream.gone = self.resource.query(
-            stream.method, stream.path, stream.args, body, self.client,
-            reply)
+        stream.ask(self.resource, self.client, reply)
 
     def _reset(self, event):
         stream = self.streams.pop(event.stream_id, None)

@@ -11,8 +11,6 @@ tells it.  Over ``max_connections`` a new connection is closed with
 H3_EXCESSIVE_LOAD once its handshake is done.
 """
 
-from urllib.parse import parse_qs
-
 from aioquic.h3.connection import ErrorCode, H3Connection
 from aioquic.h3.events import DataReceived, HeadersReceived
 from aioquic.h3.exceptions import H3Error
@@ -64,17 +62,6 @@ class DoH3Server(quic.QuicServer):
         coredns_dns_https3_responses_total)."""
 
 
-class _Request:
-    __slots__ = ("method", "path", "args", "body", "size")
-
-    def __init__(self, method, path, args):
-        self.method = method
-        self.path = path
-        self.args = args
-        self.body = []
-        self.size = 0
-
-
 class _DoH3:
     """HTTP/3 on one QUIC connection."""
 
@@ -101,20 +88,10 @@ class _DoH3:
         self.requests.clear()
 
     def _headers(self, hev):
-        method = path = b""
-        size = 0
-        for name, value in hev.headers:
-            size += len(name) + len(value)
-            if name == b":method":
-                method = value
-            elif name == b":path":
-                path = value
-        if size > MAX_HEADER_BYTES:
+        if sum(len(n) + len(v) for n, v in hev.headers) > MAX_HEADER_BYTES:
             self.conn.close(ErrorCode.H3_EXCESSIVE_LOAD)
             return
-        path, _, query = path.partition(b"?")
-        args = parse_qs(query, keep_blank_values=True) if query else {}
-        self.requests[hev.stream_id] = _Request(method, path, args)
+        self.requests[hev.stream_id] = doh.Exchange(hev.headers)
         if hev.stream_ended:
             self._ended(hev.stream_id)
 
@@ -122,23 +99,16 @@ class _DoH3:
         req = self.requests.get(hev.stream_id)
         if req is None:
             return
-        req.size += len(hev.data)
-        if req.size <= doh.MAX_MESSAGE:
-            req.body.append(hev.data)
+        req.add(hev.data)
         if hev.stream_ended:
             self._ended(hev.stream_id)
 
     def _ended(self, sid):
         req = self.requests.pop(sid)
-        body = None
-        if req.method == b"POST":
-            body = (doh.TOO_LARGE if req.size > doh.MAX_MESSAGE
-                    else b"".join(req.body))
 
         def reply(status, headers, payload):
             self._reply(sid, status, headers, payload)
-        self.conn.server.resource.query(req.method, req.path, req.args,
-                                        body, self.conn.client, reply)
+        req.ask(self.conn.server.resource, self.conn.client, reply)
 
     def _reply(self, sid, status, headers, payload):
         conn = self.conn

@@ -1,7 +1,7 @@
-"""A raw DNS-over-QUIC client on aioquic's state machine, for what
-dnspython's client will not send (a non-zero ID, a bad length prefix)
-and to read the server's transport parameters.  Blocking: run it in a
-thread."""
+"""A raw DNS-over-QUIC (and HTTP/3) client on aioquic's state machine, for
+what dnspython's clients will not send (a non-zero ID, a bad length
+prefix, a bad request) and to read the server's transport parameters.
+Blocking: run it in a thread."""
 
 import socket
 import ssl
@@ -25,23 +25,23 @@ def prefixed(wire):
     return struct.pack("!H", len(wire)) + wire
 
 
-def exchange(port, payloads, timeout=5.0, server_name="localhost"):
-    """Send each payload (raw stream bytes) on its own stream of one
-    connection; return a Result once every stream is answered, the
-    server closed the connection, or ``timeout`` passed."""
-    config = QuicConfiguration(is_client=True, alpn_protocols=["doq"],
-                               server_name=server_name)
+def _drive(port, alpn, on_event, timeout, close=True):
+    """Run one client connection until ``on_event(qc, event)`` returns
+    True (it is also asked with None after every read, for conditions
+    outside the connection), the server closes it (its error code is
+    returned) or ``timeout`` passes; with ``close``, end it cleanly
+    ourselves."""
+    config = QuicConfiguration(is_client=True, alpn_protocols=alpn,
+                               server_name="localhost")
     config.verify_mode = ssl.CERT_NONE
     qc = QuicConnection(configuration=config)
-    res = Result()
     sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     sock.settimeout(0.02)
-    addr = ("127.0.0.1", port)
-    qc.connect(addr, now=time.time())
+    qc.connect(("127.0.0.1", port), now=time.time())
     deadline = time.time() + timeout
-    pending = {}
+    closed = None
     try:
-        while time.time() < deadline:
+        while time.time() < deadline and closed is None:
             for data, to in qc.datagrams_to_send(now=time.time()):
                 sock.sendto(data, to)
             try:
@@ -51,20 +51,34 @@ def exchange(port, payloads, timeout=5.0, server_name="localhost"):
                 at = qc.get_timer()
                 if at is not None and at <= time.time():
                     qc.handle_timer(now=time.time())
-            if _events(qc, res, pending, payloads):
+            done = False
+            while closed is None and not done:
+                ev = qc.next_event()
+                if ev is None:
+                    break
+                if isinstance(ev, events.ConnectionTerminated):
+                    closed = ev.error_code
+                else:
+                    done = on_event(qc, ev)
+            if done or (closed is None and on_event(qc, None)):
                 break
+        if closed is None and close:
+            qc.close()
+            for data, to in qc.datagrams_to_send(now=time.time()):
+                sock.sendto(data, to)
     finally:
         sock.close()
-    return res
+    return closed
 
 
-def _events(qc, res, pending, payloads):
-    """Handle the connection's events; True when there is nothing more
-    to wait for."""
-    while True:
-        ev = qc.next_event()
-        if ev is None:
-            break
+def exchange(port, payloads, timeout=5.0):
+    """Send each payload (raw stream bytes) on its own stream of one DoQ
+    connection; a Result once every stream is answered, the server
+    closed the connection, or ``timeout`` passed."""
+    res = Result()
+    pending = {}
+
+    def on_event(qc, ev):
         if isinstance(ev, events.HandshakeCompleted):
             res.handshake = True
             res.max_streams = qc._remote_max_streams_bidi
@@ -76,10 +90,10 @@ def _events(qc, res, pending, payloads):
             pending[ev.stream_id] = pending.get(ev.stream_id, b"") + ev.data
             if ev.end_stream:
                 res.answers[ev.stream_id] = pending.pop(ev.stream_id)[2:]
-        elif isinstance(ev, events.ConnectionTerminated):
-            res.closed_with = ev.error_code
-            return True
-    return res.handshake and not pending
+        return res.handshake and not pending
+
+    res.closed_with = _drive(port, ["doq"], on_event, timeout, close=False)
+    return res
 
 
 def h3_request(port, method, path, body=b"", timeout=5.0, hold=None):
@@ -90,57 +104,27 @@ def h3_request(port, method, path, body=b"", timeout=5.0, hold=None):
     from aioquic.h3.connection import H3_ALPN, H3Connection
     from aioquic.h3.events import DataReceived, HeadersReceived
 
-    config = QuicConfiguration(is_client=True, alpn_protocols=H3_ALPN,
-                               server_name="localhost")
-    config.verify_mode = ssl.CERT_NONE
-    qc = QuicConnection(configuration=config)
-    h3 = None
-    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    sock.settimeout(0.02)
-    qc.connect(("127.0.0.1", port), now=time.time())
-    status, out, closed, done = None, b"", None, False
-    deadline = time.time() + timeout
-    try:
-        while time.time() < deadline and closed is None:
-            if done and (hold is None or hold.is_set()):
-                break
-            for data, to in qc.datagrams_to_send(now=time.time()):
-                sock.sendto(data, to)
-            try:
-                data, frm = sock.recvfrom(65535)
-                qc.receive_datagram(data, frm, now=time.time())
-            except socket.timeout:
-                at = qc.get_timer()
-                if at is not None and at <= time.time():
-                    qc.handle_timer(now=time.time())
-            while True:
-                ev = qc.next_event()
-                if ev is None:
-                    break
-                if isinstance(ev, events.ConnectionTerminated):
-                    closed = ev.error_code
-                    break
-                if isinstance(ev, events.HandshakeCompleted):
-                    h3 = H3Connection(qc)
-                    sid = qc.get_next_available_stream_id()
-                    h3.send_headers(sid, [
-                        (b":method", method), (b":scheme", b"https"),
-                        (b":authority", b"localhost"), (b":path", path)],
-                        end_stream=not body)
-                    if body:
-                        h3.send_data(sid, body, end_stream=True)
-                    continue
-                for hev in h3.handle_event(ev) if h3 else ():
-                    if isinstance(hev, HeadersReceived):
-                        status = int(dict(hev.headers)[b":status"])
-                    elif isinstance(hev, DataReceived):
-                        out += hev.data
-                    if hev.stream_ended:
-                        done = True
-        if closed is None:
-            qc.close()
-            for data, to in qc.datagrams_to_send(now=time.time()):
-                sock.sendto(data, to)
-    finally:
-        sock.close()
-    return status, out, closed
+    state = {"h3": None, "status": None, "body": b"", "done": False}
+
+    def on_event(qc, ev):
+        if isinstance(ev, events.HandshakeCompleted):
+            h3 = state["h3"] = H3Connection(qc)
+            sid = qc.get_next_available_stream_id()
+            h3.send_headers(sid, [
+                (b":method", method), (b":scheme", b"https"),
+                (b":authority", b"localhost"), (b":path", path)],
+                end_stream=not body)
+            if body:
+                h3.send_data(sid, body, end_stream=True)
+        elif state["h3"] is not None:
+            for hev in state["h3"].handle_event(ev):
+                if isinstance(hev, HeadersReceived):
+                    state["status"] = int(dict(hev.headers)[b":status"])
+                elif isinstance(hev, DataReceived):
+                    state["body"] += hev.data
+                if hev.stream_ended:
+                    state["done"] = True
+        return state["done"] and (hold is None or hold.is_set())
+
+    closed = _drive(port, H3_ALPN, on_event, timeout)
+    return state["status"], state["body"], closed

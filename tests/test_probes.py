@@ -227,7 +227,7 @@ class CorefileErrorTest(unittest.TestCase):
     def test_transport_without_certificate(self):
         err = self.load_error("quic://.:0 {\n    whoami\n}\n")
         self.assertIn("Corefile:1", err)
-        self.assertIn("QUIC needs a certificate", err)
+        self.assertIn("quic: tls.Config not set", err)
 
     def test_duplicate_zone(self):
         err = self.load_error(".:0 {\n    whoami\n}\n.:0 {\n    whoami\n}\n")

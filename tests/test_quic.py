@@ -17,6 +17,7 @@ from tests.support import doq, tlsutil, util
 COREFILE = """quic://.:0 {
     bind 127.0.0.1
     tls %(cert)s %(key)s
+    prometheus 127.0.0.1:0
 %(extra)s    whoami
 }
 """
@@ -31,6 +32,7 @@ def query(name="example.org.", rdtype="A", **kw):
 class DoQTest(unittest.TestCase):
 
     extra = "    quic {\n        max_streams 16\n    }\n"
+    max_streams = 16
 
     @inlineCallbacks
     def setUp(self):
@@ -133,15 +135,123 @@ class DoQTest(unittest.TestCase):
         self.assertEqual(m.rcode(), dns.rcode.NOERROR)
 
 
+    @inlineCallbacks
+    def test_wrong_server_name_refused(self):
+        with self.assertRaises(Exception):
+            yield threads.deferToThread(
+                dns.query.quic, query(), "127.0.0.1", port=self.port,
+                timeout=3, verify=self.ca, server_hostname="other.example")
+        m = yield self.ask(query())
+        self.assertEqual(m.rcode(), dns.rcode.NOERROR)
+
+    @inlineCallbacks
+    def test_more_queries_than_max_streams(self):
+        """More queries on one connection than its streams of credit:
+        the client waits for credit, which comes back as streams end."""
+        count = self.max_streams * 2 + 8
+        wires = [doq.prefixed(query("n%d.example.org." % i).to_wire())
+                 for i in range(count)]
+        res = yield threads.deferToThread(doq.exchange, self.port, wires)
+        self.assertIsNone(res.closed_with)
+        self.assertEqual(len(res.answers), count)
+
+    @inlineCallbacks
+    def test_max_streams_enforced(self):
+        """A client sending on a stream past its credit is closed with
+        STREAM_LIMIT_ERROR, unanswered."""
+        res = yield threads.deferToThread(
+            doq.exchange, self.port, [doq.prefixed(query().to_wire())],
+            overrun=True)
+        self.assertEqual(res.max_streams, self.max_streams)
+        self.assertEqual(res.closed_with, 0x4)
+        self.assertEqual(res.answers, {})
+
+    @inlineCallbacks
+    def test_answered_before_fin(self):
+        """As CoreDNS, the query is answered once its length's worth of
+        bytes is in, FIN or not."""
+        res = yield threads.deferToThread(
+            doq.exchange, self.port, [doq.prefixed(query().to_wire())],
+            fin=False)
+        self.assertIsNone(res.closed_with)
+        self.assertEqual(len(res.answers), 1)
+
+    @inlineCallbacks
+    def test_metrics_scraped(self):
+        yield self.ask(query())
+        status, text = yield util.http_get(
+            self.app.http_port("127.0.0.1:0"), "/metrics")
+        self.assertEqual(status, 200)
+        self.assertIn('coredns_dns_quic_responses_total{server="quic://'
+                      '127.0.0.1:0",status="0x0"}', text)
+        self.assertRegex(text, r'coredns_dns_requests_total\{[^}]*'
+                         r'proto="udp"[^}]*server="quic://127.0.0.1:0"')
+
+
 class DefaultsTest(DoQTest):
     """Without a quic directive: CoreDNS's 256 streams."""
 
     extra = ""
+    max_streams = 256
 
     @inlineCallbacks
     def test_max_streams_advertised(self):
         res = yield threads.deferToThread(doq.exchange, self.port, [])
         self.assertEqual(res.max_streams, 256)
+
+
+class ConnectionsTest(unittest.TestCase):
+    """Connections: idle ones closed, stalled streams, the limit."""
+
+    @inlineCallbacks
+    def setUp(self):
+        util.capture_log(self)
+        _, self.ca, self.cert, self.key = tlsutil.certs(self)
+        self.app = yield util.start(self, COREFILE % {
+            "cert": self.cert, "key": self.key,
+            "extra": "    timeouts {\n        read 1s\n        idle 1s\n"
+                     "    }\n"})
+        self.port = self.app.port(transport="quic")
+        self.server = next(lst.stream for lst in self.app.listeners.values()
+                           if lst.kind == "quic")
+
+    def count(self, status):
+        return metrics.families()["coredns_dns_quic_responses_total"].get(
+            ("quic://127.0.0.1:0", status)) or 0
+
+    @inlineCallbacks
+    def test_idle_connection_closed(self):
+        """A client that goes quiet without closing is forgotten after
+        the idle timeout, its timer with it."""
+        res = yield threads.deferToThread(doq.exchange, self.port, [])
+        self.assertTrue(res.handshake)
+        yield util.wait_for(lambda: self.server.admitted == 1)
+        yield util.wait_for(lambda: not self.server.conns)
+        self.assertEqual(self.server.admitted, 0)
+
+    @inlineCallbacks
+    def test_stalled_stream(self):
+        """Part of a query and no more: a protocol error once the read
+        timeout has passed (CoreDNS's read deadline on the stream)."""
+        before = self.count("0x2")
+        wire = doq.prefixed(query().to_wire())
+        res = yield threads.deferToThread(doq.exchange, self.port,
+                                          [wire[:7]], fin=False)
+        self.assertEqual(res.closed_with, 2)
+        self.assertEqual(self.count("0x2"), before + 1)
+
+    @inlineCallbacks
+    def test_connection_limit(self):
+        """Past the listener's connections (CoreDNS's 200, no directive
+        sets it) a new one is closed with code 0 once up."""
+        self.server.settings.max_connections = 1
+        res = yield threads.deferToThread(doq.exchange, self.port, [])
+        self.assertTrue(res.handshake)
+        yield util.wait_for(lambda: self.server.admitted == 1)
+        res = yield threads.deferToThread(
+            doq.exchange, self.port, [doq.prefixed(query().to_wire())])
+        self.assertEqual(res.closed_with, 0)
+        self.assertEqual(res.answers, {})
 
 
 class SetupTest(unittest.TestCase):
@@ -154,7 +264,7 @@ class SetupTest(unittest.TestCase):
     def test_needs_a_certificate(self):
         msg = self.error("quic://.:0 {\n    whoami\n}\n")
         self.assertIn("Corefile:1", msg)
-        self.assertIn("QUIC needs a certificate", msg)
+        self.assertIn("quic://.:0: quic: tls.Config not set", msg)
 
     def test_option_errors(self):
         msg = self.error(".:0 {\n    quic {\n"
@@ -201,11 +311,11 @@ class DoH3Base:
         return metrics.families()["coredns_dns_https3_responses_total"].get(
             ("https3://127.0.0.1:0", str(status))) or 0
 
-    def ask(self, post):
+    def ask(self, post, hostname=tlsutil.HOSTNAME, ca=None):
         return threads.deferToThread(
             dns.query.https, dns.message.make_query("example.org.", "A"),
-            "https://%s:%d/dns-query" % (tlsutil.HOSTNAME, self.port),
-            bootstrap_address="127.0.0.1", verify=self.ca, timeout=5,
+            "https://%s:%d/dns-query" % (hostname, self.port),
+            bootstrap_address="127.0.0.1", verify=ca or self.ca, timeout=5,
             post=post, http_version=dns.query.HTTPVersion.H3)
 
     def raw(self, method, path, body=b"", hold=None):
@@ -226,6 +336,17 @@ class DoH3Test(DoH3Base, unittest.TestCase):
             self.assertEqual(extra[1], "example.org. 0 IN A 127.0.0.1")
             self.assertEqual(extra[0].split()[0], "_udp.example.org.")
         self.assertEqual(self.count(200), before + 2)
+
+    @inlineCallbacks
+    def test_bad_certificate_and_server_name_refused(self):
+        _, other_ca, _, _ = tlsutil.certs(self)
+        before = self.count(200)
+        for kw in ({"hostname": "other.example"}, {"ca": other_ca}):
+            with self.assertRaises(Exception):
+                yield self.ask(True, **kw)
+        self.assertEqual(self.count(200), before)
+        m = yield self.ask(True)        # the listener is unharmed
+        self.assertEqual(m.rcode(), dns.rcode.NOERROR)
 
     @inlineCallbacks
     def test_statuses(self):
@@ -268,7 +389,9 @@ class H3SetupTest(unittest.TestCase):
     def test_errors(self):
         with self.assertRaises(corefile.CorefileError) as cm:
             util.Direct(self, "https3://.:0 {\n    whoami\n}\n")
-        self.assertIn("QUIC needs a certificate", str(cm.exception))
+        self.assertIn("Corefile:1", str(cm.exception))
+        self.assertIn("https3://.:0: DoH3 requires TLS, no TLS config found",
+                      str(cm.exception))
         with self.assertRaises(corefile.CorefileError) as cm:
             util.Direct(self, ".:0 {\n    https3 {\n"
                         "        max_connections -1\n    }\n}\n")

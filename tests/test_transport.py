@@ -102,13 +102,15 @@ class PlainTLSTest(unittest.TestCase):
 class TLSSetupTest(unittest.TestCase):
 
     def test_quic_transports_need_a_certificate(self):
-        for scheme in ("quic", "https3"):
+        for scheme, text in (
+                ("quic", "quic: tls.Config not set"),
+                ("https3", "DoH3 requires TLS, no TLS config found")):
             with self.assertRaises(corefile.CorefileError) as cm:
                 util.Direct(self, "%s://example.net:0 {\n    whoami\n}\n"
                             % scheme)
             self.assertIn("Corefile:1", str(cm.exception))
-            self.assertIn("%s://example.net:0: QUIC needs a certificate"
-                          % scheme, str(cm.exception))
+            self.assertIn("%s://example.net:0: %s" % (scheme, text),
+                          str(cm.exception))
 
     def test_warned_once_per_key(self):
         log = util.capture_log(self)

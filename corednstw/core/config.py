@@ -172,6 +172,12 @@ def _ordering(blocks: list[corefile.ServerBlock],
         return directives.Ordering()
 
 
+#: CoreDNS's errors for a QUIC block without a certificate (the first
+#: comes from quic-go, the second from CoreDNS's DoH3 server).
+_NO_TLS = {"quic": "quic: tls.Config not set",
+           "https3": "DoH3 requires TLS, no TLS config found"}
+
+
 def _build_block(cfg: Config, sb: corefile.ServerBlock, index: int,
                  errors: Optional[list[corefile.CorefileError]] = None
                  ) -> Block:
@@ -182,8 +188,8 @@ def _build_block(cfg: Config, sb: corefile.ServerBlock, index: int,
         elif key.transport in ("quic", "https3") and not any(
                 d.name == "tls" for d in sb.directives):
             e = corefile.CorefileError(
-                sb.file, sb.line, "%s: QUIC needs a certificate: "
-                "add a tls directive" % key.key)
+                sb.file, sb.line, "%s: %s (a tls directive is needed)"
+                % (key.key, _NO_TLS[key.transport]))
             if errors is None:
                 raise e
             errors.append(e)

@@ -1,22 +1,31 @@
 """DNS over QUIC (RFC 9250), as CoreDNS's quic:// server.
 
 aioquic is used as a state machine only (``QuicConnection``): datagrams
-come from a Twisted UDP port and go to ``receive_datagram``, what the
-connection wants to send goes out with ``transport.write``, and its one
-timer is a ``reactor.callLater``.  aioquic's asyncio layer is not used, so
-the server keeps Twisted's epoll reactor (an asyncio reactor would cost
-every other transport for the sake of this one).
+come from a Twisted UDP port and go to ``receive_datagram``, then the
+connection's events are drained, what it wants to send goes out with
+``transport.write`` (``datagrams_to_send``), and its one timer
+(``get_timer``) is a ``reactor.callLater``.  aioquic's asyncio layer is
+not used, so the server keeps Twisted's default epoll reactor: the
+asyncio reactor would put every transport, plain UDP included, behind
+asyncio's event loop and Twisted's adapter to it, costing each query for
+the sake of this one listener, and the sans-I/O connection needs no
+event loop at all.
 
 Per RFC 9250 and CoreDNS: ALPN ``doq``; one query per client-initiated
-bidirectional stream, as a 2-octet length and the message, ended by the
-stream's FIN; the answer likewise, then FIN.  A message with a non-zero
-ID, an edns-tcp-keepalive option, a length of 0, a length the stream does
-not hold, or that does not unpack, is a protocol error: the connection is
-closed with DOQ_PROTOCOL_ERROR (2).  Queries go through the listener's
-mux as UDP queries, since CoreDNS's DoQ writer gives the chain the UDP
+bidirectional stream, as a 2-octet length and the message; the answer
+likewise, then the stream's FIN.  As CoreDNS, the query is answered once
+its length's worth of bytes is in, without waiting for the client's FIN.
+A message with a non-zero ID, an edns-tcp-keepalive option, a length of
+0, a FIN before the length's worth of bytes, a message that does not
+unpack, or a stream that does not bring its message within the read
+timeout of *timeouts*, is a protocol error: the connection is closed
+with DOQ_PROTOCOL_ERROR (2).  Queries go through the listener's mux as
+UDP queries, since CoreDNS's DoQ writer gives the chain the UDP
 addresses of the QUIC connection (``{proto}`` is udp, answers are sized
 as for UDP).  ``coredns_dns_quic_responses_total{server, status}``
 counts answers (0x0) and connections closed with an error (0x1, 0x2).
+Past ``max_connections`` (200, as CoreDNS's DoQ server) a connection is
+closed with code 0 once its handshake is done.
 """
 
 import struct
@@ -37,9 +46,12 @@ from corednstw.core import metrics
 from corednstw.core import server as dnsserver
 from corednstw.core.request import Request
 
-#: CoreDNS's defaults for the quic directive.
+#: CoreDNS's defaults for the quic directive (its README says 512
+#: workers; its code, which we follow, has 1024) and its DoQ server's
+#: connection limit (no directive sets it).
 DEFAULT_MAX_STREAMS = 256
-DEFAULT_WORKER_POOL = 512
+DEFAULT_WORKER_POOL = 1024
+DEFAULT_MAX_CONNECTIONS = 200
 #: RFC 9250's application error codes.
 NO_ERROR, INTERNAL_ERROR, PROTOCOL_ERROR = 0, 1, 2
 #: A QUIC Initial must be padded to this size (RFC 9000 14.1).
@@ -60,7 +72,8 @@ class Settings:
     is no limit."""
 
     def __init__(self, max_streams=DEFAULT_MAX_STREAMS,
-                 worker_pool_size=DEFAULT_WORKER_POOL, max_connections=0):
+                 worker_pool_size=DEFAULT_WORKER_POOL,
+                 max_connections=DEFAULT_MAX_CONNECTIONS):
         self.max_streams = max_streams
         self.worker_pool_size = worker_pool_size
         self.max_connections = max_connections
@@ -81,6 +94,7 @@ class QuicServer(protocol.DatagramProtocol):
         self.settings = settings
         self.local = None
         self.conns = {}         # connection ID -> _Connection
+        self.admitted = 0       # connections past their handshake
         self.busy = 0           # streams being answered (all connections)
         self.waiting = []       # streams waiting for a worker
         self._tls = None
@@ -144,18 +158,29 @@ class QuicServer(protocol.DatagramProtocol):
         if self.settings.max_streams:
             # The streams a client may have open at once (aioquic keeps
             # no setting for it, only this initial credit).
-            qc._local_max_streams_bidi.value = self.settings.max_streams
+            # ``sent`` too, or aioquic would think the client still has
+            # its default 128 and never send MAX_STREAMS.
+            limit = qc._local_max_streams_bidi
+            limit.value = limit.sent = self.settings.max_streams
         conn = _Connection(self, qc, addr)
         conn.app = self.application(conn)
-        limit = self.settings.max_connections
-        if limit and len(set(self.conns.values())) >= limit:
-            conn.refuse = True
         self.conns[cid] = conn
         self.conns[qc.host_cid] = conn
         return conn
 
     def application(self, conn):
         return _DoQ(conn)
+
+    def admit(self, conn):
+        """Whether a connection whose handshake is done may stay: as
+        CoreDNS, connections are counted once accepted (handshake done),
+        and one past ``max_connections`` is closed at once."""
+        limit = self.settings.max_connections
+        if limit and self.admitted >= limit:
+            return False
+        self.admitted += 1
+        conn.admitted = True
+        return True
 
     def forget(self, conn):
         for cid in [c for c, v in self.conns.items() if v is conn]:
@@ -196,7 +221,7 @@ class _Connection:
         self.timer = None
         self.open = True
         self.closing = False    # closed by us, not yet terminated
-        self.refuse = False     # over max_connections: closed once up
+        self.admitted = False   # counted in the server's connections
 
     def now(self):
         return self.server.reactor.seconds()
@@ -220,19 +245,21 @@ class _Connection:
                 conns.pop(ev.connection_id, None)
             elif isinstance(ev, events.ConnectionTerminated):
                 self._gone()
-            elif isinstance(ev, events.HandshakeCompleted) and self.refuse:
-                self.close(self.app.EXCESSIVE_LOAD)
+            elif isinstance(ev, events.HandshakeCompleted):
+                if not self.server.admit(self):
+                    self.close(self.app.EXCESSIVE_LOAD,
+                               "too many connections")
             elif self.open and not self.closing:
                 self.app.event(ev)
 
     def answer(self, sid, data):
         self.app.answer(sid, data)
 
-    def close(self, code):
+    def close(self, code, reason=""):
         if not self.open or self.closing:
             return
         self.closing = True
-        self.qc.close(error_code=code)
+        self.qc.close(error_code=code, reason_phrase=reason)
         if code != NO_ERROR:
             self.server.count(code)
         self.flush()
@@ -241,17 +268,33 @@ class _Connection:
         """Send what the connection has to send; set its timer."""
         qc = self.qc
         now = self.now()
-        transport = self.server.transport
-        for data, addr in qc.datagrams_to_send(now=now):
-            if transport is not None:
-                transport.write(data, addr)
-        if self.timer is not None and self.timer.active():
-            self.timer.cancel()
-        self.timer = None
+        self._send(qc.datagrams_to_send(now=now))
+        limit = qc._local_max_streams_bidi
+        if (limit.value != limit.sent
+                and limit.sent - limit.used < limit.value - limit.sent):
+            # Streams the last call found finished gave their credit
+            # back, but aioquic writes MAX_STREAMS before it looks at
+            # the streams: without a second call the client would wait
+            # for a packet the server has no other reason to send.
+            self._send(qc.datagrams_to_send(now=now))
         at = qc.get_timer()
-        if at is not None and self.open:
+        timer = self.timer
+        if at is None or not self.open:
+            if timer is not None and timer.active():
+                timer.cancel()
+            self.timer = None
+        elif timer is not None and timer.active():
+            if timer.getTime() != at:
+                timer.reset(max(0.0, at - now))
+        else:
             self.timer = self.server.reactor.callLater(
                 max(0.0, at - now), self._expired)
+
+    def _send(self, datagrams):
+        transport = self.server.transport
+        if transport is not None:
+            for data, addr in datagrams:
+                transport.write(data, addr)
 
     def _expired(self):
         self.timer = None
@@ -261,7 +304,12 @@ class _Connection:
             self.flush()
 
     def _gone(self):
+        if not self.open:
+            return
         self.open = False
+        if self.admitted:
+            self.admitted = False
+            self.server.admitted -= 1
         if self.timer is not None and self.timer.active():
             self.timer.cancel()
         self.timer = None
@@ -270,38 +318,75 @@ class _Connection:
 
 
 class _DoQ:
-    """RFC 9250 on one connection: a query per stream, length-prefixed,
-    the stream's FIN after it."""
+    """RFC 9250 on one connection: a query per stream, length-prefixed;
+    the answer, then the stream's FIN."""
 
-    EXCESSIVE_LOAD = INTERNAL_ERROR
+    EXCESSIVE_LOAD = NO_ERROR       # CoreDNS: "too many connections", 0
 
     def __init__(self, conn):
         self.conn = conn
-        self.streams = {}       # stream id -> bytearray
+        self.streams = {}       # stream id -> bytearray, query not all in
+        self.timers = {}        # stream id -> its read timeout
+        self.early = set()      # answered before the client's FIN
 
     def event(self, ev):
         if isinstance(ev, events.StreamDataReceived):
             self._data(ev)
         elif isinstance(ev, events.StreamReset):
-            self.streams.pop(ev.stream_id, None)
+            self._drop(ev.stream_id)
+            self.early.discard(ev.stream_id)
 
     def gone(self):
+        for timer in self.timers.values():
+            if timer.active():
+                timer.cancel()
+        self.timers.clear()
         self.streams.clear()
+        self.early.clear()
 
     def _data(self, ev):
         sid = ev.stream_id
         buf = self.streams.get(sid)
         if buf is None:
-            buf = self.streams[sid] = bytearray()
-        buf += ev.data
-        if len(buf) > 2 + 65535:
+            if sid in self.early:       # the rest of an answered stream
+                if ev.end_stream:
+                    self.early.discard(sid)
+                return
+            buf = ev.data               # most often the whole query
+        else:
+            buf += ev.data
+        size = _LEN.unpack_from(buf)[0] + 2 if len(buf) >= 2 else 0
+        if size == 2:                   # a length of 0
             self.conn.close(PROTOCOL_ERROR)
-            return
-        if not ev.end_stream:
-            return
-        del self.streams[sid]
-        data = _message(bytes(buf))
-        if data is None:
+        elif size and len(buf) >= size:
+            self._drop(sid)
+            if not ev.end_stream:
+                self.early.add(sid)
+            self._query(sid, bytes(buf[2:size]))
+        elif ev.end_stream:             # FIN before the whole message
+            self.conn.close(PROTOCOL_ERROR)
+        elif sid not in self.streams:
+            self.streams[sid] = bytearray(buf)
+            server = self.conn.server
+            self.timers[sid] = server.reactor.callLater(
+                server.timeouts.read, self._stalled, sid)
+
+    def _drop(self, sid):
+        """Forget a stream's partial query and its read timeout."""
+        if self.streams.pop(sid, None) is not None:
+            timer = self.timers.pop(sid)
+            if timer.active():
+                timer.cancel()
+
+    def _stalled(self, sid):
+        """A stream did not bring its query within the read timeout:
+        CoreDNS's read deadline fails the read, a protocol error."""
+        self.timers.pop(sid, None)
+        if self.streams.pop(sid, None) is not None:
+            self.conn.close(PROTOCOL_ERROR)
+
+    def _query(self, sid, data):
+        if not _valid(data):
             self.conn.close(PROTOCOL_ERROR)
             return
         self.conn.server.run(self.conn, sid, data)
@@ -331,28 +416,21 @@ class _DoQ:
         server.mux.handle(data, host, port, "udp", server.local, send)
 
 
-def _message(buf):
-    """The DNS message of a stream's bytes, or None for a protocol error
-    (RFC 9250 4.3.3, as CoreDNS checks it)."""
-    if len(buf) < 2:
-        return None
-    size = _LEN.unpack_from(buf)[0]
-    if size == 0 or size != len(buf) - 2:
-        return None
-    data = buf[2:]
+def _valid(data):
+    """Whether a stream's DNS message is one RFC 9250 (4.3.3) lets a
+    server answer, as CoreDNS checks it: it unpacks, has ID 0 and no
+    edns-tcp-keepalive option."""
     if len(data) < 12 or _LEN.unpack_from(data)[0] != 0:
-        return None
+        return False
     req = Request(data)
     try:
         req.parse_header()
         req.parse_question(*struct.unpack_from("!HHH", data, 6))
         edns = req.edns
     except (w.FormatError, struct.error, IndexError, ValueError):
-        return None
-    if edns is not None and any(o[0] == _EDNS_TCP_KEEPALIVE
-                                for o in edns.options):
-        return None
-    return data
+        return False
+    return edns is None or not any(o[0] == _EDNS_TCP_KEEPALIVE
+                                   for o in edns.options)
 
 
 def listen_quic(reactor, host, port, mux, timeouts, tls, settings,

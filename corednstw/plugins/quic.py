@@ -2,9 +2,10 @@
 
 ``quic { max_streams N; worker_pool_size N }``: the streams a client may
 have open at once on one connection (default 256) and the streams
-answered at once over all connections of the listener (default 512; the
-others wait).  Stored in ``block.settings["quic"]`` as a
-``core.quic.Settings``; the listener takes its first block's.
+answered at once over all connections of the listener (default 1024,
+CoreDNS's code, where its README says 512; the others wait).  Stored
+in ``block.settings["quic"]`` as a ``core.quic.Settings``; the listener
+takes its first block's.
 """
 
 from corednstw.core import quic

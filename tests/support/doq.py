@@ -62,8 +62,12 @@ def _drive(port, alpn, on_event, timeout, close=True):
                     done = on_event(qc, ev)
             if done or (closed is None and on_event(qc, None)):
                 break
-        if closed is None and close:
-            qc.close()
+        if closed is None:
+            # What is pending goes out (the handshake's last flight, a
+            # CONNECTION_CLOSE with ``close``); without ``close`` the
+            # connection is left open, as a client gone quiet.
+            if close:
+                qc.close()
             for data, to in qc.datagrams_to_send(now=time.time()):
                 sock.sendto(data, to)
     finally:
@@ -71,10 +75,13 @@ def _drive(port, alpn, on_event, timeout, close=True):
     return closed
 
 
-def exchange(port, payloads, timeout=5.0):
+def exchange(port, payloads, timeout=5.0, fin=True, overrun=False):
     """Send each payload (raw stream bytes) on its own stream of one DoQ
-    connection; a Result once every stream is answered, the server
-    closed the connection, or ``timeout`` passed."""
+    connection, ended with a FIN unless ``fin`` is false; a Result once
+    every stream is answered, the server closed the connection, or
+    ``timeout`` passed.  Streams past the server's credit wait for more;
+    with ``overrun`` the payloads go instead on the first stream past
+    the credit and on, as a client ignoring the limit would send them."""
     res = Result()
     pending = {}
 
@@ -82,10 +89,16 @@ def exchange(port, payloads, timeout=5.0):
         if isinstance(ev, events.HandshakeCompleted):
             res.handshake = True
             res.max_streams = qc._remote_max_streams_bidi
+            if overrun:
+                sid = 4 * qc._remote_max_streams_bidi - 4
+                qc._remote_max_streams_bidi = 1 << 20
             for p in payloads:
-                sid = qc.get_next_available_stream_id()
+                if overrun:
+                    sid += 4
+                else:
+                    sid = qc.get_next_available_stream_id()
                 pending[sid] = b""
-                qc.send_stream_data(sid, p, end_stream=True)
+                qc.send_stream_data(sid, p, end_stream=fin)
         elif isinstance(ev, events.StreamDataReceived):
             pending[ev.stream_id] = pending.get(ev.stream_id, b"") + ev.data
             if ev.end_stream:

@@ -45,14 +45,20 @@ def address(i):
     return "10.0.%d.%d" % (i >> 8 & 255, i & 255)
 
 
-def start_upstream(tmp, port, tls_port, https_port, cert, key):
+def write_zone(tmp):
+    """bench.test with NAMES names n<i> (``address(i)``) in ``tmp``;
+    returns the ``file`` line serving it."""
     with open(os.path.join(tmp, "bench.test.zone"), "w") as fh:
         fh.write("$ORIGIN bench.test.\n$TTL 3600\n"
                  "@ IN SOA ns admin 1 7200 3600 1209600 300\n@ IN NS ns\n"
                  "ns IN A 192.0.2.1\n")
         fh.write("".join("n%d IN A %s\n" % (i, address(i))
                          for i in range(NAMES)))
-    zone = "    file bench.test.zone bench.test\n"
+    return "    file bench.test.zone bench.test\n"
+
+
+def start_upstream(tmp, port, tls_port, https_port, cert, key):
+    zone = write_zone(tmp)
     with open(os.path.join(tmp, "Corefile"), "w") as fh:
         fh.write(".:%d {\n bind 127.0.0.1\n%s}\n" % (port, zone))
         for scheme, p in (("tls", tls_port), ("https", https_port)):

@@ -120,7 +120,7 @@ class _DoH3:
             self.h3.send_data(sid, payload, end_stream=True)
         except (H3Error, ValueError, AssertionError):
             return              # the stream is gone (reset by the client)
-        conn.flush()
+        conn.wrote()
 
     def answer(self, sid, data):
         raise AssertionError("HTTP/3 requests are answered as they end")

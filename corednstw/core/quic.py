@@ -222,15 +222,27 @@ class _Connection:
         self.open = True
         self.closing = False    # closed by us, not yet terminated
         self.admitted = False   # counted in the server's connections
+        self.receiving = False  # handling a datagram's events
 
     def now(self):
         return self.server.reactor.seconds()
 
     def datagram(self, data, addr):
         self.addr = addr
-        self.qc.receive_datagram(data, addr, now=self.now())
-        self._events()
+        self.receiving = True
+        try:
+            self.qc.receive_datagram(data, addr, now=self.now())
+            self._events()
+        finally:
+            self.receiving = False
         self.flush()
+
+    def wrote(self):
+        """An answer was written: send it now, unless it was written
+        while a datagram's events were handled (a synchronous chain),
+        when one flush after them sends all the datagram's answers."""
+        if not self.receiving:
+            self.flush()
 
     def _events(self):
         qc = self.qc
@@ -410,7 +422,7 @@ class _DoQ:
                                          end_stream=True)
             except (ValueError, AssertionError):
                 return          # the client reset the stream meanwhile
-            conn.flush()
+            conn.wrote()
 
         host, port = conn.client
         server.mux.handle(data, host, port, "udp", server.local, send)

@@ -1,7 +1,8 @@
 """A raw DNS-over-QUIC (and HTTP/3) client on aioquic's state machine, for
 what dnspython's clients will not send (a non-zero ID, a bad length
 prefix, a bad request) and to read the server's transport parameters.
-Blocking: run it in a thread."""
+Blocking: run it in a thread.  ``drive`` is also the client loop of
+bench/quic_cpu_bench.py."""
 
 import socket
 import ssl
@@ -25,7 +26,7 @@ def prefixed(wire):
     return struct.pack("!H", len(wire)) + wire
 
 
-def _drive(port, alpn, on_event, timeout, close=True):
+def drive(port, alpn, on_event, timeout, close=True):
     """Run one client connection until ``on_event(qc, event)`` returns
     True (it is also asked with None after every read, for conditions
     outside the connection), the server closes it (its error code is
@@ -105,7 +106,7 @@ def exchange(port, payloads, timeout=5.0, fin=True, overrun=False):
                 res.answers[ev.stream_id] = pending.pop(ev.stream_id)[2:]
         return res.handshake and not pending
 
-    res.closed_with = _drive(port, ["doq"], on_event, timeout, close=False)
+    res.closed_with = drive(port, ["doq"], on_event, timeout, close=False)
     return res
 
 
@@ -139,5 +140,5 @@ def h3_request(port, method, path, body=b"", timeout=5.0, hold=None):
                     state["done"] = True
         return state["done"] and (hold is None or hold.is_set())
 
-    closed = _drive(port, H3_ALPN, on_event, timeout)
+    closed = drive(port, H3_ALPN, on_event, timeout)
     return state["status"], state["body"], closed

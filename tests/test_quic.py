@@ -13,6 +13,7 @@ from twisted.trial import unittest
 
 from corednstw.core import corefile, metrics
 from tests.support import doq, tlsutil, util
+from tests.support.upstream import Upstream
 
 COREFILE = """quic://.:0 {
     bind 127.0.0.1
@@ -252,6 +253,43 @@ class ConnectionsTest(unittest.TestCase):
             doq.exchange, self.port, [doq.prefixed(query().to_wire())])
         self.assertEqual(res.closed_with, 0)
         self.assertEqual(res.answers, {})
+
+
+class WorkerPoolTest(unittest.TestCase):
+    """worker_pool_size: streams answered at once over the listener."""
+
+    @inlineCallbacks
+    def setUp(self):
+        util.capture_log(self)
+        _, self.ca, self.cert, self.key = tlsutil.certs(self)
+        self.up = Upstream().start()
+        self.addCleanup(self.up.stop)
+        self.up.held = True
+        self.app = yield util.start(self, (
+            "quic://.:0 {\n    bind 127.0.0.1\n    tls %s %s\n"
+            "    quic {\n        worker_pool_size 2\n    }\n"
+            "    forward . %s\n}\n") % (self.cert, self.key,
+                                       self.up.addr()))
+        self.port = self.app.port(transport="quic")
+        self.server = next(lst.stream for lst in self.app.listeners.values()
+                           if lst.kind == "quic")
+
+    @inlineCallbacks
+    def test_streams_wait_for_a_worker(self):
+        wires = [doq.prefixed(query("n%d.example.org." % i).to_wire())
+                 for i in range(5)]
+        d = threads.deferToThread(doq.exchange, self.port, wires, 10.0)
+        # Two queries reach the chain (and the upstream), three wait.
+        yield util.wait_for(lambda: len(self.server.waiting) == 3)
+        self.assertEqual(self.server.busy, 2)
+        yield util.wait_for(lambda: self.up.count() == 2)
+        self.up.held = False
+        self.up.release()
+        res = yield d
+        self.assertIsNone(res.closed_with)
+        self.assertEqual(len(res.answers), 5)
+        self.assertEqual(self.up.count(), 5)
+        self.assertEqual(self.server.busy, 0)
 
 
 class SetupTest(unittest.TestCase):

@@ -29,6 +29,7 @@ closed with code 0 once its handshake is done.
 """
 
 import struct
+from collections import deque
 
 from aioquic.buffer import Buffer
 from aioquic.quic import events
@@ -96,7 +97,7 @@ class QuicServer(protocol.DatagramProtocol):
         self.conns = {}         # connection ID -> _Connection
         self.admitted = 0       # connections past their handshake
         self.busy = 0           # streams being answered (all connections)
-        self.waiting = []       # streams waiting for a worker
+        self.waiting = deque()  # streams waiting for a worker
         self._tls = None
         self.config = None
         self.tls = tls
@@ -122,7 +123,7 @@ class QuicServer(protocol.DatagramProtocol):
         for conn in set(self.conns.values()):
             conn.close(NO_ERROR)
             conn._gone()
-        self.waiting = []
+        self.waiting.clear()
         return defer.succeed(None)
 
     # -- datagrams ------------------------------------------------------
@@ -200,7 +201,7 @@ class QuicServer(protocol.DatagramProtocol):
     def done(self):
         self.busy -= 1
         while self.waiting and self.busy < self.settings.worker_pool_size:
-            conn, sid, data = self.waiting.pop(0)
+            conn, sid, data = self.waiting.popleft()
             if conn.open:
                 self.busy += 1
                 conn.answer(sid, data)

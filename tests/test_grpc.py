@@ -126,6 +126,22 @@ class TLSServerTest(ServerTest):
                                         other, tlsutil.HOSTNAME, 3)
 
 
+class NoAnswerTest(unittest.TestCase):
+    """A chain that writes nothing: CoreDNS's gRPC writer holds the query
+    until the chain writes, so the client gets its own query back."""
+
+    @inlineCallbacks
+    def test_dropped_query_comes_back(self):
+        util.capture_log(self)
+        app = yield util.start(self, (
+            "grpc://.:0 {\n    bind 127.0.0.1\n"
+            "    erratic {\n        drop 1\n    }\n}\n"))
+        query = wire()
+        back = yield threads.deferToThread(
+            grpcclient.query, app.port(transport="grpc"), query)
+        self.assertEqual(back, query)
+
+
 def _srv_owner(m):
     """The owner of whoami's SRV record (its label says the protocol)."""
     return [r.split()[0] for r in util.rrs(m, "additional")

@@ -208,6 +208,73 @@ class PluginTest(unittest.TestCase):
         self.assertEqual(m.rcode(), dns.rcode.NOERROR)
 
 
+class OddUpstreamTest(unittest.TestCase):
+    """The grpc plugin against a grpcio server that misbehaves."""
+
+    def setUp(self):
+        util.capture_log(self)
+
+    @inlineCallbacks
+    def front(self, answer, options=""):
+        server, port = grpcclient.serve(answer)
+        self.addCleanup(server.stop, None)
+        self.label = "127.0.0.1:%d" % port
+        app = yield util.start(self, (
+            ".:0 {\n    bind 127.0.0.1\n    grpc . %s {\n%s    }\n"
+            "    whoami\n}\n") % (self.label, options))
+        return app.port()
+
+    def count(self, family, labels):
+        return metrics.families()[family].get(labels) or 0
+
+    @inlineCallbacks
+    def test_other_question_formerr(self):
+        def answer(wire, context):
+            q = dns.message.from_wire(wire)
+            other = dns.message.make_query("other.example.", "A")
+            other.id = q.id
+            return dns.message.make_response(other).to_wire()
+        port = yield self.front(answer)
+        key = ("NOERROR", self.label)
+        before = self.count("coredns_grpc_responses_total", key)
+        m = yield util.query(port, "example.org.")
+        self.assertEqual(m.rcode(), dns.rcode.FORMERR)
+        self.assertEqual(self.count("coredns_grpc_responses_total", key),
+                         before + 1)
+
+    @inlineCallbacks
+    def test_not_found_is_nxdomain(self):
+        def answer(wire, context):
+            context.abort(grpc.StatusCode.NOT_FOUND, "no such name")
+        port = yield self.front(answer)
+        key = ("NXDOMAIN", self.label)
+        before = self.count("coredns_grpc_responses_total", key)
+        m = yield util.query(port, "example.org.")
+        self.assertEqual(m.rcode(), dns.rcode.NXDOMAIN)
+        self.assertEqual(str(m.question[0].name), "example.org.")
+        self.assertEqual(self.count("coredns_grpc_responses_total", key),
+                         before + 1)
+
+    @inlineCallbacks
+    def test_failed_calls_fall_through_uncounted(self):
+        def answer(wire, context):
+            context.abort(grpc.StatusCode.UNAVAILABLE, "down")
+        port = yield self.front(answer, "        fallthrough\n")
+        before = self.count("coredns_grpc_requests_total", (self.label,))
+        m = yield util.query(port, "example.org.")
+        # whoami, after the grpc plugin, answered over UDP.
+        self.assertEqual(m.rcode(), dns.rcode.NOERROR)
+        self.assertEqual(_srv_owner(m), "_udp.example.org.")
+        self.assertEqual(self.count("coredns_grpc_requests_total",
+                                    (self.label,)), before)
+
+    @inlineCallbacks
+    def test_junk_answer_servfail(self):
+        port = yield self.front(lambda wire, context: b"junk")
+        m = yield util.query(port, "example.org.")
+        self.assertEqual(m.rcode(), dns.rcode.SERVFAIL)
+
+
 class SetupTest(unittest.TestCase):
 
     def error(self, text):

@@ -228,32 +228,33 @@ class OddUpstreamTest(unittest.TestCase):
         return metrics.families()[family].get(labels) or 0
 
     @inlineCallbacks
-    def test_other_question_formerr(self):
-        def answer(wire, context):
-            q = dns.message.from_wire(wire)
-            other = dns.message.make_query("other.example.", "A")
-            other.id = q.id
-            return dns.message.make_response(other).to_wire()
+    def ask_counted(self, answer, upstream_rcode):
+        """The client's answer to example.org A; the upstream's answer
+        must be counted once under ``upstream_rcode``."""
         port = yield self.front(answer)
-        key = ("NOERROR", self.label)
+        key = (upstream_rcode, self.label)
         before = self.count("coredns_grpc_responses_total", key)
         m = yield util.query(port, "example.org.")
-        self.assertEqual(m.rcode(), dns.rcode.FORMERR)
         self.assertEqual(self.count("coredns_grpc_responses_total", key),
                          before + 1)
+        return m
+
+    @inlineCallbacks
+    def test_other_question_formerr(self):
+        def answer(wire, context):
+            other = dns.message.make_query("other.example.", "A")
+            other.id = dns.message.from_wire(wire).id
+            return dns.message.make_response(other).to_wire()
+        m = yield self.ask_counted(answer, "NOERROR")
+        self.assertEqual(m.rcode(), dns.rcode.FORMERR)
 
     @inlineCallbacks
     def test_not_found_is_nxdomain(self):
         def answer(wire, context):
             context.abort(grpc.StatusCode.NOT_FOUND, "no such name")
-        port = yield self.front(answer)
-        key = ("NXDOMAIN", self.label)
-        before = self.count("coredns_grpc_responses_total", key)
-        m = yield util.query(port, "example.org.")
+        m = yield self.ask_counted(answer, "NXDOMAIN")
         self.assertEqual(m.rcode(), dns.rcode.NXDOMAIN)
         self.assertEqual(str(m.question[0].name), "example.org.")
-        self.assertEqual(self.count("coredns_grpc_responses_total", key),
-                         before + 1)
 
     @inlineCallbacks
     def test_failed_calls_fall_through_uncounted(self):

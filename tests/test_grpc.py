@@ -126,6 +126,22 @@ class TLSServerTest(ServerTest):
                                         other, tlsutil.HOSTNAME, 3)
 
 
+class NoAnswerTest(unittest.TestCase):
+    """A chain that writes nothing: CoreDNS's gRPC writer holds the query
+    until the chain writes, so the client gets its own query back."""
+
+    @inlineCallbacks
+    def test_dropped_query_comes_back(self):
+        util.capture_log(self)
+        app = yield util.start(self, (
+            "grpc://.:0 {\n    bind 127.0.0.1\n"
+            "    erratic {\n        drop 1\n    }\n}\n"))
+        query = wire()
+        back = yield threads.deferToThread(
+            grpcclient.query, app.port(transport="grpc"), query)
+        self.assertEqual(back, query)
+
+
 def _srv_owner(m):
     """The owner of whoami's SRV record (its label says the protocol)."""
     return [r.split()[0] for r in util.rrs(m, "additional")
@@ -190,6 +206,74 @@ class PluginTest(unittest.TestCase):
             to="%s 127.0.0.1:%d" % (dead, self.up_port))
         m = yield util.query(port, "example.org.")
         self.assertEqual(m.rcode(), dns.rcode.NOERROR)
+
+
+class OddUpstreamTest(unittest.TestCase):
+    """The grpc plugin against a grpcio server that misbehaves."""
+
+    def setUp(self):
+        util.capture_log(self)
+
+    @inlineCallbacks
+    def front(self, answer, options=""):
+        server, port = grpcclient.serve(answer)
+        self.addCleanup(server.stop, None)
+        self.label = "127.0.0.1:%d" % port
+        app = yield util.start(self, (
+            ".:0 {\n    bind 127.0.0.1\n    grpc . %s {\n%s    }\n"
+            "    whoami\n}\n") % (self.label, options))
+        return app.port()
+
+    def count(self, family, labels):
+        return metrics.families()[family].get(labels) or 0
+
+    @inlineCallbacks
+    def ask_counted(self, answer, upstream_rcode):
+        """The client's answer to example.org A; the upstream's answer
+        must be counted once under ``upstream_rcode``."""
+        port = yield self.front(answer)
+        key = (upstream_rcode, self.label)
+        before = self.count("coredns_grpc_responses_total", key)
+        m = yield util.query(port, "example.org.")
+        self.assertEqual(self.count("coredns_grpc_responses_total", key),
+                         before + 1)
+        return m
+
+    @inlineCallbacks
+    def test_other_question_formerr(self):
+        def answer(wire, context):
+            other = dns.message.make_query("other.example.", "A")
+            other.id = dns.message.from_wire(wire).id
+            return dns.message.make_response(other).to_wire()
+        m = yield self.ask_counted(answer, "NOERROR")
+        self.assertEqual(m.rcode(), dns.rcode.FORMERR)
+
+    @inlineCallbacks
+    def test_not_found_is_nxdomain(self):
+        def answer(wire, context):
+            context.abort(grpc.StatusCode.NOT_FOUND, "no such name")
+        m = yield self.ask_counted(answer, "NXDOMAIN")
+        self.assertEqual(m.rcode(), dns.rcode.NXDOMAIN)
+        self.assertEqual(str(m.question[0].name), "example.org.")
+
+    @inlineCallbacks
+    def test_failed_calls_fall_through_uncounted(self):
+        def answer(wire, context):
+            context.abort(grpc.StatusCode.UNAVAILABLE, "down")
+        port = yield self.front(answer, "        fallthrough\n")
+        before = self.count("coredns_grpc_requests_total", (self.label,))
+        m = yield util.query(port, "example.org.")
+        # whoami, after the grpc plugin, answered over UDP.
+        self.assertEqual(m.rcode(), dns.rcode.NOERROR)
+        self.assertEqual(_srv_owner(m), "_udp.example.org.")
+        self.assertEqual(self.count("coredns_grpc_requests_total",
+                                    (self.label,)), before)
+
+    @inlineCallbacks
+    def test_junk_answer_servfail(self):
+        port = yield self.front(lambda wire, context: b"junk")
+        m = yield util.query(port, "example.org.")
+        self.assertEqual(m.rcode(), dns.rcode.SERVFAIL)
 
 
 class SetupTest(unittest.TestCase):

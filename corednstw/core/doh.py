@@ -207,31 +207,10 @@ class DoHResource(resource.Resource):
 
     def _serve(self, data, client, reply):
         """Run the query through the mux; the answer, or 500 when the
-        chain writes none (at once for a synchronous chain, after the
-        write timeout otherwise)."""
-        done = []
-        mux = self.mux
-        before = mux.inflight
-
-        def send(wire):
-            if done:
-                return
-            done.append(True)
-            if timer is not None and timer.active():
-                timer.cancel()
-            self._answer(reply, wire)
-
-        timer = None
-        host, port = dnsserver._client(client)
-        mux.handle(data, host, port, self.proto, self.local, send)
-        if done:
-            return None
-        if mux.inflight == before:
-            send(None)      # the chain finished and wrote nothing
-            return None
-        from twisted.internet import reactor
-        timer = reactor.callLater(self.timeouts.write, send, None)
-        return lambda: timer.active() and timer.cancel()
+        chain writes none."""
+        return run_query(self.mux, data, client, self.proto, self.local,
+                         self.timeouts.write,
+                         lambda wire: self._answer(reply, wire))
 
     def _answer(self, reply, wire):
         if not wire:
@@ -252,6 +231,37 @@ class DoHResource(resource.Resource):
 
     def _count(self, status):
         self.responses.inc((self.label, str(status)))
+
+
+def run_query(mux, data, client, proto, local, wait, answer):
+    """Run one query of a request/response transport through the mux and
+    call ``answer(wire)`` exactly once: with the chain's answer, or with
+    None when it writes none (at once for a synchronous chain, after
+    ``wait`` seconds otherwise, so that no request stays open for good).
+    Returns None, or while the answer is pending a callable to run if the
+    client goes away first."""
+    done = []
+    before = mux.inflight
+
+    def send(wire):
+        if done:
+            return
+        done.append(True)
+        if timer is not None and timer.active():
+            timer.cancel()
+        answer(wire)
+
+    timer = None
+    host, port = dnsserver._client(client)
+    mux.handle(data, host, port, proto, local, send)
+    if done:
+        return None
+    if mux.inflight == before:
+        send(None)      # the chain finished and wrote nothing
+        return None
+    from twisted.internet import reactor
+    timer = reactor.callLater(wait, send, None)
+    return lambda: timer.active() and timer.cancel()
 
 
 def _message(method, args, body):

@@ -49,3 +49,24 @@ def query(port, wire, ca=None, servername=None, timeout=5):
     with channel:
         stub = pb2_grpc.DnsServiceStub(channel)
         return stub.Query(pb2.DnsPacket(msg=wire), timeout=timeout).msg
+
+
+def serve(answer):
+    """A grpcio DnsService server on 127.0.0.1 whose Query returns
+    ``answer(wire, context)`` (which may abort the call with
+    ``context.abort``): an upstream that misbehaves on purpose.  Returns
+    (server, port); stop it with ``server.stop(None)``."""
+    from concurrent import futures
+
+    import grpc
+    pb2, pb2_grpc = modules()
+
+    class Service(pb2_grpc.DnsServiceServicer):
+        def Query(self, request, context):
+            return pb2.DnsPacket(msg=answer(request.msg, context))
+
+    server = grpc.server(futures.ThreadPoolExecutor(2))
+    pb2_grpc.add_DnsServiceServicer_to_server(Service(), server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    return server, port

@@ -5,9 +5,12 @@ so a call is started with ``future()`` from the reactor (it does not
 block) and its completion comes back to the reactor thread with
 ``callFromThread``: one hand-off per answer, and the reactor never waits.
 An upstream that fails (an RPC error, or an answer that is not DNS) passes
-the query to the next one in the policy's order; when none answers, the
-client gets SERVFAIL.  NXDOMAIN goes on to the next plugin where
-``fallthrough`` says so.  Metrics as CoreDNS's: coredns_grpc_requests_total
+the query to the next one in the policy's order, all within one 5 s
+deadline; when none answers, the client gets SERVFAIL, or the next plugin
+where ``fallthrough`` says so.  As CoreDNS's: a NOT_FOUND status is
+NXDOMAIN; an answer to another question gets the client FORMERR; NXDOMAIN
+goes on to the next plugin where ``fallthrough`` says so.  Metrics as
+CoreDNS's, counted for calls that answered: coredns_grpc_requests_total
 {to}, coredns_grpc_responses_total{rcode, to} and
 coredns_grpc_request_duration_seconds{to}.
 """
@@ -22,10 +25,13 @@ from corednstw.core import metrics
 from corednstw.core.grpc import METHOD, decode_packet, encode_packet
 from corednstw.core.plugin import Plugin
 from corednstw.core.request import RawResponse, Response
+from corednstw.engines.upstream import replies
 
-#: How long one upstream may take (CoreDNS's grpc uses its request
-#: context: the client's, bounded by the server's 5 s write timeout).
+#: How long a query may take over all its attempts (CoreDNS's grpc
+#: gives each query one 5 s deadline that every attempt shares).
 TIMEOUT = 5.0
+#: The largest DNS message an answer may carry.
+MAX_DNS = 65535
 
 REQUESTS = metrics.counter(
     "coredns_grpc_requests_total",
@@ -109,44 +115,79 @@ class GRPC(Plugin):
         if not self.match(req.qname) or not self.upstreams:
             return self.next.serve(req)
         d = defer.Deferred()
-        self._try(req, self.ordered(), d, None)
+        deadline = time.monotonic() + TIMEOUT
+        self._try(req, self.ordered(), d, None, deadline)
         return d
 
-    def _try(self, req, left, d, error):
-        if not left:
-            r = Response(w.SERVFAIL, plugin=self.name)
-            r.error = error or "no upstream answered"
-            d.callback(r)
+    def _try(self, req, left, d, error, deadline):
+        """Ask the next upstream within what is left of the query's one
+        deadline (CoreDNS's 5 s covers every attempt)."""
+        now = time.monotonic()
+        if not left or now >= deadline:
+            self._failed(req, d, error or "no healthy gRPC proxies")
             return
         up = left[0]
-        REQUESTS.inc((up.label,))
-        start = time.monotonic()
         reactor = self.reactor
-        fut = up.call.future(req.data, timeout=TIMEOUT)
+        fut = up.call.future(req.data, timeout=deadline - now)
         fut.add_done_callback(lambda f: reactor.callFromThread(
-            self._done, f, req, up, left[1:], d, start))
+            self._done, f, req, up, left[1:], d, now, deadline))
 
-    def _done(self, fut, req, up, left, d, start):
-        DURATION.observe((up.label,), time.monotonic() - start)
+    def _done(self, fut, req, up, left, d, start, deadline):
         try:
-            data = fut.result()
-        except Exception as e:      # grpc.RpcError, or an upstream's junk
-            self._try(req, left, d, "%s: %s" % (up.label, _why(e)))
+            reply = _reply(fut, req)
+        except Exception as e:  # grpc.RpcError, or an upstream's junk
+            self._try(req, left, d, "%s: %s" % (up.label, _why(e)),
+                      deadline)
             return
-        if len(data) < 12:
-            self._try(req, left, d, "%s: not a DNS answer" % up.label)
-            return
-        rcode = data[3] & 0xF
+        # As CoreDNS: the three families count only calls that answered.
+        rcode = reply.rcode if isinstance(reply, Response) else \
+            reply[3] & 0xF
+        REQUESTS.inc((up.label,))
         RESPONSES.inc((w.rcode_text(rcode), up.label))
+        DURATION.observe((up.label,), time.monotonic() - start)
+        if not isinstance(reply, Response):
+            if not replies.matches(req, reply):
+                d.callback(Response(w.FORMERR, plugin=self.name))
+                return
+            reply = RawResponse.prebuilt(reply, self.name)
         if (rcode == w.NXDOMAIN and self.fall is not None
                 and self.fall.through(req.qname)):
-            nxt = self.next.serve(req)
-            if isinstance(nxt, defer.Deferred):
-                nxt.chainDeferred(d)
-            else:
-                d.callback(nxt)
+            self._next(req, d)
             return
-        d.callback(RawResponse.prebuilt(data, self.name))
+        d.callback(reply)
+
+    def _failed(self, req, d, error):
+        """Every upstream failed: the next plugin where fallthrough says
+        so, else SERVFAIL."""
+        if self.fall is not None and self.fall.through(req.qname):
+            self._next(req, d)
+            return
+        r = Response(w.SERVFAIL, plugin=self.name)
+        r.error = error
+        d.callback(r)
+
+    def _next(self, req, d):
+        nxt = self.next.serve(req)
+        if isinstance(nxt, defer.Deferred):
+            nxt.chainDeferred(d)
+        else:
+            d.callback(nxt)
+
+
+def _reply(fut, req):
+    """The upstream's answer as wire bytes; a Response for NOT_FOUND
+    (CoreDNS's client turns that status into NXDOMAIN); an exception for
+    a failed call or bytes that are not a DNS message."""
+    import grpc
+    try:
+        data = fut.result()
+    except grpc.RpcError as e:
+        if e.code() == grpc.StatusCode.NOT_FOUND:
+            return Response(w.NXDOMAIN, plugin="grpc")
+        raise
+    if len(data) > MAX_DNS or not replies.readable(data):
+        raise ValueError("not a DNS answer")
+    return data
 
 
 def _why(exc):

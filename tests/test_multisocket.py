@@ -21,7 +21,7 @@ from corednstw.core import metrics
 from corednstw.plugins import multisocket
 from corednstw.service import multiproc
 from tests.support import k8s_apiserver as k8s
-from tests.support import util
+from tests.support import tlsutil, util
 from tests.support.util import TWISTD, free_port
 
 
@@ -141,6 +141,33 @@ KUBERNETES = """.:{port} {{
     kubernetes cluster.local {{
         endpoint {api}
     }}
+    prometheus 127.0.0.1:{mport}
+    ready 127.0.0.1:{rport}
+}}
+"""
+
+LAMEDUCK = """.:{port} {{
+    multisocket {n}
+    whoami
+    health 127.0.0.1:{hport} {{
+        lameduck 4s
+    }}
+    prometheus 127.0.0.1:{mport}
+    ready 127.0.0.1:{rport}
+}}
+"""
+DOT = """tls://.:{port} {{
+    multisocket {n}
+    tls {cert} {key}
+    whoami
+    prometheus 127.0.0.1:{mport}
+    ready 127.0.0.1:{rport}
+}}
+"""
+QUIC = """quic://.:{port} {{
+    multisocket {n}
+    tls {cert} {key}
+    whoami
     prometheus 127.0.0.1:{mport}
     ready 127.0.0.1:{rport}
 }}
@@ -320,6 +347,55 @@ class GroupTest(unittest.TestCase):
             self.assertFalse(_alive(pid), out)
         with self.assertRaises(ConnectionRefusedError):
             socket.create_connection(("127.0.0.1", self.port), timeout=2)
+
+    def test_lameduck_workers_answer_until_the_end(self):
+        self.start(LAMEDUCK, hport=free_port())
+        pids = list(self.worker_pids().values())
+        self.proc.send_signal(signal.SIGTERM)
+        self.wait_for(lambda: "Going into lameduck mode for 4s"
+                      in self.output())
+        # Within the lameduck every worker still answers.
+        self.assertTrue(self.all_answer(
+            lambda m: m.rcode() == dns.rcode.NOERROR))
+        self.assertTrue(all(_alive(p) for p in pids))
+        self.proc.wait(timeout=60)
+        self.assertEqual(self.proc.returncode, 0, self.output())
+        self.assertFalse(any(_alive(p) for p in pids))
+
+    def test_dot_served_by_every_worker(self):
+        _, ca, cert, key = tlsutil.certs(self)
+        self.start(DOT, cert=cert, key=key)
+        ctx = tlsutil.client_context(ca)
+        for _ in range(40):
+            q = dns.message.make_query("example.org.", "A")
+            m = dns.query.tls(q, "127.0.0.1", port=self.port, timeout=5,
+                              ssl_context=ctx,
+                              server_hostname=tlsutil.HOSTNAME)
+            self.assertEqual(m.rcode(), dns.rcode.NOERROR)
+        text = self.scrape()
+        per = [_value(text, "coredns_corednstw_worker_requests_total",
+                      proto="tcp", worker=str(w)) for w in (0, 1)]
+        self.assertEqual(sum(per), 40)
+        # 40 connections from fresh ports, spread over two listeners.
+        self.assertTrue(all(n > 0 for n in per), per)
+        self.stop()
+
+    def test_quic_served_by_worker_zero(self):
+        """A QUIC connection's datagrams must all reach one process."""
+        _, ca, cert, key = tlsutil.certs(self)
+        self.start(QUIC, cert=cert, key=key)
+        for _ in range(5):
+            q = dns.message.make_query("example.org.", "A")
+            m = dns.query.quic(q, "127.0.0.1", port=self.port, timeout=5,
+                               verify=ca, server_hostname=tlsutil.HOSTNAME)
+            self.assertEqual(m.rcode(), dns.rcode.NOERROR)
+        text = self.scrape()
+        self.assertEqual(_value(
+            text, "coredns_corednstw_worker_requests_total", proto="udp",
+            worker="0"), 5)
+        out = self.stop()
+        self.assertEqual(self.proc.returncode, 0, out)
+        self.assertNotIn("starting another", out)
 
     def test_kubernetes_data_reaches_workers(self):
         api = k8s.APIServer().start()

@@ -81,6 +81,13 @@ def worker_count(cfg, default=None):
                default=default or 1)
 
 
+#: Listeners on QUIC: a connection is state in one process and its
+#: datagrams must all reach it, which SO_REUSEPORT's hash of the address
+#: pair does not promise once a client moves (connection migration), so
+#: worker 0 alone serves them.
+SINGLE_KINDS = ("quic", "https3")
+
+
 class _NoConnections:
     """The supervisor's listeners hold no connections of their own."""
 
@@ -95,7 +102,8 @@ class SocketSet:
     a listening TCP socket per worker slot (or one pair for all, in
     shared mode), which workers adopt; other kinds (DoT, DoH) a bound TCP
     socket that never listens, keeping the port while each worker opens
-    its own SO_REUSEPORT listener there."""
+    its own SO_REUSEPORT listener there; QUIC (SINGLE_KINDS) nothing:
+    worker 0 opens it."""
 
     stream = _NoConnections()
 
@@ -112,14 +120,16 @@ class SocketSet:
         if self.kind == "dns":
             u, t, self.port = server.bind_pair(host, int(lk[2]))
             self.pairs.append((u, t))
+        elif self.kind in SINGLE_KINDS:
+            self.port = int(lk[2])
         else:
             self.reserved = server.reserve_tcp(host, int(lk[2]))
             self.port = self.reserved.getsockname()[1]
         self.resize(count)
 
     def resize(self, count):
-        """Hold sockets for ``count`` workers."""
-        self.count = count
+        """Hold sockets for ``count`` workers (one for QUIC)."""
+        self.count = 1 if self.kind in SINGLE_KINDS else count
         if self.kind != "dns":
             return
         want = 1 if self.shared else count

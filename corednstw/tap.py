@@ -21,6 +21,9 @@ class Options(usage.Options):
          "Corefile to load (default ./Corefile; 'stdin' reads standard "
          "input)"],
         ["dns-port", "p", "53", "Port for server blocks that name none"],
+        ["multisocket", None, None,
+         "Worker processes per address when a server block has no "
+         "multisocket directive (1: one process, the default)"],
     ]
     optFlags = [
         ["plugins", None, "List the installed plugins and exit"],
@@ -40,6 +43,7 @@ class Options(usage.Options):
             self["dns-port"] = int(self["dns-port"])
         except ValueError:
             raise usage.UsageError("--dns-port must be a number") from None
+        self["multisocket"] = _workers_option(self["multisocket"])
         if self["plugins"]:
             sys.exit(list_plugins())
         if self["conf"] is None and os.path.exists("Corefile"):
@@ -51,6 +55,21 @@ class Options(usage.Options):
         if self.parent is not None and not self.parent.get("logger"):
             # Chosen here: twistd creates its logger before makeService.
             self.parent["logger"] = "corednstw.core.logger.observer_factory"
+
+
+def _workers_option(value):
+    """--multisocket: None (unset) or a count from 1 to 1024."""
+    if value is None:
+        return None
+    from corednstw.plugins import multisocket
+    try:
+        n = int(value)
+    except ValueError:
+        raise usage.UsageError("--multisocket must be a number") from None
+    if not 1 <= n <= multisocket.MAX:
+        raise usage.UsageError("--multisocket must be between 1 and %d"
+                               % multisocket.MAX)
+    return n
 
 
 def list_plugins():
@@ -100,11 +119,15 @@ def load_app(options, reactor=None):
     from corednstw.service.app import App
     app = App(options["conf"], reactor=reactor,
               dns_port=options["dns-port"])
+    app.multisocket = options.get("multisocket")
     try:
         app.config = app.load()
     except (corefile.CorefileError, OSError) as e:
         print(str(e), flush=True)
         sys.exit(1)
+    from corednstw.service import multiproc
+    if multiproc.worker_count(app.config, app.multisocket) > 1:
+        app = multiproc.Supervisor.take_over(app)
     return app
 
 

@@ -96,6 +96,23 @@ class IInheritable(Interface):
         True when its state was taken (the old plugin is then not stopped)."""
 
 
+class IFedData(Interface):
+    """Keeps data from a watch that, under ``multisocket``, only the
+    supervisor runs: its stores are fed there and every change is sent on
+    to the workers, which answer from their copy (forked with the
+    process) and hold no watch of their own."""
+
+    def fed_stores() -> list[Any]:
+        """The stores the watches fill: objects with ``feed(op, kind,
+        events)``, a ``taps`` list of callables given every feed, and
+        ``after_fork()``."""
+
+    def worker_init() -> None:
+        """In a freshly forked worker, before ``start``: forget the
+        watches (their threads stayed in the supervisor) and start
+        nothing that would open them again."""
+
+
 class IZoneAdder(Interface):
     """Learns zones that appear at run time (CoreDNS's AddZone: ``auto``
     tells ``prometheus`` which zone label to use for new zones)."""

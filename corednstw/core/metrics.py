@@ -45,9 +45,19 @@ class Counter:
     def remove(self, labels):
         self.values.pop(labels, None)
 
-    def family(self):
+    def current(self):
+        """The values a scrape shows now (computed ones included)."""
+        return self.values
+
+    def merge(self, total, values):
+        """Add ``values`` (another process's) into ``total``."""
+        for k, v in values.items():
+            total[k] = total.get(k, 0) + v
+
+    def family(self, values=None):
+        """The prometheus_client family of ``values`` (default: ours)."""
         fam = CounterMetricFamily(self.name, self.help, labels=self.labels)
-        vals = self.values
+        vals = self.values if values is None else values
         if self.always and not vals:
             vals = {(): 0}
         for k, v in vals.items():
@@ -61,17 +71,32 @@ class Gauge(Counter):
 
     kind = "gauge"
 
-    def __init__(self, name, help, labels=(), fn=None):
+    def __init__(self, name, help, labels=(), fn=None, merge="max"):
         super().__init__(name, help, labels)
         self.fn = fn
         self.always = not labels and fn is None
+        #: How the values of several processes combine: "max" (states
+        #: every process holds alike: enabled, version, timestamps) or
+        #: "sum" (sizes each holds apart, such as cache entries).
+        self.combine = merge
 
     def set(self, labels, value):
         self.values[labels] = value
 
-    def family(self):
+    def current(self):
+        return self.fn() if self.fn is not None else self.values
+
+    def merge(self, total, values):
+        if self.combine == "sum":
+            Counter.merge(self, total, values)
+            return
+        for k, v in values.items():
+            old = total.get(k)
+            total[k] = v if old is None or v > old else old
+
+    def family(self, values=None):
         fam = GaugeMetricFamily(self.name, self.help, labels=self.labels)
-        vals = self.fn() if self.fn is not None else self.values
+        vals = self.current() if values is None else values
         if self.always and not vals:
             vals = {(): 0}
         for k, v in vals.items():
@@ -116,9 +141,19 @@ class Histogram:
     def remove(self, labels):
         self.values.pop(labels, None)
 
-    def family(self):
+    def current(self):
+        return self.values
+
+    def merge(self, total, values):
+        for k, cell in values.items():
+            acc = total.get(k)
+            total[k] = list(cell) if acc is None else [
+                a + b for a, b in zip(acc, cell)]
+
+    def family(self, values=None):
         fam = HistogramMetricFamily(self.name, self.help, labels=self.labels)
-        for k, cell in self.values.items():
+        vals = self.values if values is None else values
+        for k, cell in vals.items():
             acc = 0
             bks = []
             for b, c in zip(self.buckets, cell):
@@ -148,8 +183,8 @@ def counter(name, help, labels=()):
     return _register(Counter(name, help, labels))
 
 
-def gauge(name, help, labels=(), fn=None):
-    return _register(Gauge(name, help, labels, fn))
+def gauge(name, help, labels=(), fn=None, merge="max"):
+    return _register(Gauge(name, help, labels, fn, merge))
 
 
 def histogram(name, help, labels, buckets):
@@ -161,14 +196,54 @@ def families():
 
 
 class Collector:
-    """The one prometheus_client collector for all our families."""
+    """The one prometheus_client collector for all our families.
+
+    ``values``, when set, replaces what the families hold: a multisocket
+    supervisor sets the sum of its workers' snapshots for one scrape."""
+
+    values = None
 
     def collect(self):
+        values = self.values
         for fam in list(_FAMILIES.values()):
-            yield fam.family()
+            if values is None:
+                yield fam.family()
+            else:
+                yield fam.family(values.get(fam.name, {}))
 
     def describe(self):
         return []
+
+
+def snapshot():
+    """Every family's values as plain data, {name: {labels: value}}: what
+    a multisocket worker sends its supervisor for a scrape."""
+    out = {}
+    for name, fam in _FAMILIES.items():
+        vals = fam.current()
+        if vals:
+            out[name] = dict(vals)
+    return out
+
+
+def merge(total, snap, gauges=True):
+    """Add the snapshot ``snap`` into ``total`` (counters and histograms
+    summed, gauges as each family combines them; ``gauges`` False leaves
+    them out: what a process that is gone keeps contributing)."""
+    for name, vals in snap.items():
+        fam = _FAMILIES.get(name)
+        if fam is None or (not gauges and fam.kind == "gauge"):
+            continue
+        fam.merge(total.setdefault(name, {}), vals)
+    return total
+
+
+def reset():
+    """Forget every value held (computed gauges stay): a process forked
+    from another starts counting from zero, so that its snapshots add to
+    its parent's without counting anything twice."""
+    for fam in _FAMILIES.values():
+        fam.values.clear()
 
 
 def exponential(start, factor, count):

@@ -87,6 +87,11 @@ class Plugin:
     in_chain: ClassVar[bool] = True
     #: True when CoreDNS refuses the directive twice in one server block.
     once: ClassVar[bool] = True
+    #: Where ``start``/``stop`` run under ``multisocket``: "worker" (the
+    #: processes answering queries), "supervisor" (the one holding the
+    #: sockets, HTTP endpoints, reload and data watches) or "both".  A
+    #: single process runs every plugin.
+    runs_in: ClassVar[str] = "worker"
 
     # None until config.build links the plugin in, once setup() returned.
     next: Plugin = None  # type: ignore[assignment]

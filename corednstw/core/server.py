@@ -728,6 +728,13 @@ def _socket(host, port, kind):
     return s
 
 
+def reserve_tcp(host, port):
+    """A bound TCP socket that never listens: it holds host:port (port 0:
+    a free one) while other SO_REUSEPORT sockets there take the
+    connections (a multisocket supervisor keeps its workers' port so)."""
+    return _socket(host, port, socket.SOCK_STREAM)
+
+
 def default_host():
     """'::' (dual stack) when the kernel has IPv6, else '0.0.0.0'."""
     try:
@@ -739,15 +746,9 @@ def default_host():
         return "0.0.0.0"
 
 
-def listen(reactor, host, port, mux, timeouts=None, udp=True):
-    """Open UDP and TCP on host:port (port 0: one free port for both).
-
-    Returns (udp_port, tcp_port, actual_port).  The reactor adopts sockets
-    we made, because listenUDP/listenTCP cannot set SO_REUSEPORT.  With
-    ``udp`` False only TCP is opened and udp_port is None.
-    """
-    if not udp:
-        return (None,) + _listen_tcp(reactor, host, port, mux, timeouts)
+def bind_pair(host, port):
+    """A bound UDP socket and a listening TCP socket on host:port (port 0:
+    one free port for both): (udp, tcp, actual_port)."""
     for _ in range(20):
         u = _socket(host, port, socket.SOCK_DGRAM)
         actual = u.getsockname()[1]
@@ -763,6 +764,31 @@ def listen(reactor, host, port, mux, timeouts=None, udp=True):
         raise OSError(errno.EADDRINUSE, "no free port for UDP and TCP")
     try:
         t.listen(1024)
+    except BaseException:
+        u.close()
+        t.close()
+        raise
+    return u, t, actual
+
+
+def listen(reactor, host, port, mux, timeouts=None, udp=True, sockets=None):
+    """Open UDP and TCP on host:port (port 0: one free port for both).
+
+    Returns (udp_port, tcp_port, actual_port).  The reactor adopts sockets
+    we made, because listenUDP/listenTCP cannot set SO_REUSEPORT.  With
+    ``udp`` False only TCP is opened and udp_port is None.  ``sockets``: a
+    (udp, tcp) pair bound elsewhere (bind_pair) to adopt instead, as a
+    multisocket worker adopts its supervisor's; closed here once adopted
+    (the reactor holds its own descriptors).
+    """
+    if not udp:
+        return (None,) + _listen_tcp(reactor, host, port, mux, timeouts)
+    if sockets is None:
+        u, t, actual = bind_pair(host, port)
+    else:
+        u, t = sockets
+        actual = u.getsockname()[1]
+    try:
         local = (host, actual)
         udp = adopt_udp(reactor, u.fileno(), _family(host),
                         DNSDatagramProtocol(mux, local))

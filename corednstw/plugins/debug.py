@@ -15,6 +15,7 @@ _live = set()
 class Debug(Plugin):
     name = "debug"
     in_chain = False
+    runs_in = "both"
 
     def start(self):
         _live.add(self)

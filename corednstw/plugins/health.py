@@ -39,6 +39,7 @@ FAILURES = metrics.counter(
 class Health(Plugin):
     name = "health"
     in_chain = False
+    runs_in = "supervisor"
 
     def __init__(self, address, lameduck):
         self.address = address

@@ -73,6 +73,7 @@ def _executable(command):
 class On(Plugin):
     name = "on"
     in_chain = False
+    runs_in = "supervisor"
     once = False
 
     def __init__(self):

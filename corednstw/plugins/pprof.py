@@ -265,6 +265,7 @@ class Heap(_Page):
 class Pprof(Plugin):
     name = "pprof"
     in_chain = False
+    runs_in = "supervisor"
 
     def __init__(self, address, rate=0):
         self.address = address

@@ -14,6 +14,7 @@ from prometheus_client import (
     generate_latest,
 )
 from twisted.internet.defer import Deferred
+from twisted.web.server import NOT_DONE_YET
 from zope.interface import implementer
 
 from corednstw.core import config as configlib
@@ -26,6 +27,7 @@ from corednstw.service import httpd
 DEFAULT_ADDRESS = "localhost:9153"
 
 _registry = None
+_collector = metrics.Collector()
 
 
 def registry():
@@ -33,7 +35,7 @@ def registry():
     global _registry
     if _registry is None:
         r = CollectorRegistry(auto_describe=False)
-        r.register(metrics.Collector())
+        r.register(_collector)
         ProcessCollector(registry=r)
         PlatformCollector(registry=r)
         _registry = r
@@ -41,27 +43,56 @@ def registry():
 
 
 class MetricsResource(httpd.Text):
-    def __init__(self):
+    """/metrics.  Under multisocket the supervisor first gathers its
+    workers' counts (``gather_metrics``: a Deferred of summed values) and
+    the page shows the sum, as one server would."""
+
+    def __init__(self, owner=None):
         httpd.Text.__init__(self, None)
+        self.owner = owner
 
     def render_GET(self, request):
-        body = generate_latest(registry())
         request.setHeader(b"content-type", CONTENT_TYPE_LATEST.encode())
-        return body
+        gather = self._gather()
+        if gather is None:
+            return generate_latest(registry())
+        gone = []
+        request.notifyFinish().addErrback(gone.append)
+        gather().addCallback(self._write, request, gone)
+        return NOT_DONE_YET
 
     render_HEAD = render_GET
+
+    def _gather(self):
+        owner = self.owner
+        if owner is None or owner.block is None:
+            return None
+        return getattr(owner.block.config.app, "gather_metrics", None)
+
+    @staticmethod
+    def _write(values, request, gone):
+        reg = registry()
+        _collector.values = values
+        try:
+            body = generate_latest(reg)
+        finally:
+            _collector.values = None
+        if not gone:
+            request.write(body)
+            request.finish()
 
 
 @implementer(IHTTPEndpointOwner, IZoneAdder)
 class Prometheus(Plugin):
     name = "prometheus"
+    runs_in = "both"
 
     def __init__(self, address):
         self.address = address
         self.extra_zones = []
 
     def http_endpoints(self):
-        return [(self.address, "/metrics", MetricsResource())]
+        return [(self.address, "/metrics", MetricsResource(self))]
 
     def add_zone(self, zone):
         """Label queries for ``zone`` with it (plugins that load zones at

@@ -35,7 +35,7 @@ class Ready(Plugin):
         for p in app.config.ready_reporters():
             if id(p) in self.done:
                 continue
-            if p.ready():
+            if app.is_ready(p):
                 self.done.add(id(p))
             else:
                 waiting.add(p.name)

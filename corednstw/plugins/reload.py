@@ -54,6 +54,7 @@ def digest(blocks):
 class Reload(Plugin):
     name = "reload"
     in_chain = False
+    runs_in = "supervisor"
     once = True
 
     def __init__(self, interval):

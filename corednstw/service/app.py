@@ -63,6 +63,8 @@ class App(service.Service):
         self.muxes = []
         self._retired = []
         self.stall = None
+        #: --multisocket: worker processes where no block says multisocket
+        self.multisocket = None
 
     # -- configuration --------------------------------------------------------
 
@@ -143,15 +145,24 @@ class App(service.Service):
             ds.append(defer.maybeDeferred(site.stopListening))
         if self.config is not None:
             ds.extend(defer.maybeDeferred(p.stop)
-                      for p in self.config.plugins())
+                      for p in self.local_plugins(self.config))
         self.listeners = {}
         self.http = {}
         self.muxes = []
         return defer.DeferredList(ds)
 
+    def local_plugins(self, cfg):
+        """The plugins this process starts and stops: all of them, but a
+        multisocket supervisor and its workers split them (runs_in)."""
+        return list(cfg.plugins())
+
+    def is_ready(self, plugin):
+        """The readiness ``ready`` reports for ``plugin`` (IReadiness)."""
+        return plugin.ready()
+
     def _start_plugins(self, cfg):
         ds = []
-        for p in cfg.plugins():
+        for p in self.local_plugins(cfg):
             try:
                 d = p.start()
             except Exception as e:
@@ -194,11 +205,12 @@ class App(service.Service):
         for address, paths in cfg.http.items():
             self.http[address] = httpd.serve(self.reactor, address, paths)
 
-    def _listen(self, lk, host, mux, entries):
+    def _listen(self, lk, host, mux, entries, sockets=None):
         """Open the sockets of listener ``lk`` on ``host``: UDP and TCP for
         plain DNS, TCP alone for the other transports (a tls:// block
         without a certificate is plain DNS over TCP); the PROXY protocol
-        in front when a block of the listener asks for it."""
+        in front when a block of the listener asks for it.  ``sockets``:
+        plain DNS's (udp, tcp) pair already bound, to adopt."""
         transport, _, port = lk
         kind, tls = _kind(transport, entries)
         limits = _timeouts(entries)
@@ -242,7 +254,7 @@ class App(service.Service):
         else:
             udp, tcp, actual = server.listen(
                 self.reactor, host, int(port), mux, limits,
-                udp=transport not in configlib.STREAM_ONLY)
+                udp=transport not in configlib.STREAM_ONLY, sockets=sockets)
             lst = Listener(mux, udp, tcp, host, actual, kind=kind)
             if wrap is not None:
                 tcp.factory = wrap(tcp.factory)
@@ -268,6 +280,7 @@ class App(service.Service):
         opened = {}
         try:
             new = self.load()
+            self.check_processes(new)
             muxes = self.build_muxes(new)
             # New addresses are bound before anything changes: a port that
             # cannot be had fails the reload, the old configuration stays.
@@ -317,6 +330,13 @@ class App(service.Service):
                  % reloadmod.digest(new.sources))
         logger.info("", "Reloading complete")
         return True
+
+    def check_processes(self, cfg):
+        """A reload cannot turn one process into several: say so."""
+        from corednstw.service import multiproc
+        if multiproc.worker_count(cfg, self.multisocket) > 1:
+            logger.warning("multisocket", "worker processes start with "
+                           "the server: restart it to use them")
 
     def _reusable(self, lk, cfg):
         """True when the open listener ``lk`` can serve ``cfg`` as it is:
@@ -383,7 +403,7 @@ class App(service.Service):
             if any(m.inflight for m in retired) and self.clock() < deadline:
                 self.reactor.callLater(0.02, check)
                 return
-            for p in old.plugins():
+            for p in self.local_plugins(old):
                 if id(p) not in kept:
                     try:
                         p.stop()

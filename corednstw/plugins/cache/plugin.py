@@ -53,7 +53,7 @@ _TTL = struct.Struct("!I")
 
 ENTRIES = metrics.gauge(
     "coredns_cache_entries", "The number of elements in the cache.",
-    ("server", "type", "zones", "view"))
+    ("server", "type", "zones", "view"), merge="sum")
 REQUESTS = metrics.counter(
     "coredns_cache_requests_total", "The count of cache requests.",
     ("server", "zones", "view"))

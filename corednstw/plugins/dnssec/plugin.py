@@ -32,7 +32,8 @@ _TRANSFERS = frozenset((w.AXFR, w.IXFR))
 
 CACHE_SIZE = metrics.gauge(
     "coredns_dnssec_cache_entries",
-    "The number of elements in the dnssec cache.", ("server", "type"))
+    "The number of elements in the dnssec cache.", ("server", "type"),
+    merge="sum")
 CACHE_HITS = metrics.counter(
     "coredns_dnssec_cache_hits_total", "The count of cache hits.",
     ("server",))

@@ -13,6 +13,7 @@ from corednstw.core import logger
 from corednstw.core.interfaces import (
     IAutoPather,
     IExternal,
+    IFedData,
     IInheritable,
     IMetadataProvider,
     IReadiness,
@@ -48,12 +49,14 @@ HOLD_MAX = 10000
 
 
 @implementer(IReadiness, ITransferer, IMetadataProvider, IInheritable,
-             IAutoPather, IExternal)
+             IAutoPather, IExternal, IFedData)
 class Kubernetes(Plugin):
     """The plugin: its options (set by the directive), its store and
     watches, and the answers from them."""
 
     name = "kubernetes"
+    # The supervisor watches; workers answer from the store it feeds.
+    runs_in = "both"
 
     def __init__(self, zones):
         self.zones = zones
@@ -107,6 +110,18 @@ class Kubernetes(Plugin):
         self.watchers, old.watchers = old.watchers, []
         self._inherited = True
         return True
+
+    def fed_stores(self):
+        return [self.store] if self.store is not None else []
+
+    def worker_init(self):
+        """A multisocket worker: the store came with the fork, the
+        supervisor sends its changes; start() sets up the rest only."""
+        self.watchers = []
+        self._inherited = self.store is not None
+        self._timer = None
+        if self.store is not None:
+            self.store.after_fork()
 
     def start(self):
         reactor = self.reactor

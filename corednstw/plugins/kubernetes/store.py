@@ -65,12 +65,17 @@ class Store:
         self.cache = {}             # (svc name, ns) -> answer cache
         self.listeners = []         # callables(kind) after each change
         self.version = 0            # bumped by every change (answer caches)
+        # callables(op, kind, events) given every feed as it comes (the
+        # multisocket supervisor sends it on to its workers)
+        self.taps = []
 
     # -- the queue from the watch threads ------------------------------------
 
     def feed(self, op, kind, events=None):
         """Queue ``op`` ("begin", "apply" or "end") for ``kind``; applied in
         order, at most BUDGET records per reactor turn."""
+        for tap in self.taps:
+            tap(op, kind, events)
         if op == "apply":
             for i in range(0, len(events), BUDGET):
                 self.pending.append((op, kind, events[i:i + BUDGET]))
@@ -109,6 +114,15 @@ class Store:
             from twisted.internet import reactor
             self.later = reactor.callLater
         return self.later
+
+    def after_fork(self):
+        """In a forked child: timers and taps were the parent's; queued
+        work is applied on this process's reactor from now on."""
+        self.taps = []
+        self.later = None
+        self._drain_call = None
+        if self.pending:
+            self.drain()
 
     def stop(self):
         """Drop queued work (the watchers are gone)."""

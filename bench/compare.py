@@ -4,7 +4,7 @@
     .venv/bin/python bench/compare.py [--reference PATH] [--seconds 10]
         [--rounds 3] [--workloads whoami,file,kubeadm,cache]
         [--server-cpu 0] [--client-cpu 1] [--sample-rate 200]
-        [--rate QPS] [--json FILE]
+        [--rate QPS] [--json FILE] [--kubeconfig FILE [--services N]]
 
 Every workload is a Corefile and a query list.  Each round runs every
 workload against corednstw (``twistd -n coredns``) and, with
@@ -85,6 +85,10 @@ class Workload:
         raise NotImplementedError
 
     def queries(self):
+        return list(self.expect)
+
+    def warm(self):
+        """The questions asked once before the run (caches, code paths)."""
         return list(self.expect)
 
     def right(self, r, name, rtype, sport):
@@ -259,7 +263,66 @@ class Cache(Workload):
             self.upstream = None
 
 
-WORKLOADS = {w.name: w for w in (Whoami, File, Kubeadm, Cache)}
+class Kubernetes(Workload):
+    """Service lookups answered by the kubernetes plugin from a real API
+    server (``--kubeconfig``), loaded first with ``--services`` services
+    in 100 namespaces, every tenth headless with a 3-endpoint slice (as
+    bench/k8s_bench.py loads it); kubeadm's kubernetes block, no cache."""
+
+    name = "k8s"
+    probe = "svc1.ns1.svc.cluster.local."
+    cache = ""
+    kubeconfig = None
+    services = 10000
+
+    def prepare(self, work):
+        if getattr(self, "expect", None) is not None:
+            return
+        import k8s_bench
+        core, disc = k8s_bench.kube(self.kubeconfig)
+        have = k8s_bench.populate(core, disc, self.services, 100, 0)
+        self.expect = {}
+        for i in range(self.services):
+            name, ns = "svc%d" % i, "ns%d" % (i % 100)
+            if (name, ns) not in have:
+                continue
+            want = (k8s_bench.expected(i) if have[(name, ns)] == "None"
+                    else [have[(name, ns)]])
+            self.expect[("%s.%s.svc.cluster.local" % (name, ns), "A")] = (
+                NOERROR, sorted(want))
+
+    def warm(self):
+        return list(self.expect)[:200]
+
+    def corefile(self, ports, work):
+        return """.:{dns} {{
+    errors
+    health 127.0.0.1:{health}
+    ready 127.0.0.1:{ready}
+    kubernetes cluster.local in-addr.arpa ip6.arpa {{
+        kubeconfig {kubeconfig}
+        pods insecure
+        fallthrough in-addr.arpa ip6.arpa
+        ttl 30
+    }}
+    prometheus 127.0.0.1:{metrics}
+    {cache}
+    loadbalance
+}}
+""".format(kubeconfig=os.path.abspath(self.kubeconfig), cache=self.cache,
+           **ports)
+
+
+class KubernetesCache(Kubernetes):
+    """The same with ``cache 30`` in front."""
+
+    name = "k8s-cache"
+    cache = "cache 30"
+
+
+WORKLOADS = {w.name: w for w in (Whoami, File, Kubeadm, Cache, Kubernetes,
+                                 KubernetesCache)}
+DEFAULT_WORKLOADS = "whoami,file,kubeadm,cache"
 
 
 def ask(port, name, rtype):
@@ -332,7 +395,7 @@ def measure(workload, server, work, args):
                  args.server_cpu)
     try:
         dnsperf_run.wait_answer(ports["dns"], workload.probe)
-        for name, rtype in workload.expect:     # warm caches, code paths
+        for name, rtype in workload.warm():     # caches, code paths
             ask(ports["dns"], name, rtype)
         murl = "http://127.0.0.1:%d/metrics" % ports["metrics"]
         before = requests_total(scrape(murl))
@@ -507,7 +570,12 @@ def parse_args(argv):
     ap.add_argument("--reference", help="path of a CoreDNS binary")
     ap.add_argument("--seconds", type=int, default=10)
     ap.add_argument("--rounds", type=int, default=3)
-    ap.add_argument("--workloads", default=",".join(WORKLOADS))
+    ap.add_argument("--workloads", default=DEFAULT_WORKLOADS,
+                    help="of %s (k8s ones need --kubeconfig)"
+                    % ",".join(WORKLOADS))
+    ap.add_argument("--kubeconfig",
+                    help="a real API server for the k8s workloads")
+    ap.add_argument("--services", type=int, default=10000)
     ap.add_argument("--server-cpu", default="0")
     ap.add_argument("--client-cpu", default="1")
     ap.add_argument("--sample-rate", type=float, default=200.0,
@@ -522,6 +590,9 @@ def parse_args(argv):
     unknown = set(args.workloads) - set(WORKLOADS)
     if unknown:
         ap.error("unknown workloads: %s" % ", ".join(sorted(unknown)))
+    if any(w.startswith("k8s") for w in args.workloads) and \
+            not args.kubeconfig:
+        ap.error("the k8s workloads need --kubeconfig")
     return args
 
 
@@ -564,6 +635,7 @@ def main(argv=None):
     try:
         for wl in workloads:
             wl.client_cpu = args.client_cpu
+            wl.kubeconfig, wl.services = args.kubeconfig, args.services
             wl.prepare(work)
         print(HEADER, flush=True)
         for rnd in range(1, args.rounds + 1):

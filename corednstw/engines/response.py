@@ -138,11 +138,13 @@ class Parsed:
 
     __slots__ = ("flags", "rcode", "opcode", "qname", "qtype", "qclass",
                  "qlen", "counts", "segs", "ttls", "types", "answers",
-                 "do", "expired", "ns_types")
+                 "do", "expired", "ns_types", "answered")
 
     def __init__(self):
         self.expired = False
         self.do = False
+        #: answers_question's result, kept: cache asks it up to 3 times.
+        self.answered = None
 
 
 def parse(wire, now_unix=None):
@@ -166,7 +168,9 @@ def _parse(wire, now_unix):
     off = _question_end(wire)
     if off is None:
         return None
-    p.qname = qname = rq._wire_text(wire[12:off]).lower()
+    qwire = wire[12:off].lower()
+    p.qname = qname = rq._wire_text(qwire)
+    qwlen = len(qwire)
     p.qtype, p.qclass = _HH.unpack_from(wire, off)
     off += 4
     p.qlen = off - 12
@@ -185,6 +189,10 @@ def _parse(wire, now_unix):
             # A pointer to the question (the usual owner): its name is
             # known, no decoding.
             if wire[owner] == 0xC0 and wire[owner + 1] == 12:
+                name = qname
+            elif wire[owner:owner + qwlen].lower() == qwire:
+                # Uncompressed and the question's name (what an expanded
+                # message holds): its bytes end with the root label.
                 name = qname
             else:
                 name = w.read_name(wire, owner)[0].lower()
@@ -258,6 +266,13 @@ def typify(p):
 def answers_question(p):
     """The answer section holds the asked type at the end of the CNAME
     chain that starts at the question name (CoreDNS's answersQuestion)."""
+    answered = p.answered
+    if answered is None:
+        answered = p.answered = _answers_question(p)
+    return answered
+
+
+def _answers_question(p):
     if p.rcode != w.NOERROR or not p.answers:
         return False
     qclass = p.qclass

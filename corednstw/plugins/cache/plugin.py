@@ -22,7 +22,7 @@ from corednstw.core import dnswire as w
 from corednstw.core import metrics
 from corednstw.core import request as rq
 from corednstw.core.plugin import Plugin, match, then
-from corednstw.core.request import NoReply, RawResponse
+from corednstw.core.request import NoReply, RawResponse, Response
 from corednstw.engines.response import (
     DELEGATION,
     DENIAL,
@@ -50,6 +50,11 @@ MIN_NTTL = 5
 
 _HDR = struct.Struct("!HHHHHH")
 _TTL = struct.Struct("!I")
+_RDLEN = struct.Struct("!H")
+_HH = struct.Struct("!HH")
+#: Question types whose answers the quick miss path leaves to the general
+#: one: signatures (checked for expiry) and the meta types.
+_NOT_PLAIN = frozenset((w.RRSIG, w.ANY, w.AXFR, w.IXFR, w.OPT))
 
 ENTRIES = metrics.gauge(
     "coredns_cache_entries", "The number of elements in the cache.",
@@ -248,6 +253,11 @@ class Cache(Plugin):
             # An error the server writes: CoreDNS's cache never sees it.
             return None if verify else resp
         raw = resp.raw
+        if raw is None and not verify and prefetch is None and \
+                resp.__class__ is Response:
+            out = self._store_plain(resp, req, key, do, labels)
+            if out is not None:
+                return out
         if raw is None:
             # Encode without the client's size limit: the cache keeps the
             # whole answer (the server truncates what it sends).
@@ -307,6 +317,47 @@ class Cache(Plugin):
         out.plugin = resp.plugin
         return out
 
+    def _store_plain(self, resp, req, key, do, labels):
+        """The usual miss of an authoritative plugin (kubernetes, file,
+        hosts): a NOERROR Response whose records all answer the question
+        by its own name, with no other section.  Everything _store would
+        read back from the encoded bytes is known here, so the entry and
+        the client's answer are built from the records; None when the
+        answer is anything else (the general path then handles it)."""
+        if resp.rcode or resp.authority or resp.additional or \
+                resp.opt is not None or resp.flags & w.TC or req.opcode:
+            return None
+        answer = resp.answer
+        name, qtype, qclass = req.name, req.qtype, req.qclass
+        if not answer or qtype in _NOT_PLAIN:
+            return None
+        low = self.pttl
+        tails = []
+        for rr in answer:
+            if rr.name != name or rr.rtype != qtype or rr.rclass != qclass:
+                return None
+            if rr.ttl < low:
+                low = rr.ttl
+            tails.append(_RDLEN.pack(len(rr.rdata)) + rr.rdata)
+        head = req.qwire + _HH.pack(qtype, qclass)
+        segs = [head]
+        for t in tails[:-1]:
+            segs.append(t + head)
+        segs.append(tails[-1])
+        dur = int(min(max(low, self.minpttl), self.pttl))
+        flags = (resp.flags & 0x07F0) | (req.flags & (w.RD | w.CD))
+        item = Item.plain(segs, flags, len(answer), req.qend - 12,
+                          self.now(), dur)
+        if self.prefer_positive:
+            item.answering = True
+        if dur > 0:
+            self._set(key, item, NOERROR, req.qname, labels, None)
+        out = self._answer(req, item, dur, do, flags=flags)
+        if out is None:
+            return None
+        out.plugin = resp.plugin
+        return out
+
     def _set(self, key, item, mt, qname, labels, prefetch):
         if mt in (NOERROR, DELEGATION):
             if self.pexcept and match(self.pexcept, qname) is not None:
@@ -318,6 +369,9 @@ class Cache(Plugin):
                     item.lkg = prev.answering_item()
             if self.pcache.add(key, item):
                 EVICTIONS.inc((labels[0], SUCCESS) + labels[1:])
+            else:
+                ENTRIES.set((labels[0], SUCCESS) + labels[1:],
+                            len(self.pcache))
             # The newest positive state replaces a denial; with
             # prefer_positive only when it answers the question.
             if item.answering if prefer else prefetch is not None:
@@ -329,7 +383,8 @@ class Cache(Plugin):
                 EVICTIONS.inc((labels[0], DENIAL) + labels[1:])
         else:
             return False
-        ENTRIES.set((labels[0], SUCCESS) + labels[1:], len(self.pcache))
+        # A denial may have been dropped for a positive entry (or a
+        # denial added): the denial count is set in either case.
         ENTRIES.set((labels[0], DENIAL) + labels[1:], len(self.ncache))
         return True
 

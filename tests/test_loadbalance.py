@@ -5,6 +5,8 @@ import os
 import random
 
 import dns.message
+import dns.rdata
+import dns.rdataclass
 from twisted.internet import defer
 from twisted.trial import unittest
 
@@ -40,6 +42,16 @@ def CNAME(a, b):
 
 
 EP = "endpoint.region2.skydns.test."
+
+
+def _rdatas(msg):
+    """The answer's rdatas in wire order (dnspython groups an RRset)."""
+    return [rd for rrset in msg.answer for rd in rrset]
+
+
+def _rdata_text(rr_):
+    return dns.rdata.from_wire(dns.rdataclass.IN, rr_.rtype, rr_.rdata, 0,
+                               len(rr_.rdata)).to_text()
 
 
 def req(name="region2.skydns.test.", qtype=w.SRV):
@@ -221,6 +233,39 @@ class RawTest(unittest.TestCase):
                     [r.to_text() for r in getattr(want, section)])
             seen.add(str(got.answer[1]))
         self.assertGreater(len(seen), 1)
+
+    def test_endpoint_addresses_quick_path(self):
+        # A service's endpoints (kubernetes, or cache's copy of them): the
+        # records are permuted whole without walking the message, in
+        # round_robin's order, with and without an OPT.
+        def no_walk(raw):
+            raise AssertionError("the message was walked")
+        self.patch(lb, "_section_types", no_walk)
+        for qtype, make, ips in ((w.A, A, ["10.0.0.%d" % i
+                                           for i in range(1, 6)]),
+                                 (w.AAAA, AAAA, ["fd00::%d" % i
+                                                 for i in range(1, 4)])):
+            for edns in (None, 1232):
+                seen = set()
+                for seed in range(12):
+                    q = Request(make_query("svc.ns.svc.cluster.local.", qtype,
+                                           edns=edns))
+                    q.parse_question(*q.parse_header()[1:])
+                    wire = Response(0, [make("svc.ns.svc.cluster.local.", ip)
+                                        for ip in ips], aa=True).finish(q)
+                    random.seed(seed)
+                    out = lb.LoadBalance()._after(
+                        RawResponse(wire, "cache"), q)
+                    got = dns.message.from_wire(out.finish(q))
+                    random.seed(seed)
+                    want = lb.round_robin(Response(0, [
+                        make("svc.ns.svc.cluster.local.", ip) for ip in ips
+                    ]).answer)
+                    self.assertEqual([str(r) for r in _rdatas(got)],
+                                     [_rdata_text(r) for r in want])
+                    self.assertEqual(got.edns >= 0, edns is not None)
+                    seen.add(tuple(str(r) for r in _rdatas(got)))
+                self.assertGreater(len(seen), 1)
 
     def test_mixed_addresses_moved_whole(self):
         # A and AAAA together, or owners written differently, as the last

@@ -165,7 +165,8 @@ class Cache(Plugin):
                     if ttl > 0 or -ttl < int(stale):
                         HITS.inc((labels[0], SUCCESS) + labels[1:])
                         return i
-        i = self.ncache.get(key)
+        # An empty denial cache (answers that all exist) is not asked.
+        i = self.ncache.get(key) if self.ncache.count else None
         if i is not None:
             ttl = i.orig_ttl - int(now - i.stored)
             if ttl > 0 or (stale > 0 and -ttl < int(stale)):
@@ -204,7 +205,14 @@ class Cache(Plugin):
                 hf &= ~w.AD
         hf |= item.rcode
         e = req.edns
-        body = _TTL.pack(ttl if ttl > 0 else 0).join(item.segs)
+        if ttl < 0:
+            ttl = 0
+        if item.body_ttl == ttl:
+            # Asked again within the same second: the same bytes.
+            body = item.body
+        else:
+            body = item.body = _TTL.pack(ttl).join(item.segs)
+            item.body_ttl = ttl
         if qend - 12 != item.qlen:
             return None
         if e is None:

@@ -17,7 +17,8 @@ _below = random.Random().randrange
 class Item:
     __slots__ = ("segs", "hflags", "ad", "rcode", "an", "ns", "ar",
                  "orig_ttl", "stored", "hits", "last", "refreshing",
-                 "retry_after", "qlen", "answering", "lkg")
+                 "retry_after", "qlen", "answering", "lkg", "body",
+                 "body_ttl")
 
     def __init__(self, p, now, duration):
         self._fill(p.segs, p.flags, p.rcode, p.counts, p.qlen, now, duration)
@@ -38,6 +39,10 @@ class Item:
         self.an, self.ns, self.ar = counts
         self.qlen = qlen
         self.orig_ttl = int(duration)
+        #: The body last sent and its TTL (a hot name is sent many times
+        #: a second with the same TTL).
+        self.body = None
+        self.body_ttl = -1
         self.stored = now
         self.hits = 0
         self.last = now

@@ -531,7 +531,7 @@ def _rewired(resp, raw):
                                final=resp.wire is resp.raw)
     out.flags = resp.flags
     out.rcode = resp.rcode
-    out.error = resp.error
+    out._error = getattr(resp, "_error", None)   # the property, unwrapped
     out.opt = resp.opt
     return out
 

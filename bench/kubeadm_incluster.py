@@ -29,13 +29,15 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 
 import dns.message
 import dns.query
 import dns.rcode
 import dns.rdatatype
 import dns.reversename
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from k8s_bench import http  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TWISTD = os.path.join(os.path.dirname(sys.executable), "twistd")
@@ -90,16 +92,6 @@ def ask(name, rdtype="A", timeout=2.0):
         return dns.query.udp(q, "127.0.0.1", port=53, timeout=timeout)
     except Exception:
         return None
-
-
-def http(url):
-    try:
-        with urllib.request.urlopen(url, timeout=2) as r:
-            return r.status, r.read().decode()
-    except urllib.error.HTTPError as e:
-        return e.code, ""
-    except OSError:
-        return None, ""
 
 
 def wait(predicate, limit=30.0):

@@ -105,6 +105,7 @@ def load_app(options, reactor=None):
     except (corefile.CorefileError, OSError) as e:
         print(str(e), flush=True)
         sys.exit(1)
+    app.prestart()
     return app
 
 

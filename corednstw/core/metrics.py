@@ -3,19 +3,15 @@
 prometheus_client's ``labels()`` costs a lock and a dict walk per call; on
 the query path we only bump a dict entry.  Every family registers here once
 (at import) and ``Collector`` turns them into prometheus_client families at
-scrape time.  Names, labels and buckets are CoreDNS's so dashboards keep
-working.  The core DNS families (requests, durations, sizes, rcodes,
-panics, build info) are defined at the end.
+scrape time (prometheus_client itself is imported then, by the first
+scrape: a server never scraped does not pay for it at start-up).  Names,
+labels and buckets are CoreDNS's so dashboards keep working.  The core
+DNS families (requests, durations, sizes, rcodes, panics, build info) are
+defined at the end.
 """
 
 import bisect
 import time
-
-from prometheus_client.core import (
-    CounterMetricFamily,
-    GaugeMetricFamily,
-    HistogramMetricFamily,
-)
 
 from corednstw import COREDNS_VERSION
 from corednstw.core import dnswire as w
@@ -46,6 +42,7 @@ class Counter:
         self.values.pop(labels, None)
 
     def family(self):
+        from prometheus_client.core import CounterMetricFamily
         fam = CounterMetricFamily(self.name, self.help, labels=self.labels)
         vals = self.values
         if self.always and not vals:
@@ -70,6 +67,7 @@ class Gauge(Counter):
         self.values[labels] = value
 
     def family(self):
+        from prometheus_client.core import GaugeMetricFamily
         fam = GaugeMetricFamily(self.name, self.help, labels=self.labels)
         vals = self.fn() if self.fn is not None else self.values
         if self.always and not vals:
@@ -117,6 +115,7 @@ class Histogram:
         self.values.pop(labels, None)
 
     def family(self):
+        from prometheus_client.core import HistogramMetricFamily
         fam = HistogramMetricFamily(self.name, self.help, labels=self.labels)
         for k, cell in self.values.items():
             acc = 0

@@ -6,13 +6,6 @@ query on, then records the answer in the core families
 The metrics endpoint is shared by every block naming the same address.
 """
 
-from prometheus_client import (
-    CONTENT_TYPE_LATEST,
-    CollectorRegistry,
-    PlatformCollector,
-    ProcessCollector,
-    generate_latest,
-)
 from twisted.internet.defer import Deferred
 from zope.interface import implementer
 
@@ -32,6 +25,12 @@ def registry():
     """One registry: our collector plus process/platform metrics."""
     global _registry
     if _registry is None:
+        # prometheus_client is imported by the first scrape, not at start.
+        from prometheus_client import (
+            CollectorRegistry,
+            PlatformCollector,
+            ProcessCollector,
+        )
         r = CollectorRegistry(auto_describe=False)
         r.register(metrics.Collector())
         ProcessCollector(registry=r)
@@ -45,6 +44,7 @@ class MetricsResource(httpd.Text):
         httpd.Text.__init__(self, None)
 
     def render_GET(self, request):
+        from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
         body = generate_latest(registry())
         request.setHeader(b"content-type", CONTENT_TYPE_LATEST.encode())
         return body

@@ -53,6 +53,7 @@ class App(service.Service):
         self.muxes = []
         self._retired = []
         self.stall = None
+        self._prestarted = None
 
     # -- configuration --------------------------------------------------------
 
@@ -76,10 +77,21 @@ class App(service.Service):
 
     # -- service --------------------------------------------------------------
 
+    def prestart(self):
+        """Let the first configuration's plugins begin their long work
+        (``Plugin.prestart``) before the rest of the start; once."""
+        cfg = self.config
+        if cfg is None or self._prestarted is not None:
+            return
+        self._prestarted = cfg
+        for p in cfg.plugins():
+            p.prestart()
+
     def startService(self):
         service.Service.startService(self)
         if self.config is None:
             self.config = self.load()
+        self.prestart()
         if self.stall is None:
             self.stall = stall.start(self.reactor)
         stall.freeze()

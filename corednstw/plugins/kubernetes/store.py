@@ -65,6 +65,9 @@ class Store:
         self.cache = {}             # (svc name, ns) -> answer cache
         self.listeners = []         # callables(kind) after each change
         self.version = 0            # bumped by every change (answer caches)
+        self._tables = {SERVICES: self.services, SLICES: self.slices,
+                        NAMESPACES: self.namespaces, PODS: self.pods,
+                        IMPORTS: self.imports, MC_SLICES: self.mc_slices}
 
     # -- the queue from the watch threads ------------------------------------
 
@@ -143,9 +146,7 @@ class Store:
                 stall.freeze()
 
     def _table(self, kind):
-        return {SERVICES: self.services, SLICES: self.slices,
-                NAMESPACES: self.namespaces, PODS: self.pods,
-                IMPORTS: self.imports, MC_SLICES: self.mc_slices}[kind]
+        return self._tables[kind]
 
     # -- changes --------------------------------------------------------------
 
@@ -193,12 +194,13 @@ class Store:
             return
         same = old is not None and r.same(old)
         if kind == SERVICES:
+            by_ip = self.svc_by_ip
             if old is not None:
-                for ip in old.ips:
-                    self._unindex_list(self.svc_by_ip, ip, key)
+                for a in old.addrs:
+                    self._unindex_list(by_ip, a[0], key)
             table[key] = r
-            for ip in r.ips:
-                self.svc_by_ip.setdefault(ip, []).append(key)
+            for a in r.addrs:
+                by_ip.setdefault(a[0], []).append(key)
             self._index_ext(key, old, r)
             self.cache.pop(key, None)
         elif kind == IMPORTS:

@@ -164,8 +164,8 @@ class Connection:
             return self.client
 
     def _build(self):
-        """urllib3 alone when the configuration allows (``client``),
-        else the kubernetes client."""
+        """Our own client (``client.Direct``) when the configuration
+        allows, else the kubernetes client."""
         try:
             direct = kc.build(self.opts)
         except kc.Unsupported:
@@ -196,7 +196,7 @@ class Connection:
         return kclient.ApiClient(cfg)
 
     def get(self, path, query, timeout, stopped):
-        """GET ``path``; the urllib3 response (body not read yet)."""
+        """GET ``path``; the response (body not read yet)."""
         api = self.api()
         waited = self.limiter.wait(stopped)
         if waited is not None:

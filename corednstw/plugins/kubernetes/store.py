@@ -155,12 +155,16 @@ class Store:
         MODIFIED or DELETED; records from records.py."""
         self.version += 1
         gen = self.gen[kind]
+        changed = False
+        upsert = self._upsert
         for etype, r in events:
             if etype == "DELETED":
                 self._delete(kind, self._key(kind, r), record=True)
                 continue
             r.mark = gen
-            self._upsert(kind, r)
+            changed = upsert(kind, r) or changed
+        if changed:
+            self._touch(kind)
 
     @staticmethod
     def _key(kind, r):
@@ -175,23 +179,21 @@ class Store:
             self.modified = int(self.clock())
 
     def _upsert(self, kind, r):
+        """Add or replace ``r``; True when that changes an answer (the
+        caller marks the kind modified, once per batch)."""
         key = self._key(kind, r)
-        table = self._table(kind)
+        table = self._tables[kind]
         old = table.get(key)
         if kind == NAMESPACES:
             table[key] = r
-            if old is None:
-                self._touch(kind)
-            return
+            return old is None
         if kind == PODS:
             if old is not None:
                 self._unindex(self.pods_by_ip, old.ip, key)
             table[key] = r
             if r.ip:
                 self.pods_by_ip.setdefault(r.ip, set()).add(key)
-            if old is None or old.ip != r.ip:
-                self._touch(kind)
-            return
+            return old is None or old.ip != r.ip
         same = old is not None and r.same(old)
         if kind == SERVICES:
             by_ip = self.svc_by_ip
@@ -209,8 +211,7 @@ class Store:
             self._set_slice(kind, key, old, r)
             if kind == SLICES:
                 self._latency(r)
-        if not same:
-            self._touch(kind)
+        return not same
 
     def _set_slice(self, kind, key, old, r):
         by_svc = self.svc_slices if kind == SLICES else self.mc_svc_slices

@@ -125,6 +125,7 @@ def load_app(options, reactor=None):
     except (corefile.CorefileError, OSError) as e:
         print(str(e), flush=True)
         sys.exit(1)
+    app.prestart()
     from corednstw.service import multiproc
     if multiproc.worker_count(app.config, app.multisocket) > 1:
         app = multiproc.Supervisor.take_over(app)

@@ -1,10 +1,11 @@
-"""kubernetes: the watches' own HTTP client (urllib3 without the
+"""kubernetes: the watches' own HTTP client (http.client, without the
 kubernetes package) — kubeconfig tokens, token files, CA data, client
 certificates, in-cluster service accounts, and the fallback to the
 kubernetes client for credential plugins."""
 
 import base64
 import os
+import socket
 import ssl
 import tempfile
 
@@ -168,3 +169,77 @@ class BuildTest(unittest.TestCase):
         self.assertEqual(tok.get(), "one")
         now[0] += kc.TOKEN_REREAD
         self.assertEqual(tok.get(), "two")
+
+
+class ConnectionTest(unittest.TestCase):
+    """The client's own HTTP: kept-alive connections, gzip bodies."""
+
+    def setUp(self):
+        self.api = k8s.APIServer().start()
+        self.addCleanup(self.api.stop)
+        cluster(self.api)
+        self.c = kc.build({"endpoint": self.api.url})
+        self.addCleanup(self.close)
+
+    def close(self):
+        for conn in self.c.idle:
+            conn.close()
+
+    def get(self, path="/api/v1/namespaces"):
+        return self.c.get(path, [("limit", "500")], (5, 5))
+
+    def read(self):
+        """One GET read to its end; the connection it leaves idle."""
+        resp = self.get()
+        self.assertEqual(resp.status, 200)
+        self.assertIn(b'"NamespaceList"', resp.data)
+        resp.release_conn()
+        self.assertEqual(len(self.c.idle), 1)
+        return self.c.idle[0]
+
+    def test_read_to_the_end_is_kept(self):
+        conns = {self.read() for _ in range(3)}
+        self.assertEqual(len(conns), 1)
+        self.assertEqual(self.api.connections, 1)
+
+    def test_not_read_to_the_end_is_closed(self):
+        resp = self.get()
+        next(resp.stream(16))
+        resp.release_conn()
+        self.assertEqual(self.c.idle, [])
+        self.read()
+        self.assertEqual(self.api.connections, 2)
+
+    def test_failed_request_is_not_reused(self):
+        conn = self.read()
+        self.api.list_drop = 1      # the server hangs up on the next
+        self.assertRaises(OSError, self.get)
+        self.assertIsNone(conn.sock)
+        self.read()
+        self.assertEqual(self.api.connections, 2)
+
+    def test_idle_connection_gone_is_not_reused(self):
+        conn = self.read()
+        # What a connection the server closed while idle looks like:
+        # readable, at its end.
+        conn.sock.shutdown(socket.SHUT_RD)
+        self.assertIsNot(self.read(), conn)
+        self.assertIsNone(conn.sock)
+        self.assertEqual(self.api.connections, 2)
+
+    def test_gzip(self):
+        self.api.gzip = True
+        resp = self.get("/api/v1/services")
+        chunks = list(resp.stream(64))
+        self.assertIn(b'"ServiceList"', b"".join(chunks))
+        self.assertIn(b'"svc1"', b"".join(chunks))
+        resp.release_conn()
+        self.assertEqual(len(self.c.idle), 1)
+
+    @defer.inlineCallbacks
+    def test_gzip_lists_served(self):
+        self.api.gzip = True
+        app = yield util.start(self, (
+            ".:0 {\n    kubernetes cluster.local {\n        endpoint %s\n"
+            "    }\n}\n") % self.api.url)
+        yield cases.run(self, app.port(), [SVC1])

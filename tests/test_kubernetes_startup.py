@@ -3,13 +3,16 @@
 of the kubernetes (or k8s_external) zones; and how the client introduces
 itself to the API server."""
 
+import os
 import threading
 
 import dns.rcode
-from twisted.internet import defer
+from twisted.internet import defer, reactor
 from twisted.trial import unittest
 
 import corednstw
+from corednstw.service.app import App
+from corednstw.tap import Options, load_app
 from tests.support import k8s_apiserver as k8s
 from tests.support import k8s_cluster, util
 from tests.support.upstream import Upstream
@@ -87,3 +90,53 @@ class UserAgentTest(unittest.TestCase):
         self.assertTrue(api.user_agents)
         self.assertEqual(set(api.user_agents),
                          {"corednstw/" + corednstw.__version__})
+
+
+class PrestartTest(unittest.TestCase):
+    """At the server's first start the lists begin as soon as the
+    configuration is built, before the listeners open; a configuration
+    that is only built (``--check``, a reload) starts no watch."""
+
+    def setUp(self):
+        self.api = k8s.APIServer().start()
+        self.addCleanup(self.api.stop)
+        k8s_cluster.cluster(self.api)
+        d = util.write_files(self, {"Corefile": (
+            ".:0 {\n    kubernetes cluster.local {\n        endpoint %s\n"
+            "    }\n}\n") % self.api.url})
+        self.path = os.path.join(d, "Corefile")
+        util.capture_log(self)
+
+    def listed(self):
+        return {k for k, what, _ in list(self.api.requests) if what == "list"}
+
+    def test_built_only_starts_nothing(self):
+        app = App(self.path, reactor=reactor, dns_port=0)
+        k = app.load().blocks[0].plugin("kubernetes")
+        self.assertIsNone(k.store)
+        self.assertEqual(k.watchers, [])
+
+    @defer.inlineCallbacks
+    def test_lists_before_listeners(self):
+        o = Options()
+        o.parseOptions(["-c", self.path])
+        app = load_app(o, reactor)
+        k = app.config.blocks[0].plugin("kubernetes")
+        watchers = k.watchers
+        self.assertEqual(len(watchers), 3)
+        # Each kind is listed while nothing listens yet.
+        yield util.wait_for(lambda: self.listed() == {
+            "services", "endpointslices", "namespaces"})
+        self.assertEqual(app.listeners, {})
+        app.prestart()                  # once only
+        started = app.startService()
+        self.addCleanup(app.stopService)
+        yield started
+        self.assertIs(k.watchers, watchers)
+        self.assertTrue(k.ready())
+        m = yield util.query(app.port(), "svc1.testns.svc.cluster.local.")
+        self.assertEqual(util.rrs(m), [
+            "svc1.testns.svc.cluster.local. 5 IN A 10.0.0.1"])
+        # One list per kind: start() went on with the lists prestart
+        # began.
+        self.assertEqual(self.api.count("services", "list"), 1)

@@ -444,6 +444,81 @@ class ListReaderTest(unittest.TestCase):
         self.assertRaises(wt.Cut, list, r.items())
 
 
+def _managed(fields):
+    return [{"manager": "kubectl", "operation": "Update",
+             "fieldsType": "FieldsV1", "fieldsV1": fields}]
+
+
+class ManagedFieldsTest(unittest.TestCase):
+    """The API server's compact bodies: managedFields is cut out before
+    decoding where that is exact, and everything else decodes as
+    json.loads would, whatever the chunking."""
+
+    items = [
+        {"metadata": {"name": "plain", "namespace": "ns",
+                      "managedFields": _managed({"f:spec": {"f:ports": {
+                          "k:{\"port\":80,\"protocol\":\"TCP\"}": {
+                              ".": {}}}}})},
+         "spec": {"clusterIP": "10.0.0.1"}},
+        # a bracket and quotes inside its strings
+        {"metadata": {"name": "tricky", "managedFields": _managed({
+            'f:a"]b': {}, "k:{\"ip\":\"fd00::1]\"}": {}})},
+         "spec": {"ports": [{"port": 53}]}},
+        # an opening bracket, even inside a string: kept, and decoded
+        {"metadata": {"name": "opening", "managedFields": _managed({
+            "k:{\"ip\":\"[fd00::1]\"}": {}})},
+         "spec": {}},
+        # another array inside: kept, and decoded
+        {"metadata": {"name": "nested",
+                      "managedFields": [{"fieldsV1": {"x": [1, 2]}}]},
+         "spec": {}},
+        # an escaped backslash inside: kept, and decoded
+        {"metadata": {"name": "backslash",
+                      "managedFields": _managed({"f:a\\": {}})},
+         "spec": {}},
+        # the key elsewhere than last, and a string that looks like it
+        {"metadata": {"managedFields": _managed({}), "name": "first",
+                      "annotations": {"a": ',"managedFields":[1]'}},
+         "spec": {}},
+    ] * 3
+
+    def body(self):
+        return json.dumps({"kind": "ServiceList", "metadata": {
+            "resourceVersion": "7"}, "items": self.items},
+            separators=(",", ":")).encode()
+
+    def test_items_as_decoded_without_managed_fields(self):
+        body = self.body()
+        want = json.loads(body)["items"]
+        for size in (1, 3, 17, 100, 1 << 20):
+            chunks = [body[i:i + size] for i in range(0, len(body), size)]
+            r = wt.ListReader(chunks)
+            got = list(r.items())
+            self.assertEqual(r.meta, {"resourceVersion": "7"})
+            self.assertEqual(len(got), len(want))
+            for g, w in zip(got, want):
+                name = w["metadata"].get("name")
+                if name in ("opening", "nested", "backslash", "first"):
+                    self.assertEqual(g, w, size)
+                    continue
+                self.assertNotIn("managedFields", g["metadata"], size)
+                del w["metadata"]["managedFields"]
+                self.assertEqual(g, w, size)
+                w["metadata"]["managedFields"] = "restored"
+
+    def test_strip_carries_an_incomplete_value(self):
+        text = '{"a":1,"managedFields":[{"x":"]'
+        out, carry = wt.strip_managed(text, final=False)
+        self.assertEqual((out, carry), ('{"a":1', text[6:]))
+        self.assertEqual(wt.strip_managed(text, final=True), (text, ""))
+        out, carry = wt.strip_managed(carry + '"}]},"b":2}', final=False)
+        self.assertEqual((out, carry), ('},"b":2}', ""))
+        self.assertEqual(wt.strip_managed('{"a":1,"manag', final=False),
+                         ('{"a":1', ',"manag'))
+        self.assertEqual(wt.strip_managed('{"a":1,"b', final=False),
+                         ('{"a":1,"b', ""))
+
+
 class OutageLogTest(unittest.TestCase):
     """One line when the API goes away, one when it is back."""
 

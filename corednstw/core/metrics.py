@@ -3,19 +3,15 @@
 prometheus_client's ``labels()`` costs a lock and a dict walk per call; on
 the query path we only bump a dict entry.  Every family registers here once
 (at import) and ``Collector`` turns them into prometheus_client families at
-scrape time.  Names, labels and buckets are CoreDNS's so dashboards keep
-working.  The core DNS families (requests, durations, sizes, rcodes,
-panics, build info) are defined at the end.
+scrape time (prometheus_client itself is imported then, by the first
+scrape: a server never scraped does not pay for it at start-up).  Names,
+labels and buckets are CoreDNS's so dashboards keep working.  The core
+DNS families (requests, durations, sizes, rcodes, panics, build info) are
+defined at the end.
 """
 
 import bisect
 import time
-
-from prometheus_client.core import (
-    CounterMetricFamily,
-    GaugeMetricFamily,
-    HistogramMetricFamily,
-)
 
 from corednstw import COREDNS_VERSION
 from corednstw.core import dnswire as w
@@ -56,6 +52,7 @@ class Counter:
 
     def family(self, values=None):
         """The prometheus_client family of ``values`` (default: ours)."""
+        from prometheus_client.core import CounterMetricFamily
         fam = CounterMetricFamily(self.name, self.help, labels=self.labels)
         vals = self.values if values is None else values
         if self.always and not vals:
@@ -95,6 +92,7 @@ class Gauge(Counter):
             total[k] = v if old is None or v > old else old
 
     def family(self, values=None):
+        from prometheus_client.core import GaugeMetricFamily
         fam = GaugeMetricFamily(self.name, self.help, labels=self.labels)
         vals = self.current() if values is None else values
         if self.always and not vals:
@@ -151,6 +149,7 @@ class Histogram:
                 a + b for a, b in zip(acc, cell)]
 
     def family(self, values=None):
+        from prometheus_client.core import HistogramMetricFamily
         fam = HistogramMetricFamily(self.name, self.help, labels=self.labels)
         vals = self.values if values is None else values
         for k, cell in vals.items():

@@ -106,6 +106,12 @@ class Plugin:
 
     # Life cycle -------------------------------------------------------------
 
+    def prestart(self) -> None:
+        """Called once, at the server's first start only, as soon as the
+        configuration is built (before the listeners open and before
+        ``start``): work that takes long and needs no listener may begin
+        here, while the rest of the server is set up."""
+
     def start(self) -> Any:
         """Called when the configuration goes live (may return a Deferred)."""
 

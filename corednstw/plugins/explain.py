@@ -19,7 +19,6 @@ from twisted.web import resource, server
 from zope.interface import implementer
 
 from corednstw.core import dnswire as w
-from corednstw.core import explain as tracing
 from corednstw.core.directives import PluginEntry
 from corednstw.core.interfaces import IHTTPEndpointOwner
 from corednstw.core.plugin import Plugin
@@ -73,6 +72,9 @@ class Explain(Plugin):
         if proto not in ("udp", "tcp"):
             raise BadRequest("proto must be udp or tcp")
         mux = self.mux(_arg(args, "server"))
+        # Imported on the first request: it brings in dnspython's message
+        # module, and the directive's place is read at every start.
+        from corednstw.core import explain as tracing
         return tracing.explain(mux, name, qtype, client, proto,
                                do=_arg(args, "do") in ("1", "true"))
 

@@ -6,13 +6,6 @@ query on, then records the answer in the core families
 The metrics endpoint is shared by every block naming the same address.
 """
 
-from prometheus_client import (
-    CONTENT_TYPE_LATEST,
-    CollectorRegistry,
-    PlatformCollector,
-    ProcessCollector,
-    generate_latest,
-)
 from twisted.internet.defer import Deferred
 from twisted.web.server import NOT_DONE_YET
 from zope.interface import implementer
@@ -34,6 +27,12 @@ def registry():
     """One registry: our collector plus process/platform metrics."""
     global _registry
     if _registry is None:
+        # prometheus_client is imported by the first scrape, not at start.
+        from prometheus_client import (
+            CollectorRegistry,
+            PlatformCollector,
+            ProcessCollector,
+        )
         r = CollectorRegistry(auto_describe=False)
         r.register(_collector)
         ProcessCollector(registry=r)
@@ -52,6 +51,8 @@ class MetricsResource(httpd.Text):
         self.owner = owner
 
     def render_GET(self, request):
+        # prometheus_client is imported by the first scrape, not at start.
+        from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
         request.setHeader(b"content-type", CONTENT_TYPE_LATEST.encode())
         gather = self._gather()
         if gather is None:
@@ -71,6 +72,7 @@ class MetricsResource(httpd.Text):
 
     @staticmethod
     def _write(values, request, gone):
+        from prometheus_client import generate_latest
         reg = registry()
         _collector.values = values
         try:

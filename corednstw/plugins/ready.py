@@ -39,6 +39,7 @@ class Ready(Plugin):
                 self.done.add(id(p))
             else:
                 waiting.add(p.name)
+        waiting.update(app.not_ready())
         if not waiting:
             return 200, "OK"
         names = ",".join(sorted(waiting))

@@ -14,17 +14,7 @@ from twisted.application import service
 from twisted.internet import defer, task
 
 from corednstw.core import config as configlib
-from corednstw.core import (
-    corefile,
-    doh,
-    grpc,
-    h3,
-    logger,
-    proxyproto,
-    quic,
-    server,
-    transports,
-)
+from corednstw.core import corefile, logger, server
 from corednstw.core import dnswire as w
 from corednstw.core.durations import format_duration
 from corednstw.core.interfaces import IInheritable, ILameduck
@@ -65,6 +55,7 @@ class App(service.Service):
         self.stall = None
         #: --multisocket: worker processes where no block says multisocket
         self.multisocket = None
+        self._prestarted = None
 
     # -- configuration --------------------------------------------------------
 
@@ -88,10 +79,21 @@ class App(service.Service):
 
     # -- service --------------------------------------------------------------
 
+    def prestart(self):
+        """Let the first configuration's plugins begin their long work
+        (``Plugin.prestart``) before the rest of the start; once."""
+        cfg = self.config
+        if cfg is None or self._prestarted is not None:
+            return
+        self._prestarted = cfg
+        for p in cfg.plugins():
+            p.prestart()
+
     def startService(self):
         service.Service.startService(self)
         if self.config is None:
             self.config = self.load()
+        self.prestart()
         if self.stall is None:
             self.stall = stall.start(self.reactor)
         stall.freeze()
@@ -160,6 +162,12 @@ class App(service.Service):
         """The readiness ``ready`` reports for ``plugin`` (IReadiness)."""
         return plugin.ready()
 
+    def not_ready(self):
+        """Names ``ready`` reports beside the plugins': parts of the
+        server itself that cannot answer yet (a multisocket supervisor's
+        workers); none in a single process."""
+        return ()
+
     def _start_plugins(self, cfg):
         ds = []
         for p in self.local_plugins(cfg):
@@ -210,47 +218,25 @@ class App(service.Service):
         plain DNS, TCP alone for the other transports (a tls:// block
         without a certificate is plain DNS over TCP); the PROXY protocol
         in front when a block of the listener asks for it.  ``sockets``:
-        plain DNS's (udp, tcp) pair already bound, to adopt."""
+        plain DNS's (udp, tcp) pair already bound, to adopt.
+
+        The modules of the other transports (TLS, gRPC, QUIC, HTTP/2 and
+        HTTP/3, the PROXY protocol) are imported only by a listener that
+        uses them: together they are about a fifth of the start-up."""
         transport, _, port = lk
         kind, tls = _kind(transport, entries)
         limits = _timeouts(entries)
         policy = _proxy(entries)
         wrap = None
         if policy is not None:
+            from corednstw.core import proxyproto  # only behind PROXY
             def wrap(factory):
                 return proxyproto.ProxyFactory(factory, policy, self.reactor)
-        if kind == "tls":
-            tcp, stream, creator, actual = transports.listen_tls(
-                self.reactor, host, int(port), mux, limits, tls, wrap)
-            lst = Listener(mux, None, tcp, host, actual, stream, kind,
-                           creator)
-        elif kind == "grpc":
-            opts = entries[0][1].settings.get("grpc_server") or {}
-            tcp, front, creator, actual = grpc.listen_grpc(
-                self.reactor, host, int(port), mux, limits, tls,
-                opts.get("max_streams", grpc.DEFAULT_MAX_STREAMS),
-                opts.get("max_connections", grpc.DEFAULT_MAX_CONNECTIONS),
-                wrap)
-            lst = Listener(mux, None, tcp, host, actual, front, kind,
-                           creator)
-        elif kind == "quic":
-            udp, front, actual = quic.listen_quic(
-                self.reactor, host, int(port), mux, limits, tls,
-                entries[0][1].settings.get("quic") or quic.Settings())
-            lst = Listener(mux, udp, None, host, actual, front, kind, front)
-        elif kind == "https3":
-            udp, front, actual = h3.listen_https3(
-                self.reactor, host, int(port), mux, limits, tls,
-                entries[0][1].settings.get("https3") or quic.Settings(
-                    h3.DEFAULT_MAX_STREAMS, quic.DEFAULT_WORKER_POOL,
-                    h3.DEFAULT_MAX_CONNECTIONS))
-            lst = Listener(mux, udp, None, host, actual, front, kind, front)
-        elif kind in ("https", "http"):
-            tcp, front, creator, actual = doh.listen_https(
-                self.reactor, host, int(port), mux, limits, tls,
-                _max_connections(entries), wrap)
-            lst = Listener(mux, None, tcp, host, actual, front, kind,
-                           creator)
+        opener = _OPENERS.get(kind)
+        if opener is not None:
+            lst = opener(self.reactor, host, int(port), mux, limits, tls,
+                         entries, wrap)
+            lst.kind = kind
         else:
             udp, tcp, actual = server.listen(
                 self.reactor, host, int(port), mux, limits,
@@ -505,6 +491,7 @@ class Listener:
         was opened) takes the new policy for its next connections."""
         if policy is None or self.kind in ("quic", "https3"):
             return
+        from corednstw.core import proxyproto  # only behind PROXY
         if self.udp is not None:
             self.udp.protocol.mux = proxyproto.ProxyMux(self.mux, policy,
                                                         self.clock)
@@ -521,6 +508,56 @@ class Listener:
         ds = [defer.maybeDeferred(p.stopListening)
               for p in (self.udp, self.tcp) if p is not None]
         return defer.gatherResults(ds)
+
+
+def _open_tls(reactor, host, port, mux, limits, tls, entries, wrap):
+    from corednstw.core import transports  # only for tls://
+    tcp, stream, creator, actual = transports.listen_tls(
+        reactor, host, port, mux, limits, tls, wrap)
+    return Listener(mux, None, tcp, host, actual, stream, creator=creator)
+
+
+def _open_grpc(reactor, host, port, mux, limits, tls, entries, wrap):
+    from corednstw.core import grpc  # only for grpc://
+    opts = entries[0][1].settings.get("grpc_server") or {}
+    tcp, front, creator, actual = grpc.listen_grpc(
+        reactor, host, port, mux, limits, tls,
+        opts.get("max_streams", grpc.DEFAULT_MAX_STREAMS),
+        opts.get("max_connections", grpc.DEFAULT_MAX_CONNECTIONS), wrap)
+    return Listener(mux, None, tcp, host, actual, front, creator=creator)
+
+
+def _open_quic(reactor, host, port, mux, limits, tls, entries, wrap):
+    from corednstw.core import quic  # only for quic://
+    udp, front, actual = quic.listen_quic(
+        reactor, host, port, mux, limits, tls,
+        entries[0][1].settings.get("quic") or quic.Settings())
+    return Listener(mux, udp, None, host, actual, front, creator=front)
+
+
+def _open_https3(reactor, host, port, mux, limits, tls, entries, wrap):
+    from corednstw.core import h3, quic  # only for https3://
+    udp, front, actual = h3.listen_https3(
+        reactor, host, port, mux, limits, tls,
+        entries[0][1].settings.get("https3") or quic.Settings(
+            h3.DEFAULT_MAX_STREAMS, quic.DEFAULT_WORKER_POOL,
+            h3.DEFAULT_MAX_CONNECTIONS))
+    return Listener(mux, udp, None, host, actual, front, creator=front)
+
+
+def _open_https(reactor, host, port, mux, limits, tls, entries, wrap):
+    from corednstw.core import doh  # only for https:// (DoH)
+    tcp, front, creator, actual = doh.listen_https(
+        reactor, host, port, mux, limits, tls, _max_connections(entries),
+        wrap)
+    return Listener(mux, None, tcp, host, actual, front, creator=creator)
+
+
+#: Listener kind -> its opener; plain DNS (UDP and TCP) is ``_listen``'s.
+_OPENERS = {
+    "tls": _open_tls, "grpc": _open_grpc, "quic": _open_quic,
+    "https3": _open_https3, "https": _open_https, "http": _open_https,
+}
 
 
 def _kind(transport, entries):
@@ -550,6 +587,7 @@ def _proxy(entries):
 def _max_connections(entries):
     """The https directive's max_connections of the listener's first
     block (as CoreDNS reads it), else the default."""
+    from corednstw.core import doh  # only for https:// (DoH)
     values = entries[0][1].settings.get("https") or {}
     return values.get("max_connections", doh.DEFAULT_MAX_CONNECTIONS)
 

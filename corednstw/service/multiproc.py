@@ -271,6 +271,7 @@ class Supervisor(App):
         self._tokens = itertools.count(1)
         self._tapped = set()
         self._quick = 0.0        # current restart delay of a crash loop
+        self._up = False         # the first workers all said ready
         _register()
         _SUPERVISORS.append(self)
 
@@ -285,6 +286,17 @@ class Supervisor(App):
             return plugin.ready()
         return (len(self.slots) == self.count
                 and all(h.ready for h in self.slots.values()))
+
+    def not_ready(self):
+        """Until every worker of the first set has said it is ready, the
+        server cannot answer on every socket: "multisocket" is reported
+        waiting.  Later restarts do not make /ready fail (the port stays
+        open, queries wait for the successor), as a plugin once ready
+        stays ready for CoreDNS's ready."""
+        if not self._up:
+            self._up = (len(self.slots) == self.count
+                        and all(h.ready for h in self.slots.values()))
+        return () if self._up else ("multisocket",)
 
     # -- start, reload, stop --------------------------------------------------
 

@@ -16,6 +16,7 @@ import argparse
 import base64
 import bisect
 import copy
+import gzip
 import json
 import socket
 import threading
@@ -149,6 +150,8 @@ class APIServer:
         self.requests = []          # (kind, 'list'|'watch', query)
         self.user_agents = []       # the User-Agent of each request
         self.authorizations = []    # the Authorization of each request
+        self.connections = 0        # connections accepted
+        self.gzip = False           # lists gzipped when the client asks
         self.scheme = "http"
         self.list_gate = None       # a threading.Event lists wait for
         self.bookmark_every = None  # seconds between BOOKMARKs
@@ -298,6 +301,8 @@ class _Handler(BaseHTTPRequestHandler):
 
     def setup(self):
         super().setup()
+        with self.api.cond:
+            self.api.connections += 1
         # Headers and body go out in separate writes: without NODELAY
         # every request waits for the client's delayed ACK.
         self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -384,6 +389,9 @@ class _Handler(BaseHTTPRequestHandler):
                     + b"]}")
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
+        if api.gzip and "gzip" in self.headers.get("Accept-Encoding", ""):
+            body = gzip.compress(body)
+            self.send_header("Content-Encoding", "gzip")
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
         self.wfile.write(body)

@@ -14,7 +14,6 @@ from corednstw.core import metrics
 from corednstw.core.request import make_query
 from corednstw.engines.upstream.errors import UpstreamError
 from corednstw.engines.upstream.exchange import exchange
-from corednstw.engines.upstream.https import DoHClient
 from corednstw.engines.upstream.ids import new_id
 from corednstw.engines.upstream.replies import readable
 from corednstw.engines.upstream.transport import (
@@ -89,6 +88,8 @@ class Proxy:
         self.clock = clock
         self.stopped = False
         if self.transport == "https":
+            # Only https:// upstreams need the HTTP/2 client.
+            from corednstw.engines.upstream.https import DoHClient
             self.doh = DoHClient(self, self.doh_method)
             self.doh.start(reactor)
 

@@ -7,21 +7,17 @@ no address.  An answer with no address (NXDOMAIN, SERVFAIL, NODATA) is
 not an error, only a network failure is.  Without ``resolver`` the
 system's resolver is used (getaddrinfo in Twisted's thread pool: the
 reactor never waits).
+
+twisted.names is imported only when a name is asked of ``resolver``
+servers: most Corefiles give addresses, and it is 5 ms of every start.
 """
 
 import socket
 
 from twisted.internet import defer, threads
-from twisted.names import client, error
-from twisted.names import dns as tdns
 
 #: Each lookup of a name (A or AAAA) waits this long for a server.
 TIMEOUT = 2.0
-
-#: Answers that only mean "no address here".
-_EMPTY = (error.DomainError, error.AuthoritativeDomainError,
-          error.DNSServerError, error.DNSNameError, error.DNSQueryRefusedError,
-          error.DNSNotImplementedError, error.DNSFormatError)
 
 
 class ResolveError(Exception):
@@ -66,6 +62,8 @@ def lookup(reactor, name, resolvers):
 
 @defer.inlineCallbacks
 def _ask_servers(reactor, name, resolvers):
+    from twisted.names import client  # see the module docstring
+    from twisted.names import dns as tdns
     last = None
     for server in resolvers:
         r = client.Resolver(servers=[server], reactor=reactor)
@@ -94,17 +92,23 @@ def _ask_servers(reactor, name, resolvers):
 def _addresses(r, name, qtype):
     """The addresses in one answer of server ``r`` (none for an error
     rcode)."""
+    from twisted.names import dns as tdns
+    from twisted.names import error
     try:
         answers, _auth, _add = yield r.query(
             tdns.Query(name, qtype, tdns.IN), timeout=(TIMEOUT,))
-    except _EMPTY:
-        return []
+    except (error.DomainError, error.AuthoritativeDomainError,
+            error.DNSServerError, error.DNSNameError,
+            error.DNSQueryRefusedError, error.DNSNotImplementedError,
+            error.DNSFormatError):
+        return []           # answers that only mean "no address here"
     return [rr.payload.dottedQuad() if qtype == tdns.A
             else socket.inet_ntop(socket.AF_INET6, rr.payload.address)
             for rr in answers if rr.type == qtype]
 
 
 def _text(exc):
+    from twisted.names import error
     if isinstance(exc, (defer.TimeoutError, error.DNSQueryTimeoutError)):
         return "i/o timeout"
     return str(exc) or exc.__class__.__name__

@@ -1,4 +1,4 @@
-"""The HTTP client of the watches: plain urllib3 GETs.
+"""The HTTP client of the watches: plain GETs over http.client.
 
 Importing the ``kubernetes`` package costs 0.5-0.7 s of CPU (its
 generated models, the dynamic client, kube_config's dependencies), and
@@ -6,17 +6,23 @@ at start-up that time is taken from the reactor through the GIL and
 delays /ready.  The watches only need authenticated GETs, so a
 configuration that is a bearer token or a client certificate (an
 ``endpoint``, a kubeconfig without exec or auth-provider plugins, the
-in-cluster service account) is served here with urllib3 alone; anything
-else still goes through the kubernetes client (``Fallback``).
+in-cluster service account) is served here with the standard library's
+http.client (already loaded by Twisted; urllib3's import alone was
+another 20 ms of the start); anything else still goes through the
+kubernetes client (``Fallback``).
 """
 
 import base64
+import http.client
 import os
+import select
+import socket
 import ssl
 import tempfile
 import threading
 import time
-from urllib.parse import urlencode
+import zlib
+from urllib.parse import urlencode, urlsplit
 
 SA_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
 #: How often an in-cluster token file is read again (kubelet rotates it).
@@ -49,42 +55,154 @@ class Token:
             return self.value
 
 
+#: Kept-alive connections waiting for the next request, at most.
+IDLE_MAX = 8
+
+
 class Direct:
-    """GETs against ``host`` with urllib3's pool manager."""
+    """GETs against ``host``, over kept-alive connections (one per
+    request in flight: the kinds list and watch in parallel)."""
 
     def __init__(self, host, token=None, ca=None, ca_data=None,
                  cert=None, key=None, verify=True):
-        import urllib3
         self.host = host.rstrip("/")
+        u = urlsplit(self.host)
+        self.address = (u.hostname, u.port)
         self.token = token
         self.user_agent = "corednstw"
-        kw = {"maxsize": 8, "retries": False}
-        if self.host.startswith("https:"):
+        self.ctx = None
+        if u.scheme == "https":
             ctx = ssl.create_default_context(cafile=ca, cadata=ca_data)
             if not verify:
                 ctx.check_hostname = False
                 ctx.verify_mode = ssl.CERT_NONE
             if cert:
                 _load_chain(ctx, cert, key)
-            kw["ssl_context"] = ctx
-        self.pool = urllib3.PoolManager(**kw)
+            self.ctx = ctx
+        self.idle = []
+        self.lock = threading.Lock()
 
     def get(self, path, query, timeout):
         """The response of GET ``path?query``, body not read."""
-        import urllib3
         headers = {"Accept": "application/json",
                    "Accept-Encoding": "gzip",
                    "User-Agent": self.user_agent}
         token = self.token.get() if self.token is not None else None
         if token:
             headers["Authorization"] = "Bearer " + token
-        url = self.host + path
         if query:
-            url += "?" + urlencode(query)
+            path += "?" + urlencode(query)
         connect, read = timeout
-        return self.pool.request(
-            "GET", url, headers=headers, preload_content=False,
-            timeout=urllib3.Timeout(connect=connect, read=read))
+        conn = self._connection(connect)
+        try:
+            conn.request("GET", path, headers=headers)
+            conn.sock.settimeout(read)
+            resp = conn.getresponse()
+        except BaseException:
+            conn.close()
+            raise
+        return Response(self, conn, resp)
+
+    def _connection(self, connect):
+        """An idle connection the server has not closed, else a new one
+        (connected at its first request)."""
+        with self.lock:
+            while self.idle:
+                conn = self.idle.pop()
+                if not _dropped(conn.sock):
+                    return conn
+                conn.close()
+        host, port = self.address
+        if self.ctx is not None:
+            return http.client.HTTPSConnection(host, port, timeout=connect,
+                                               context=self.ctx)
+        return http.client.HTTPConnection(host, port, timeout=connect)
+
+    def put(self, conn):
+        """Keep ``conn`` for the next request (its response was read)."""
+        with self.lock:
+            if len(self.idle) < IDLE_MAX:
+                self.idle.append(conn)
+                return
+        conn.close()
+
+
+class Response:
+    """What the watches read of a response (urllib3's names): ``status``,
+    ``data``, ``stream``, ``release_conn`` and ``shutdown``; a gzip body
+    is inflated on the way."""
+
+    def __init__(self, client, conn, resp):
+        self.client = client
+        self.conn = conn
+        self.resp = resp
+        self.status = resp.status
+        gz = (resp.getheader("Content-Encoding") or "").lower() == "gzip"
+        self.inflate = zlib.decompressobj(16 + zlib.MAX_WBITS) if gz \
+            else None
+        self.done = False
+        self._data = None
+
+    @property
+    def data(self):
+        """The whole body (read once)."""
+        if self._data is None:
+            self._data = b"".join(self.stream())
+        return self._data
+
+    def stream(self, amt=65536, decode_content=True):
+        """The body's bytes as they arrive, at most ``amt`` a time."""
+        read = self.resp.read1
+        inflate = self.inflate
+        while True:
+            chunk = read(amt)
+            if not chunk:
+                break
+            if inflate is not None:
+                chunk = inflate.decompress(chunk)
+                if not chunk:
+                    continue
+            yield chunk
+        if inflate is not None:
+            tail = inflate.flush()
+            if tail:
+                yield tail
+        # All of it: a chunked body's last chunk came (else read1
+        # raised), a sized one has nothing left.
+        self.done = not self.resp.length
+
+    def release_conn(self):
+        """The connection goes back to the client once the body was read
+        to its end; otherwise it is closed."""
+        conn, self.conn = self.conn, None
+        if conn is None:
+            return
+        if self.done and not self.resp.will_close:
+            self.resp.close()       # its file only: the socket stays
+            self.client.put(conn)
+        else:
+            conn.close()
+
+    def shutdown(self):
+        """Wake a thread blocked reading the body (a stopping watch)."""
+        conn = self.conn
+        sock = conn.sock if conn is not None else None
+        if sock is not None:
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+
+def _dropped(sock):
+    """True when an idle connection's socket is gone or has something to
+    read (the server closed it, or sent what nobody asked for)."""
+    if sock is None:
+        return True
+    try:
+        return bool(select.select([sock], [], [], 0)[0])
+    except (OSError, ValueError):
+        return True
 
 
 class Fallback:

@@ -123,23 +123,33 @@ class Kubernetes(Plugin):
         if self.store is not None:
             self.store.after_fork()
 
+    def prestart(self):
+        """The first start of the server: the lists begin now, so the
+        API server's work and the download overlap the rest of the
+        start-up (the other plugins, the listeners)."""
+        self._watch()
+
     def start(self):
-        reactor = self.reactor
         self.local_ips = self._bound_ips()
         self.autopath_search = _host_search()
         self._search = {}
         self._xfr = self._transfer_plugin()
         if self._inherited:
             return None
+        if self.store is None:
+            self._watch()
+        return self._wait_synced()
+
+    def _watch(self):
+        """A new store, and a watch thread per kind filling it."""
+        call = self.reactor.callFromThread
         self.store = self.make_store()
-        conn = _Connection(self.conn_opts, reactor.callFromThread)
+        conn = _Connection(self.conn_opts, call)
         self.watchers = [
-            wt.Watcher(conn, self.store, kind, reactor.callFromThread,
-                       **self._watch_args(kind))
+            wt.Watcher(conn, self.store, kind, call, **self._watch_args(kind))
             for kind in self.store.kinds]
         for wr in self.watchers:
             wr.start()
-        return self._wait_synced()
 
     def _transfer_plugin(self):
         """For ``transfer to``: a transfer plugin of our own, over the

@@ -172,15 +172,21 @@ def _meta(obj):
         "resourceVersion", ""), m
 
 
+#: The protocols' lower-case names, without a ``lower()`` per port.
+_PROTOCOLS = {"TCP": "tcp", "UDP": "udp", "SCTP": "sctp"}
+_NO_PORT = (("", "", -1),)
+
+
 def _ports(ports, sentinel=True):
+    if not ports:
+        return _NO_PORT if sentinel else ()
     out = []
-    for p in ports or ():
+    for p in ports:
         port = p.get("port")
+        proto = p.get("protocol")
         out.append(((p.get("name") or "").lower(),
-                    (p.get("protocol") or "").lower(),
+                    _PROTOCOLS.get(proto) or (proto or "").lower(),
                     -1 if port is None else int(port)))
-    if not out and sentinel:
-        out.append(("", "", -1))
     return tuple(out)
 
 
@@ -214,9 +220,13 @@ def service(obj):
 def _external(spec, status):
     """CoreDNS's ExternalIPs of a Service: spec.externalIPs, then each
     load balancer ingress's IP, or its host name when it has no IP."""
-    out = list(spec.get("externalIPs") or ())
-    lb = status.get("loadBalancer") or {}
-    for ing in lb.get("ingress") or ():
+    ips = spec.get("externalIPs")
+    lb = status.get("loadBalancer")
+    ingress = lb.get("ingress") if lb else None
+    if not ips and not ingress:
+        return ()
+    out = list(ips or ())
+    for ing in ingress or ():
         out.append(ing.get("ip") or ing.get("hostname") or "")
     return tuple(out)
 

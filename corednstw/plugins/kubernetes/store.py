@@ -68,6 +68,9 @@ class Store:
         # callables(op, kind, events) given every feed as it comes (the
         # multisocket supervisor sends it on to its workers)
         self.taps = []
+        self._tables = {SERVICES: self.services, SLICES: self.slices,
+                        NAMESPACES: self.namespaces, PODS: self.pods,
+                        IMPORTS: self.imports, MC_SLICES: self.mc_slices}
 
     # -- the queue from the watch threads ------------------------------------
 
@@ -157,9 +160,7 @@ class Store:
                 stall.freeze()
 
     def _table(self, kind):
-        return {SERVICES: self.services, SLICES: self.slices,
-                NAMESPACES: self.namespaces, PODS: self.pods,
-                IMPORTS: self.imports, MC_SLICES: self.mc_slices}[kind]
+        return self._tables[kind]
 
     # -- changes --------------------------------------------------------------
 
@@ -168,12 +169,16 @@ class Store:
         MODIFIED or DELETED; records from records.py."""
         self.version += 1
         gen = self.gen[kind]
+        changed = False
+        upsert = self._upsert
         for etype, r in events:
             if etype == "DELETED":
                 self._delete(kind, self._key(kind, r), record=True)
                 continue
             r.mark = gen
-            self._upsert(kind, r)
+            changed = upsert(kind, r) or changed
+        if changed:
+            self._touch(kind)
 
     @staticmethod
     def _key(kind, r):
@@ -188,31 +193,30 @@ class Store:
             self.modified = int(self.clock())
 
     def _upsert(self, kind, r):
+        """Add or replace ``r``; True when that changes an answer (the
+        caller marks the kind modified, once per batch)."""
         key = self._key(kind, r)
-        table = self._table(kind)
+        table = self._tables[kind]
         old = table.get(key)
         if kind == NAMESPACES:
             table[key] = r
-            if old is None:
-                self._touch(kind)
-            return
+            return old is None
         if kind == PODS:
             if old is not None:
                 self._unindex(self.pods_by_ip, old.ip, key)
             table[key] = r
             if r.ip:
                 self.pods_by_ip.setdefault(r.ip, set()).add(key)
-            if old is None or old.ip != r.ip:
-                self._touch(kind)
-            return
+            return old is None or old.ip != r.ip
         same = old is not None and r.same(old)
         if kind == SERVICES:
+            by_ip = self.svc_by_ip
             if old is not None:
-                for ip in old.ips:
-                    self._unindex_list(self.svc_by_ip, ip, key)
+                for a in old.addrs:
+                    self._unindex_list(by_ip, a[0], key)
             table[key] = r
-            for ip in r.ips:
-                self.svc_by_ip.setdefault(ip, []).append(key)
+            for a in r.addrs:
+                by_ip.setdefault(a[0], []).append(key)
             self._index_ext(key, old, r)
             self.cache.pop(key, None)
         elif kind == IMPORTS:
@@ -221,8 +225,7 @@ class Store:
             self._set_slice(kind, key, old, r)
             if kind == SLICES:
                 self._latency(r)
-        if not same:
-            self._touch(kind)
+        return not same
 
     def _set_slice(self, kind, key, old, r):
         by_svc = self.svc_slices if kind == SLICES else self.mc_svc_slices

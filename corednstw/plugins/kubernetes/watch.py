@@ -164,8 +164,8 @@ class Connection:
             return self.client
 
     def _build(self):
-        """urllib3 alone when the configuration allows (``client``),
-        else the kubernetes client."""
+        """Our own client (``client.Direct``) when the configuration
+        allows, else the kubernetes client."""
         try:
             direct = kc.build(self.opts)
         except kc.Unsupported:
@@ -196,7 +196,7 @@ class Connection:
         return kclient.ApiClient(cfg)
 
     def get(self, path, query, timeout, stopped):
-        """GET ``path``; the urllib3 response (body not read yet)."""
+        """GET ``path``; the response (body not read yet)."""
         api = self.api()
         waited = self.limiter.wait(stopped)
         if waited is not None:
@@ -456,6 +456,57 @@ def _drain_queue(q):
 
 _DECODER = json.JSONDecoder()
 _BLANK = re.compile(r"[ \t\n\r]*").match
+#: How ObjectMeta's last field begins in the API server's compact JSON.
+_MANAGED = ',"managedFields":['
+
+
+def strip_managed(text, final=True):
+    """``text`` without the objects' managedFields, and the tail to carry
+    over to the next chunk (from a managedFields, or its key, not
+    complete yet).
+
+    managedFields is up to half of a Service's JSON and most of its
+    small objects, and nothing here reads it: cutting it out before the
+    decoder sees it halves the decoding.  The cut is exact or not done:
+    the key as written above cannot occur inside a JSON string (its
+    quotes would be escaped); its value is an array of objects whose
+    only array is itself, so its end is the first ``]`` outside a string
+    (an even number of unescaped quotes since the start).  A value with
+    another ``[`` or an escaped backslash in it is left as it is."""
+    out = []
+    pos = 0
+    find = text.find
+    count = text.count
+    while True:
+        start = find(_MANAGED, pos)
+        if start < 0:
+            break
+        inner = start + len(_MANAGED)
+        end = find("]", inner)
+        while end >= 0 and (count('"', inner, end)
+                            - count('\\"', inner, end)) % 2:
+            end = find("]", end + 1)
+        if end < 0:
+            if final:
+                break
+            out.append(text[pos:start])
+            return "".join(out), text[start:]
+        if find("[", inner, end) < 0 and find("\\\\", inner, end) < 0:
+            out.append(text[pos:start])
+        else:
+            out.append(text[pos:end + 1])
+        pos = end + 1
+    rest = text[pos:]
+    if not final:
+        # The key itself may be cut at the end of the chunk.
+        i = rest.find(",", max(len(rest) - len(_MANAGED) + 1, 0))
+        while i >= 0 and not _MANAGED.startswith(rest[i:]):
+            i = rest.find(",", i + 1)
+        if i >= 0:
+            out.append(rest[:i])
+            return "".join(out), rest[i:]
+    out.append(rest)
+    return "".join(out), ""
 
 
 class ListReader:
@@ -475,12 +526,14 @@ class ListReader:
         self.utf8 = codecs.getincrementaldecoder("utf-8")()
         self.buf = ""
         self.pos = 0
+        self.carry = ""         # an incomplete managedFields, for later
         self.eof = False
         self.meta = None
         self.done = False
 
     def _more(self):
-        """Append the next chunk to the buffer; False at the end."""
+        """Append the next chunk to the buffer, managedFields cut out;
+        False at the end."""
         if self.eof:
             return False
         chunk = next(self.chunks, None)
@@ -489,9 +542,10 @@ class ListReader:
             text = self.utf8.decode(b"", final=True)
         else:
             text = self.utf8.decode(chunk)
+        text, self.carry = strip_managed(self.carry + text, self.eof)
         self.buf = self.buf[self.pos:] + text
         self.pos = 0
-        return chunk is not None
+        return chunk is not None or bool(text)
 
     def _char(self):
         """The next non-blank character (not consumed)."""
@@ -554,9 +608,26 @@ class ListReader:
         if self._char() == "]":
             self.pos += 1
             return
+        decode = _DECODER.raw_decode
         while True:
-            yield self._value()
-            ch = self._char()
+            # The API server writes compact JSON: most items start right
+            # at ``pos`` and are followed at once by "," or "]", in the
+            # buffer; anything else (blanks, an item not all read yet)
+            # takes the general path.
+            buf = self.buf
+            try:
+                value, end = decode(buf, self.pos)
+            except ValueError:
+                end = len(buf)
+            if end < len(buf):
+                self.pos = end
+            else:
+                value = self._value()
+            yield value
+            pos = self.pos
+            ch = self.buf[pos:pos + 1]
+            if ch != "," and ch != "]":
+                ch = self._char()
             self.pos += 1
             if ch == "]":
                 return

@@ -37,6 +37,7 @@ round are what the comparison is about, so the summary gives ranges.
 import argparse
 import json
 import os
+import re
 import select
 import shutil
 import signal
@@ -408,30 +409,60 @@ def measure(workload, server, work, args):
             ask(ports["dns"], name, rtype)
         murl = "http://127.0.0.1:%d/metrics" % ports["metrics"]
         before = requests_total(scrape(murl))
-        sampler = Sampler(ports["dns"], workload, args.sample_rate,
-                          args.seconds)
+        sampler = Sampler(ports["dns"], workload,
+                          args.sample_rate / (10 if args.probe == "dnsperf"
+                                              else 1), args.seconds)
         cpu = cpu_seconds(proc.pid)
-        sampler.start()
         qpath = os.path.join(run_dir, "queries.txt")
         write(qpath, "".join("%s %s\n" % q for q in workload.queries()))
+        probe = None
+        if args.probe == "dnsperf":
+            probe = DnsperfProbe(ports["dns"], qpath, args)
+            probe.start()
+        sampler.start()
         stats, _ = dnsperf_run.run_dnsperf(ports["dns"], qpath, args.seconds,
                                            core=args.client_cpu,
                                            rate=args.rate)
         sampler.join()
+        if probe is not None:
+            probe.join()
         cpu = cpu_seconds(proc.pid) - cpu
         rss = rss_mb(proc.pid)
         counted = requests_total(scrape(murl)) - before
     finally:
         stop(proc)
         shutil.rmtree(run_dir, ignore_errors=True)
-    lat = sorted(sampler.latencies)
+    lat = sorted(sampler.latencies if probe is None else probe.latencies)
     stats.update(rss=rss, counted=counted, cpu=cpu,
                  per_cpu=stats["completed"] / cpu if cpu else 0.0,
                  good=sampler.good,
-                 asked=sampler.asked, answered=len(lat),
+                 asked=sampler.asked, answered=len(sampler.latencies),
                  p50=percentile(lat, 0.50),
                  p99=percentile(lat, 0.99))
     return stats
+
+
+class DnsperfProbe(threading.Thread):
+    """``--probe dnsperf``: the latencies come from a second dnsperf at
+    ``--sample-rate`` queries/s with ``-v`` (one line per answer with its
+    latency), written in C, where the Python sampler shares the client
+    core with the loading dnsperf and its own scheduling shows in the
+    tail.  The Python sampler still checks the answers, at a tenth of
+    the rate."""
+
+    LINE = re.compile(r"^> \S+ \S+ \S+ ([\d.]+)$", re.M)
+
+    def __init__(self, port, qpath, args):
+        super().__init__(daemon=True)
+        self.cmd = ["taskset", "-c", args.client_cpu, "dnsperf", "-s",
+                    "127.0.0.1", "-p", str(port), "-d", qpath, "-l",
+                    str(args.seconds), "-c", "1", "-q", "20", "-Q",
+                    str(int(args.sample_rate)), "-v"]
+        self.latencies = []
+
+    def run(self):
+        out = subprocess.run(self.cmd, capture_output=True, text=True).stdout
+        self.latencies = [float(x) for x in self.LINE.findall(out)]
 
 
 class Sampler(threading.Thread):
@@ -593,6 +624,10 @@ def parse_args(argv):
                     help="dnsperf at this fixed rate (-Q) instead of "
                     "saturating: latency below saturation, and the "
                     "server's CPU per query (1e6 / q/CPU-s, in µs)")
+    ap.add_argument("--probe", choices=("python", "dnsperf"),
+                    default="python",
+                    help="where the latencies come from: the Python "
+                    "sampler, or a second dnsperf with -v (DnsperfProbe)")
     ap.add_argument("--json", help="also write every run's figures here")
     args = ap.parse_args(argv)
     args.workloads = args.workloads.split(",")

@@ -121,6 +121,25 @@ class MergeTest(unittest.TestCase):
                          {("s", "1", "udp", "."): 2})
 
 
+class ReadyTest(unittest.TestCase):
+    """/ready of a supervisor waits for its first workers, once."""
+
+    def test_waits_for_every_worker_once(self):
+        import types
+        h = types.SimpleNamespace
+        sup = h(_up=False, count=2, slots={0: h(ready=True)})
+        not_ready = multiproc.Supervisor.not_ready
+        self.assertEqual(not_ready(sup), ("multisocket",))
+        sup.slots[1] = h(ready=False)
+        self.assertEqual(not_ready(sup), ("multisocket",))
+        sup.slots[1].ready = True
+        self.assertEqual(not_ready(sup), ())
+        # A worker that dies later does not make the server unready: its
+        # sockets stay open and its successor answers what waited.
+        del sup.slots[0]
+        self.assertEqual(not_ready(sup), ())
+
+
 # -- a real process group ----------------------------------------------
 
 WHOAMI = """.:{port} {{

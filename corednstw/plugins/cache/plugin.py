@@ -382,19 +382,23 @@ class Cache(Plugin):
                             len(self.pcache))
             # The newest positive state replaces a denial; with
             # prefer_positive only when it answers the question.
-            if item.answering if prefer else prefetch is not None:
-                self.ncache.remove(key)
+            if (item.answering if prefer else prefetch is not None) and \
+                    self.ncache.remove(key):
+                self._denials(labels)
         elif mt in (NAMEERROR, NODATA, SERVERERROR):
             if self.nexcept and match(self.nexcept, qname) is not None:
                 return False
             if self.ncache.add(key, item):
                 EVICTIONS.inc((labels[0], DENIAL) + labels[1:])
+            else:
+                self._denials(labels)
         else:
             return False
-        # A denial may have been dropped for a positive entry (or a
-        # denial added): the denial count is set in either case.
-        ENTRIES.set((labels[0], DENIAL) + labels[1:], len(self.ncache))
         return True
+
+    def _denials(self, labels):
+        """The denial cache's size changed: its gauge follows."""
+        ENTRIES.set((labels[0], DENIAL) + labels[1:], len(self.ncache))
 
     def _should_prefetch(self, item, now, ttl):
         item.update(self.window, now)

@@ -134,9 +134,12 @@ class Store:
         return evicted
 
     def remove(self, key):
+        """Drop ``key``; True when it was there."""
         s = self.shards[hash(key) & 0xFF]
         if s.pop(key, None) is not None:
             self.count -= 1
+            return True
+        return False
 
     def __len__(self):
         return self.count

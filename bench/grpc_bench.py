@@ -31,7 +31,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from compare import cpu_seconds, start, stop  # noqa: E402
 from dnsperf_run import free_port, wait_answer  # noqa: E402
 
-from corednstw.core.grpc import (  # noqa: E402
+from corednstw.dnsserver.grpcdns import (  # noqa: E402
     METHOD,
     decode_packet,
     encode_packet,

@@ -8,7 +8,7 @@ from twisted.trial import unittest
 
 from corednstw.core import corefile
 from corednstw.core import dnswire as w
-from corednstw.core import explain as tracing
+from corednstw.dnsserver import explainer as tracing
 from tests.support import util
 
 HOSTS = """\

@@ -9,7 +9,8 @@ import dns.rcode
 from twisted.internet import defer
 from twisted.trial import unittest
 
-from corednstw.core import corefile, doh, metrics
+from corednstw.core import corefile, metrics
+from corednstw.dnsserver import doh
 from corednstw.engines import upstream as engine
 from tests.support import tlsutil, util
 from tests.support.dohupstream import DoHUpstream

@@ -9,7 +9,7 @@ from twisted.internet.defer import inlineCallbacks
 from twisted.trial import unittest
 
 from corednstw.core import corefile, metrics
-from corednstw.core import grpc as grpcwire
+from corednstw.dnsserver import grpcdns as grpcwire
 from tests.support import grpcclient, tlsutil, util
 
 SERVER = """grpc://.:0 {

@@ -12,7 +12,8 @@ from twisted.internet import defer, threads
 from twisted.logger import formatEvent, globalLogPublisher
 from twisted.trial import unittest
 
-from corednstw.core import corefile, doh, metrics
+from corednstw.core import corefile, metrics
+from corednstw.dnsserver import doh
 from tests.support import tlsutil, util
 
 COREFILE = """https://.:0 {

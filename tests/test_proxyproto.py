@@ -9,10 +9,11 @@ import dns.rcode
 from twisted.internet import defer, threads
 from twisted.trial import unittest
 
-from corednstw.core import corefile, proxyproto
+from corednstw.core import corefile
+from corednstw.dnsserver import proxyprotocol
 from tests.support import tlsutil, util
 
-V2 = proxyproto.V2_SIG
+V2 = proxyprotocol.V2_SIG
 
 
 def v2(src, sport, dst=None, dport=53, dgram=False, local=False):
@@ -297,26 +298,26 @@ class SetupTest(unittest.TestCase):
                       self.error("        udp_session_tracking 1s 0"))
 
     def test_policy(self):
-        p = proxyproto.Policy()
+        p = proxyprotocol.Policy()
         self.assertEqual(p.decide("192.0.2.1"), "use")
-        p = proxyproto.Policy(default="reject", default_set=True)
+        p = proxyprotocol.Policy(default="reject", default_set=True)
         self.assertEqual(p.decide("192.0.2.1"), "reject")
         import ipaddress
-        p = proxyproto.Policy([ipaddress.ip_network("192.0.2.0/24")])
+        p = proxyprotocol.Policy([ipaddress.ip_network("192.0.2.0/24")])
         self.assertEqual(p.decide("192.0.2.1"), "use")
         self.assertEqual(p.decide("::ffff:192.0.2.1"), "use")
         self.assertEqual(p.decide("198.51.100.1"), "ignore")
         self.assertEqual(p.decide("2001:db8::1"), "ignore")
 
     def test_parse(self):
-        self.assertEqual(proxyproto.parse(b"\x00\x1c")[1], 0)
-        self.assertEqual(proxyproto.parse(b"PRO")[1], -1)
-        self.assertEqual(proxyproto.parse(V2[:5])[1], -1)
-        h, n = proxyproto.parse(v1("192.0.2.1", 7) + b"rest")
+        self.assertEqual(proxyprotocol.parse(b"\x00\x1c")[1], 0)
+        self.assertEqual(proxyprotocol.parse(b"PRO")[1], -1)
+        self.assertEqual(proxyprotocol.parse(V2[:5])[1], -1)
+        h, n = proxyprotocol.parse(v1("192.0.2.1", 7) + b"rest")
         self.assertEqual((h.source, h.version), (("192.0.2.1", 7), 1))
-        h, n = proxyproto.parse(b"PROXY UNKNOWN\r\n")
+        h, n = proxyprotocol.parse(b"PROXY UNKNOWN\r\n")
         self.assertIsNone(h.source)
-        with self.assertRaises(proxyproto.ProxyError):
-            proxyproto.parse(b"PROXY TCP4 192.0.2.1 ::1 1 2\r\n")
-        with self.assertRaises(proxyproto.ProxyError):
-            proxyproto.parse(V2 + b"\x31\x11\x00\x00")
+        with self.assertRaises(proxyprotocol.ProxyError):
+            proxyprotocol.parse(b"PROXY TCP4 192.0.2.1 ::1 1 2\r\n")
+        with self.assertRaises(proxyprotocol.ProxyError):
+            proxyprotocol.parse(V2 + b"\x31\x11\x00\x00")

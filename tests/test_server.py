@@ -558,16 +558,16 @@ class TCPLimitsTest(unittest.TestCase):
         self.assertEqual(sorted(header(r)[0] for r in replies), [0, 1])
 
     def test_defaults(self):
-        from corednstw.service.app import _timeouts
+        from corednstw.dnsserver.listener import _timeouts
         s = util.Direct(self, WHOAMI)
         limits = _timeouts(s.app.config.listeners[("dns", None, "0")])
         self.assertEqual((limits.read, limits.write, limits.idle,
                           limits.max_queries), (3.0, 5.0, 10.0, -1))
 
     def test_write_timeout_aborts_stuck_client(self):
-        from corednstw.core import server
+        from corednstw.dnsserver import stream
         clock = task.Clock()
-        p = server.DNSStreamProtocol(None, None, server.Timeouts(write=5.0))
+        p = stream.DNSStreamProtocol(None, None, stream.Timeouts(write=5.0))
         p.callLater = clock.callLater
         p.transport = _BufferedTransport()
         p._send(b"answer")
@@ -580,7 +580,7 @@ class TCPLimitsTest(unittest.TestCase):
         """A busy client whose buffer never empties, but which takes
         bytes all along, is not aborted (the buffer alone would look
         stuck: as large at the check as when it was set)."""
-        from corednstw.core import server
+        from corednstw.dnsserver import stream
 
         class Transport(_BufferedTransport):
             def writeSomeData(self, data):
@@ -593,7 +593,7 @@ class TCPLimitsTest(unittest.TestCase):
                 return type("A", (), {"host": "127.0.0.1", "port": 5})()
 
         clock = task.Clock()
-        p = server.DNSStreamProtocol(None, None, server.Timeouts(
+        p = stream.DNSStreamProtocol(None, None, stream.Timeouts(
             read=3600.0, write=5.0, idle=3600.0))
         p.callLater = clock.callLater
         p.makeConnection(Transport())

@@ -32,9 +32,10 @@ os._exit(0)
 
 #: Loaded only by the Corefiles that use them.
 LAZY = (
-    "corednstw.core.doh", "corednstw.core.dohh2", "corednstw.core.grpc",
-    "corednstw.core.quic", "corednstw.core.h3", "corednstw.core.transports",
-    "corednstw.core.proxyproto", "corednstw.core.explain",
+    "corednstw.dnsserver.doh", "corednstw.dnsserver.doh_h2",
+    "corednstw.dnsserver.grpcdns", "corednstw.dnsserver.doq",
+    "corednstw.dnsserver.doh3", "corednstw.dnsserver.dot",
+    "corednstw.dnsserver.proxyprotocol", "corednstw.dnsserver.explainer",
     "corednstw.engines.upstream.https", "aioquic", "prometheus_client",
     "twisted.names.client", "urllib3", "kubernetes",
 )
@@ -86,8 +87,9 @@ class ImportsTest(unittest.TestCase):
             "    explain 127.0.0.1:0\n}\n")
         self.assertEqual(got["listeners"], [
             "dns", "grpc", "https", "https3", "quic", "tls"])
-        for name in ("corednstw.core.doh", "corednstw.core.grpc",
-                     "corednstw.core.quic", "corednstw.core.h3",
-                     "corednstw.core.transports", "corednstw.core.proxyproto",
+        for name in ("corednstw.dnsserver.doh", "corednstw.dnsserver.grpcdns",
+                     "corednstw.dnsserver.doq", "corednstw.dnsserver.doh3",
+                     "corednstw.dnsserver.dot",
+                     "corednstw.dnsserver.proxyprotocol",
                      "corednstw.engines.upstream.https"):
             self.assertIn(name, got["modules"])

@@ -12,7 +12,7 @@ import dns.message
 from twisted.internet import defer
 from twisted.trial import unittest
 
-from corednstw.core import server, udpbatch
+from corednstw.dnsserver import datagram, udpbatch
 from tests.support import util
 
 WHOAMI = ".:0 {\n    whoami\n}\n"
@@ -48,7 +48,7 @@ class _Listener:
     def setUp(self):
         if self.batch and not udpbatch.available():
             raise unittest.SkipTest("no recvmmsg/sendmmsg here")
-        self.patch(server, "BATCH", self.batch)
+        self.patch(datagram, "BATCH", self.batch)
 
     def _udp(self, app):
         return list(app.listeners.values())[0].udp
@@ -57,11 +57,11 @@ class _Listener:
     def test_way_of_reading(self):
         app = yield util.start(self, WHOAMI)
         port = self._udp(app)
-        self.assertEqual(isinstance(port, server._BatchPort), self.batch)
+        self.assertEqual(isinstance(port, datagram._BatchPort), self.batch)
         self.assertEqual(port.protocol.batch is not None, self.batch)
         if not self.batch:
             # One readiness event never takes thousands of queries.
-            self.assertEqual(port.maxThroughput, server.ONE_READ)
+            self.assertEqual(port.maxThroughput, datagram.ONE_READ)
 
     @defer.inlineCallbacks
     def test_bursts_from_several_clients(self):

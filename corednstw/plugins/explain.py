@@ -6,7 +6,7 @@
 ``client`` (view and acl decide on it) over ``proto``, on the listener of
 the block holding ``explain`` (or the one whose metrics label is
 ``server``, e.g. ``dns://:53``), and the answer is the trace of
-core/explain.py as JSON.
+dnsserver/explainer.py as JSON.
 
 CoreDNS has no such directive (its ``debug`` takes no address); it is
 registered as corednstw's own, placed right after ``debug``.
@@ -74,7 +74,7 @@ class Explain(Plugin):
         mux = self.mux(_arg(args, "server"))
         # Imported on the first request: it brings in dnspython's message
         # module, and the directive's place is read at every start.
-        from corednstw.core import explain as tracing
+        from corednstw.dnsserver import explainer as tracing
         return tracing.explain(mux, name, qtype, client, proto,
                                do=_arg(args, "do") in ("1", "true"))
 

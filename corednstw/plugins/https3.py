@@ -5,11 +5,11 @@ have open at once on one connection (default 256; 0 keeps the QUIC
 library's own credit) and the connections the listener keeps (default
 200; 0 for no limit; over it a new connection is closed with
 H3_EXCESSIVE_LOAD).  Stored in ``block.settings["https3"]`` as a
-``core.quic.Settings``; the listener takes its first block's.
+``dnsserver.doq.Settings``; the listener takes its first block's.
 """
 
-from corednstw.core import h3, quic
 from corednstw.core.plugin import Plugin
+from corednstw.dnsserver import doh3, doq
 from corednstw.plugins.quic import options
 
 OPTIONS = ("max_streams", "max_connections")
@@ -25,9 +25,9 @@ class HTTPS3(Plugin):
 
 def setup(d, block):
     values = options(d, OPTIONS, zero=True)
-    settings = quic.Settings(
-        values.get("max_streams", h3.DEFAULT_MAX_STREAMS),
-        quic.DEFAULT_WORKER_POOL,
-        values.get("max_connections", h3.DEFAULT_MAX_CONNECTIONS))
+    settings = doq.Settings(
+        values.get("max_streams", doh3.DEFAULT_MAX_STREAMS),
+        doq.DEFAULT_WORKER_POOL,
+        values.get("max_connections", doh3.DEFAULT_MAX_CONNECTIONS))
     block.settings["https3"] = settings
     return HTTPS3(settings)

@@ -6,14 +6,14 @@ udp_session_tracking DURATION [MAX_SESSIONS] }`` (CoreDNS 1.14).  Without
 says otherwise); with it, the listed networks ``use`` the header and the
 other sources get ``default`` (``ignore`` unless set).  The policy goes to
 ``block.settings["proxyproto"]``; every listener of the block applies it
-(core/proxyproto.py).
+(core/proxyprotocol.py).
 """
 
 import ipaddress
 
-from corednstw.core import proxyproto
 from corednstw.core.durations import parse_duration
 from corednstw.core.plugin import Plugin
+from corednstw.dnsserver import proxyprotocol
 
 
 class ProxyProto(Plugin):
@@ -62,13 +62,13 @@ def setup(d, block):
                       "instance")
     if d.args:
         raise d.arg_error()
-    policy = proxyproto.Policy()
+    policy = proxyprotocol.Policy()
     for c in d.children:
         if c.name == "allow":
             policy.nets.extend(_cidr(c, a) for a in c.args)
         elif c.name == "default":
             if len(c.args) != 1 or c.args[0].lower() not in \
-                    proxyproto.POLICIES:
+                    proxyprotocol.POLICIES:
                 raise c.arg_error()
             policy.default = c.args[0].lower()
             policy.default_set = True

@@ -4,12 +4,12 @@
 have open at once on one connection (default 256) and the streams
 answered at once over all connections of the listener (default 1024,
 CoreDNS's code, where its README says 512; the others wait).  Stored
-in ``block.settings["quic"]`` as a ``core.quic.Settings``; the listener
+in ``block.settings["quic"]`` as a ``dnsserver.doq.Settings``; the listener
 takes its first block's.
 """
 
-from corednstw.core import quic
 from corednstw.core.plugin import Plugin
+from corednstw.dnsserver import doq
 
 OPTIONS = ("max_streams", "worker_pool_size")
 
@@ -56,6 +56,6 @@ def options(d, names, zero=False):
 
 
 def setup(d, block):
-    settings = quic.Settings(**options(d, OPTIONS))
+    settings = doq.Settings(**options(d, OPTIONS))
     block.settings["quic"] = settings
     return QUIC(settings)

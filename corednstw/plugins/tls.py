@@ -8,8 +8,8 @@ https:// listeners of the block take it.  CoreDNS's minimum version, TLS
 1.2, applies.  A ``keylog`` file and ACME are not offered.
 """
 
-from corednstw.core import transports
 from corednstw.core.plugin import Plugin
+from corednstw.dnsserver import tlsconfig
 
 
 class TLS(Plugin):
@@ -28,7 +28,7 @@ def _client_auth(d):
         if c.name == "client_auth":
             if len(c.args) != 1:
                 raise c.arg_error()
-            if c.args[0] not in transports.CLIENT_AUTH:
+            if c.args[0] not in tlsconfig.CLIENT_AUTH:
                 raise c.error("unknown authentication type '%s'" % c.args[0])
             auth = c.args[0]
         elif c.name == "keylog":
@@ -48,8 +48,8 @@ def setup(d, block):
     auth = _client_auth(d)
     files = [block.path(a) for a in d.args]
     try:
-        settings = transports.ServerTLS(*files, client_auth=auth)
-    except transports.TLSError as e:
+        settings = tlsconfig.ServerTLS(*files, client_auth=auth)
+    except tlsconfig.TLSError as e:
         raise d.error(str(e)) from e
     block.settings["tls"] = settings
     return TLS(settings)

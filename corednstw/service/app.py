@@ -14,18 +14,16 @@ from twisted.application import service
 from twisted.internet import defer, task
 
 from corednstw.core import config as configlib
-from corednstw.core import corefile, logger, server
+from corednstw.core import corefile, logger
 from corednstw.core import dnswire as w
 from corednstw.core.durations import format_duration
 from corednstw.core.interfaces import IInheritable, ILameduck
 from corednstw.core.request import make_query, parse_response
+from corednstw.dnsserver import listener, sockets
 from corednstw.service import httpd, stall
 
 DEFAULT_COREFILE = ".:%d {\n    whoami\n    log\n}\n"
 
-#: Plugins whose presence opens a listener to classes other than IN
-#: (CoreDNS's EnableChaos).
-ENABLE_CHAOS = frozenset(("chaos", "forward", "proxy"))
 
 #: Upstream lookups nest at most this deep (CNAME chains across plugins).
 MAX_DEPTH = 8
@@ -97,9 +95,29 @@ class App(service.Service):
         if self.stall is None:
             self.stall = stall.start(self.reactor)
         stall.freeze()
-        self._open(self.config)
+        try:
+            self._open(self.config)
+        except BaseException:
+            # Nothing is served: leave no timer and no socket behind (a
+            # port taken under us must not leave the stall monitor ticking).
+            self._close_opened()
+            raise
         self._banner(self.config)
         return self._start_plugins(self.config)
+
+    def _close_opened(self):
+        """Undo a start that failed half way: stop the stall monitor and
+        close whatever listeners and HTTP ports were already opened."""
+        if self.stall is not None:
+            stall.stop(self.stall)
+            self.stall = None
+        for lst in self.listeners.values():
+            lst.stop()
+        for site in self.http.values():
+            site.stopListening()
+        self.listeners = {}
+        self.http = {}
+        self.muxes = []
 
     def _banner(self, cfg):
         """What CoreDNS prints at start: the server keys, then the version."""
@@ -184,18 +202,7 @@ class App(service.Service):
 
     def build_muxes(self, cfg):
         """One Mux per listener of ``cfg`` (no sockets yet)."""
-        muxes = {}
-        for (transport, host, port), entries in cfg.listeners.items():
-            zones = {}
-            chaos = False
-            for zone, block in entries:
-                zones.setdefault(zone, []).append((zone, block))
-                if any(p.name in ENABLE_CHAOS for p in block.plugins):
-                    chaos = True
-            label = configlib.server_label(transport, host, port)
-            muxes[(transport, host, port)] = server.Mux(self, label, zones,
-                                                        chaos)
-        return muxes
+        return listener.build_muxes(self, cfg)
 
     def _open(self, cfg):
         """Open every listener and HTTP endpoint of ``cfg``."""
@@ -205,7 +212,7 @@ class App(service.Service):
             bind_host = host
             if bind_host is None:
                 if default is None:
-                    default = server.default_host()
+                    default = sockets.default_host()
                 bind_host = default
             self.listeners[lk] = self._listen(lk, bind_host, mux,
                                               cfg.listeners[lk])
@@ -214,40 +221,10 @@ class App(service.Service):
             self.http[address] = httpd.serve(self.reactor, address, paths)
 
     def _listen(self, lk, host, mux, entries, sockets=None):
-        """Open the sockets of listener ``lk`` on ``host``: UDP and TCP for
-        plain DNS, TCP alone for the other transports (a tls:// block
-        without a certificate is plain DNS over TCP); the PROXY protocol
-        in front when a block of the listener asks for it.  ``sockets``:
-        plain DNS's (udp, tcp) pair already bound, to adopt.
-
-        The modules of the other transports (TLS, gRPC, QUIC, HTTP/2 and
-        HTTP/3, the PROXY protocol) are imported only by a listener that
-        uses them: together they are about a fifth of the start-up."""
-        transport, _, port = lk
-        kind, tls = _kind(transport, entries)
-        limits = _timeouts(entries)
-        policy = _proxy(entries)
-        wrap = None
-        if policy is not None:
-            from corednstw.core import proxyproto  # only behind PROXY
-            def wrap(factory):
-                return proxyproto.ProxyFactory(factory, policy, self.reactor)
-        opener = _OPENERS.get(kind)
-        if opener is not None:
-            lst = opener(self.reactor, host, int(port), mux, limits, tls,
-                         entries, wrap)
-            lst.kind = kind
-        else:
-            udp, tcp, actual = server.listen(
-                self.reactor, host, int(port), mux, limits,
-                udp=transport not in configlib.STREAM_ONLY, sockets=sockets)
-            lst = Listener(mux, udp, tcp, host, actual, kind=kind)
-            if wrap is not None:
-                tcp.factory = wrap(tcp.factory)
-        lst.proxied = policy is not None
-        lst.clock = self.clock
-        lst.set_policy(policy)
-        return lst
+        """Open the sockets of listener ``lk`` on ``host`` (see
+        dnsserver.listener.open_listener)."""
+        return listener.open_listener(self.reactor, lk, host, mux, entries,
+                                      self.clock, sockets)
 
     # -- reload ---------------------------------------------------------------
 
@@ -276,7 +253,7 @@ class App(service.Service):
                     continue
                 host = lk[1]
                 if host is None:
-                    default = default or server.default_host()
+                    default = default or sockets.default_host()
                     host = default
                 opened[lk] = self._listen(lk, host, mux, new.listeners[lk])
             new_http = self._bind_http(new)
@@ -330,8 +307,11 @@ class App(service.Service):
         certificate needs a new listener)."""
         lst = self.listeners.get(lk)
         entries = cfg.listeners[lk]
-        return (lst is not None and lst.kind == _kind(lk[0], entries)[0]
-                and lst.proxied == (_proxy(entries) is not None))
+        if lst is None:
+            return False
+        policy = listener.proxy_policy(entries)
+        return (lst.kind == listener.kind_of(lk[0], entries)[0]
+                and lst.proxied == (policy is not None))
 
     def _bind_http(self, cfg):
         """HTTP endpoints of ``cfg``: unchanged addresses keep their port
@@ -451,147 +431,6 @@ def _tree(d):
     return (d.name, tuple(d.args), tuple(_tree(c) for c in d.children))
 
 
-class Listener:
-    """One listening address: UDP and TCP for plain DNS (``udp`` None:
-    TCP alone).  ``stream`` is the factory of the DNS connections (it holds
-    the mux, the limits and closes them all); ``kind`` what is served
-    (dns, tcp, tls, https, http); ``creator`` makes the TLS connections."""
-
-    proxied = False
-    clock = None
-
-    def __init__(self, mux, udp, tcp, host, port, stream=None, kind="dns",
-                 creator=None):
-        self.mux = mux
-        self.udp = udp
-        self.tcp = tcp
-        self.host = host
-        self.port = port
-        self.stream = stream if stream is not None else tcp.factory
-        self.kind = kind
-        self.creator = creator
-
-    def switch(self, mux, entries):
-        """Send the next queries to ``mux`` (a reload's); new connections
-        get the new limits and certificate of ``entries``."""
-        self.mux = mux
-        if self.udp is not None:
-            self.udp.protocol.mux = mux
-        self.stream.mux = mux
-        self.set_policy(_proxy(entries))
-        self.stream.timeouts = _timeouts(entries)
-        if self.creator is not None:
-            self.creator.tls = _kind(self.kind, entries)[1]
-        if self.kind in ("https", "http"):
-            self.stream.limit = _max_connections(entries)
-
-    def set_policy(self, policy):
-        """Apply the proxyproto policy: UDP datagrams pass a ProxyMux
-        before the block mux; the TCP reader (set up when the listener
-        was opened) takes the new policy for its next connections."""
-        if policy is None or self.kind in ("quic", "https3"):
-            return
-        from corednstw.core import proxyproto  # only behind PROXY
-        if self.udp is not None:
-            self.udp.protocol.mux = proxyproto.ProxyMux(self.mux, policy,
-                                                        self.clock)
-        factory = self.tcp.factory
-        while factory is not None:
-            if isinstance(factory, proxyproto.ProxyFactory):
-                factory.policy = policy
-                break
-            factory = getattr(factory, "wrappedFactory", None)
-
-    def stop(self):
-        """Stop listening (open TCP connections are closed separately);
-        fires when both ports are closed."""
-        ds = [defer.maybeDeferred(p.stopListening)
-              for p in (self.udp, self.tcp) if p is not None]
-        return defer.gatherResults(ds)
-
-
-def _open_tls(reactor, host, port, mux, limits, tls, entries, wrap):
-    from corednstw.core import transports  # only for tls://
-    tcp, stream, creator, actual = transports.listen_tls(
-        reactor, host, port, mux, limits, tls, wrap)
-    return Listener(mux, None, tcp, host, actual, stream, creator=creator)
-
-
-def _open_grpc(reactor, host, port, mux, limits, tls, entries, wrap):
-    from corednstw.core import grpc  # only for grpc://
-    opts = entries[0][1].settings.get("grpc_server") or {}
-    tcp, front, creator, actual = grpc.listen_grpc(
-        reactor, host, port, mux, limits, tls,
-        opts.get("max_streams", grpc.DEFAULT_MAX_STREAMS),
-        opts.get("max_connections", grpc.DEFAULT_MAX_CONNECTIONS), wrap)
-    return Listener(mux, None, tcp, host, actual, front, creator=creator)
-
-
-def _open_quic(reactor, host, port, mux, limits, tls, entries, wrap):
-    from corednstw.core import quic  # only for quic://
-    udp, front, actual = quic.listen_quic(
-        reactor, host, port, mux, limits, tls,
-        entries[0][1].settings.get("quic") or quic.Settings())
-    return Listener(mux, udp, None, host, actual, front, creator=front)
-
-
-def _open_https3(reactor, host, port, mux, limits, tls, entries, wrap):
-    from corednstw.core import h3, quic  # only for https3://
-    udp, front, actual = h3.listen_https3(
-        reactor, host, port, mux, limits, tls,
-        entries[0][1].settings.get("https3") or quic.Settings(
-            h3.DEFAULT_MAX_STREAMS, quic.DEFAULT_WORKER_POOL,
-            h3.DEFAULT_MAX_CONNECTIONS))
-    return Listener(mux, udp, None, host, actual, front, creator=front)
-
-
-def _open_https(reactor, host, port, mux, limits, tls, entries, wrap):
-    from corednstw.core import doh  # only for https:// (DoH)
-    tcp, front, creator, actual = doh.listen_https(
-        reactor, host, port, mux, limits, tls, _max_connections(entries),
-        wrap)
-    return Listener(mux, None, tcp, host, actual, front, creator=creator)
-
-
-#: Listener kind -> its opener; plain DNS (UDP and TCP) is ``_listen``'s.
-_OPENERS = {
-    "tls": _open_tls, "grpc": _open_grpc, "quic": _open_quic,
-    "https3": _open_https3, "https": _open_https, "http": _open_https,
-}
-
-
-def _kind(transport, entries):
-    """(kind, tls settings) of a listener from the blocks it serves: the
-    certificate is the last one a block of the listener sets (CoreDNS
-    takes one of them).  tls:// without one is plain TCP ("tcp")."""
-    tls = None
-    for _, block in entries:
-        tls = block.settings.get("tls") or tls
-    if transport == "tls":
-        return ("tls" if tls is not None else "tcp"), tls
-    if transport == "https":
-        # With and without a certificate are different listeners.
-        return ("https" if tls is not None else "http"), tls
-    return transport, tls
-
-
-def _proxy(entries):
-    """The proxyproto policy of a listener: the last block's that sets
-    one (CoreDNS keeps the last of the group), or None."""
-    policy = None
-    for _, block in entries:
-        policy = block.settings.get("proxyproto") or policy
-    return policy
-
-
-def _max_connections(entries):
-    """The https directive's max_connections of the listener's first
-    block (as CoreDNS reads it), else the default."""
-    from corednstw.core import doh  # only for https:// (DoH)
-    values = entries[0][1].settings.get("https") or {}
-    return values.get("max_connections", doh.DEFAULT_MAX_CONNECTIONS)
-
-
 def _default_ports(blocks, dns_port):
     """Keys that name no port take --dns-port (CoreDNS's -dns.port)."""
     from corednstw.core import names
@@ -604,18 +443,3 @@ def _default_ports(blocks, dns_port):
                     key = dataclasses.replace(key, port=str(dns_port))
             keys.append(key)
         sb.keys = keys
-
-
-def _timeouts(entries):
-    """TCP limits of a listener: the timeouts plugin's values (from any
-    block on it), else CoreDNS's defaults (read 3s, write 5s, idle 10s,
-    unlimited queries per connection)."""
-    limits = server.Timeouts()
-    for _, block in entries:
-        t = block.settings.get("timeouts")
-        if t:
-            limits.read = t.get("read", limits.read)
-            limits.write = t.get("write", limits.write)
-            limits.idle = t.get("idle", limits.idle)
-            limits.max_queries = t.get("maxtcpqueries", limits.max_queries)
-    return limits

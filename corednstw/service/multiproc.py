@@ -43,10 +43,11 @@ import traceback
 from twisted.application import service
 from twisted.internet import defer
 
-from corednstw.core import logger, metrics, server
+from corednstw.core import logger, metrics
 from corednstw.core.interfaces import IFedData
+from corednstw.dnsserver import listener, sockets
 from corednstw.service import channel, stall
-from corednstw.service.app import App, _kind, _proxy
+from corednstw.service.app import App
 
 #: Environment switch for measurements: every worker reads one shared
 #: socket pair instead of a SO_REUSEPORT pair of its own.
@@ -97,19 +98,19 @@ class _NoConnections:
 
 
 class SocketSet:
-    """One listening address as the supervisor holds it (where a single
-    process keeps an app.Listener): plain DNS gets a bound UDP socket and
-    a listening TCP socket per worker slot (or one pair for all, in
-    shared mode), which workers adopt; other kinds (DoT, DoH) a bound TCP
-    socket that never listens, keeping the port while each worker opens
-    its own SO_REUSEPORT listener there; QUIC (SINGLE_KINDS) nothing:
-    worker 0 opens it."""
+    """One listening address as the supervisor holds it (where a single process
+    keeps a dnsserver.listener.Listener): plain DNS gets a bound UDP
+    socket and a listening TCP socket per worker slot (or one pair for
+    all, in shared mode), which workers adopt; other kinds (DoT, DoH) a
+    bound TCP socket that never listens, keeping the port while each
+    worker opens its own SO_REUSEPORT listener there; QUIC
+    (SINGLE_KINDS) nothing: worker 0 opens it."""
 
     stream = _NoConnections()
 
     def __init__(self, lk, host, mux, entries, count, shared):
-        self.kind = _kind(lk[0], entries)[0]
-        self.proxied = _proxy(entries) is not None
+        self.kind = listener.kind_of(lk[0], entries)[0]
+        self.proxied = listener.proxy_policy(entries) is not None
         self.host = host
         self.mux = mux
         self.entries = entries
@@ -118,12 +119,12 @@ class SocketSet:
         self.pairs = []
         self.reserved = None
         if self.kind == "dns":
-            u, t, self.port = server.bind_pair(host, int(lk[2]))
+            u, t, self.port = sockets.bind_pair(host, int(lk[2]))
             self.pairs.append((u, t))
         elif self.kind in SINGLE_KINDS:
             self.port = int(lk[2])
         else:
-            self.reserved = server.reserve_tcp(host, int(lk[2]))
+            self.reserved = sockets.reserve_tcp(host, int(lk[2]))
             self.port = self.reserved.getsockname()[1]
         self.resize(count)
 
@@ -134,7 +135,7 @@ class SocketSet:
             return
         want = 1 if self.shared else count
         while len(self.pairs) < want:
-            u, t, _ = server.bind_pair(self.host, self.port)
+            u, t, _ = sockets.bind_pair(self.host, self.port)
             self.pairs.append((u, t))
         for u, t in self.pairs[want:]:
             u.close()

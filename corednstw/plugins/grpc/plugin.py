@@ -22,9 +22,9 @@ from twisted.internet import defer
 
 from corednstw.core import dnswire as w
 from corednstw.core import metrics
-from corednstw.core.grpc import METHOD, decode_packet, encode_packet
 from corednstw.core.plugin import Plugin
 from corednstw.core.request import RawResponse, Response
+from corednstw.dnsserver.grpcdns import METHOD, decode_packet, encode_packet
 from corednstw.engines.upstream import replies
 
 #: How long a query may take over all its attempts (CoreDNS's grpc

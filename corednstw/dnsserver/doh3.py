@@ -1,6 +1,6 @@
 """DNS over HTTPS over HTTP/3 (https3://), as CoreDNS's DoH3 server.
 
-The QUIC side is ``core.quic``'s (aioquic's state machine on the Twisted
+The QUIC side is ``dnsserver.doq``'s (aioquic's state machine on the Twisted
 reactor); each connection's streams go through aioquic's HTTP/3 layer,
 and each finished request to the listener's ``doh.DoHResource``: the same
 rules and statuses as DoH over HTTP/1.1 and HTTP/2 (404 for another path,
@@ -16,7 +16,8 @@ from aioquic.h3.events import DataReceived, HeadersReceived
 from aioquic.h3.exceptions import H3Error
 from aioquic.quic import events
 
-from corednstw.core import doh, metrics, quic
+from corednstw.core import metrics
+from corednstw.dnsserver import doh, doq
 
 DEFAULT_MAX_STREAMS = 256
 DEFAULT_MAX_CONNECTIONS = 200
@@ -34,7 +35,7 @@ class _Resource(doh.DoHResource):
     responses = RESPONSES
 
 
-class DoH3Server(quic.QuicServer):
+class DoH3Server(doq.QuicServer):
     """A https3:// listener."""
 
     alpn = "h3"
@@ -129,5 +130,5 @@ class _DoH3:
 def listen_https3(reactor, host, port, mux, timeouts, tls, settings):
     """A DoH3 listener on UDP (host, port); returns (port, server, actual
     port)."""
-    return quic.listen_quic(reactor, host, port, mux, timeouts, tls,
+    return doq.listen_quic(reactor, host, port, mux, timeouts, tls,
                             settings, DoH3Server)

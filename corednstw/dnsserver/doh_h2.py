@@ -27,7 +27,7 @@ from twisted.protocols.policies import TimeoutMixin
 from twisted.protocols.tls import TLSMemoryBIOProtocol
 from twisted.web import http
 
-from corednstw.core import doh
+from corednstw.dnsserver import doh
 
 _CONFIG = h2.config.H2Configuration(
     client_side=False, header_encoding=None,

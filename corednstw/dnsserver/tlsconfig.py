@@ -1,23 +1,13 @@
-"""Encrypted listeners: DNS over TLS (RFC 7858) and the TLS settings of the
-``tls`` directive.
+"""The server side TLS settings of the ``tls`` directive, shared by every
+encrypted listener (DoT, DoH, gRPC, DoQ, DoH3).
 
-A DoT listener is the plain DNS stream listener of ``server`` behind
-Twisted's TLS layer: the same framing, pipelining, timeouts and query
-limits, the same mux and chain; the chain sees the query as ``tcp``, as
-CoreDNS's does (its request.Proto() names the address family of the
-connection, never the encryption).  The certificate is held by a
-``Switchable`` so a reload that keeps the listener hands the next
-connections the new certificate.
+The certificate is held by a ``Switchable`` so a reload that keeps a
+listener hands its next connections the new certificate.
 """
-
-import socket
 
 from OpenSSL import SSL, crypto
 from twisted.internet.interfaces import IOpenSSLServerConnectionCreator
-from twisted.protocols.tls import TLSMemoryBIOFactory
 from zope.interface import implementer
-
-from corednstw.core import server
 
 #: client_auth values and the OpenSSL verify mode each maps to: whether a
 #: certificate is asked for, required, and checked against the CA (Go's
@@ -162,32 +152,3 @@ class Switchable:
 
     def serverConnectionForTLS(self, protocol):
         return SSL.Connection(self.tls.context(self.alpn), None)
-
-
-def adopt(reactor, host, port, factory):
-    """Listen on TCP host:port with ``factory`` on a socket of our own
-    (SO_REUSEPORT, as every listener); returns (port, actual_port)."""
-    s = server._socket(host, port, socket.SOCK_STREAM)
-    try:
-        s.listen(1024)
-        actual = s.getsockname()[1]
-        listening = reactor.adoptStreamPort(s.fileno(), server._family(host),
-                                            factory)
-    finally:
-        s.close()
-    return listening, actual
-
-
-def listen_tls(reactor, host, port, mux, timeouts, tls, wrap=None):
-    """A DoT listener: the plain DNS stream factory behind TLS (and
-    behind ``wrap``, the PROXY protocol reader, when given).
-
-    Returns (port, stream factory, Switchable, actual port)."""
-    stream = server.DNSStreamFactory(mux, None, timeouts)
-    creator = Switchable(tls)
-    wrapped = TLSMemoryBIOFactory(creator, False, stream)
-    if wrap is not None:
-        wrapped = wrap(wrapped)
-    listening, actual = adopt(reactor, host, port, wrapped)
-    stream.local = (host, actual)
-    return listening, stream, creator, actual

@@ -26,7 +26,7 @@ CoreDNS's does.
 from twisted.internet import protocol
 from twisted.protocols.tls import TLSMemoryBIOFactory
 
-from corednstw.core import doh, dohh2, transports
+from corednstw.dnsserver import doh, doh_h2, sockets, tlsconfig
 
 METHOD = b"/coredns.dns.DnsService/Query"
 DEFAULT_MAX_STREAMS = 256
@@ -114,7 +114,7 @@ class Service:
         self.local = None
 
 
-class GrpcH2(dohh2.DoHH2):
+class GrpcH2(doh_h2.DoHH2):
     """One HTTP/2 connection of a grpc:// listener."""
 
     MAX_BODY = 5 + 8 + _MAX_DNS + 1
@@ -214,12 +214,12 @@ def listen_grpc(reactor, host, port, mux, timeouts, tls, max_streams,
     creator = None
     inner = site
     if tls is not None:
-        creator = transports.Switchable(tls, (b"h2",))
+        creator = tlsconfig.Switchable(tls, (b"h2",))
         inner = TLSMemoryBIOFactory(creator, False, site)
     if wrap is not None:
         inner = wrap(inner)
     front = doh.Front(inner, site, max_connections)
-    listening, actual = transports.adopt(reactor, host, port, front)
+    listening, actual = sockets.adopt_tcp(reactor, host, port, front)
     front.port = listening
     service.local = (host, actual)
     return listening, front, creator, actual

@@ -27,9 +27,10 @@ from twisted.protocols.tls import TLSMemoryBIOFactory
 from twisted.web import http, resource, server
 
 from corednstw.core import dnswire as w
-from corednstw.core import metrics, transports
-from corednstw.core import server as dnsserver
+from corednstw.core import metrics
 from corednstw.core.request import Request
+from corednstw.dnsserver import mux as muxlib
+from corednstw.dnsserver import sockets, stream, tlsconfig
 
 PATH = b"/dns-query"
 MIME = b"application/dns-message"
@@ -125,10 +126,10 @@ class _Switch(http._GenericHTTPChannelProtocol):
         if self._negotiatedProtocol is None:
             transport = self._channel.transport
             if getattr(transport, "negotiatedProtocol", None) == b"h2":
-                from corednstw.core import dohh2
+                from corednstw.dnsserver import doh_h2
                 self._channel._networkProducer.unregisterProducer()
                 self._channel.setTimeout(None)
-                self._channel = dohh2.DoHH2(self._site.resource,
+                self._channel = doh_h2.DoHH2(self._site.resource,
                                             self._timeOut)
                 self._channel.makeConnection(transport)
                 self._negotiatedProtocol = b"h2"
@@ -252,7 +253,7 @@ def run_query(mux, data, client, proto, local, wait, answer):
         answer(wire)
 
     timer = None
-    host, port = dnsserver._client(client)
+    host, port = muxlib.client_address(client)
     mux.handle(data, host, port, proto, local, send)
     if done:
         return None
@@ -402,7 +403,7 @@ class Front(policies.WrappingFactory):
 
     def registerProtocol(self, p):
         super().registerProtocol(p)
-        dnsserver.nodelay(p.transport)
+        stream.nodelay(p.transport)
         if (self.limit and len(self.protocols) >= self.limit
                 and self.port is not None and not self.paused):
             self.paused = True
@@ -451,12 +452,12 @@ def listen_https(reactor, host, port, mux, timeouts, tls, limit,
     creator = None
     inner = site
     if tls is not None:
-        creator = transports.Switchable(tls, transports.HTTP_ALPN)
+        creator = tlsconfig.Switchable(tls, tlsconfig.HTTP_ALPN)
         inner = TLSMemoryBIOFactory(creator, False, site)
     if wrap is not None:
         inner = wrap(inner)
     front = Front(inner, site, limit)
-    listening, actual = transports.adopt(reactor, host, port, front)
+    listening, actual = sockets.adopt_tcp(reactor, host, port, front)
     front.port = listening
     res.local = (host, actual)
     return listening, front, creator, actual

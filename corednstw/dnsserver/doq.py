@@ -44,8 +44,8 @@ from twisted.internet import defer, protocol
 
 from corednstw.core import dnswire as w
 from corednstw.core import metrics
-from corednstw.core import server as dnsserver
 from corednstw.core.request import Request
+from corednstw.dnsserver import mux as muxlib
 
 #: CoreDNS's defaults for the quic directive (its README says 512
 #: workers; its code, which we follow, has 1024) and its DoQ server's
@@ -217,7 +217,7 @@ class _Connection:
         self.server = server
         self.qc = qc
         self.addr = addr
-        self.client = dnsserver._client(addr[:2])
+        self.client = muxlib.client_address(addr[:2])
         self.app = None
         self.timer = None
         self.open = True

@@ -24,7 +24,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(
     __file__))))
 
 from corednstw.core import dnswire as w  # noqa: E402
-from corednstw.core.corefile import Directive  # noqa: E402
+from corednstw.core.directive import Directive  # noqa: E402
 from corednstw.core.request import Request, Response, make_query  # noqa
 from corednstw.plugins import rewrite  # noqa: E402
 

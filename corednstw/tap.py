@@ -10,7 +10,8 @@ import sys
 from twisted.python import usage
 
 from corednstw import COREDNS_VERSION, __version__
-from corednstw.core import corefile, directives, logger
+from corednstw.core import directives, logger
+from corednstw.core.errors import CorefileError
 
 
 class Options(usage.Options):
@@ -79,7 +80,7 @@ def list_plugins():
           "  default\n\nOther plugins:")
     try:
         entries = directives.registry().entries
-    except corefile.CorefileError as e:
+    except CorefileError as e:
         print(str(e))
         return 1
     for name in sorted(entries):
@@ -96,15 +97,15 @@ def check(path, dns_port, dump):
     app = App(path, dns_port=dns_port)
     try:
         blocks = app.parse()
-    except (corefile.CorefileError, OSError) as e:
+    except (CorefileError, OSError) as e:
         print(str(e))
         return 1
     if dump:
-        sys.stdout.write(corefile.dump(blocks))
+        sys.stdout.write(dump.dump(blocks))
     errors = []
     try:
         app.load(errors)
-    except (corefile.CorefileError, OSError) as e:
+    except (CorefileError, OSError) as e:
         for err in errors or [e]:
             print(str(err))
         return 1
@@ -122,7 +123,7 @@ def load_app(options, reactor=None):
     app.multisocket = options.get("multisocket")
     try:
         app.config = app.load()
-    except (corefile.CorefileError, OSError) as e:
+    except (CorefileError, OSError) as e:
         print(str(e), flush=True)
         sys.exit(1)
     app.prestart()

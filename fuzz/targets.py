@@ -24,8 +24,9 @@ import dns.exception
 import dns.message
 from twisted.internet import task
 
-from corednstw.core import corefile, logger, metrics
 from corednstw.core import dnswire as w
+from corednstw.core import logger, metrics
+from corednstw.core.errors import CorefileError
 from corednstw.service.app import App
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -260,7 +261,7 @@ class CorefileTarget:
         errors = []
         try:
             cfg = app.load(errors)
-        except corefile.CorefileError as e:
+        except CorefileError as e:
             for err in errors or [e]:
                 check_error(err, text)
             return

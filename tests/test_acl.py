@@ -9,7 +9,7 @@ import dns.rcode
 from twisted.internet import defer, protocol, reactor
 from twisted.trial import unittest
 
-from corednstw.core import corefile
+from corednstw.core.errors import CorefileError
 from corednstw.plugins import acl
 from tests.support import util
 
@@ -298,7 +298,7 @@ class SetupTest(unittest.TestCase):
 
     def test_errors(self):
         for line, want in SETUP_ERRORS:
-            with self.assertRaises(corefile.CorefileError, msg=line) as cm:
+            with self.assertRaises(CorefileError, msg=line) as cm:
                 util.Direct(self, ".:0 {\n    acl {\n        %s\n    }\n"
                             "}\n" % line)
             self.assertIn("Corefile:3 - Error during parsing: plugin/acl: "

@@ -6,7 +6,7 @@ import re
 from twisted.internet import defer
 from twisted.trial import unittest
 
-from corednstw.core import corefile
+from corednstw.core.errors import CorefileError
 from corednstw.plugins import auto
 from corednstw.service.app import App
 from tests.support import cases, util
@@ -176,7 +176,7 @@ class Units(unittest.TestCase):
                 ("auto\n", "directory is required"),
         ]:
             d = util.write_files(self, {"Corefile": "org {\n" + body + "}\n"})
-            with self.assertRaises(corefile.CorefileError) as e:
+            with self.assertRaises(CorefileError) as e:
                 App(os.path.join(d, "Corefile"), dns_port=0).load()
             self.assertIn(msg, str(e.exception))
 

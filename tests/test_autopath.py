@@ -9,8 +9,8 @@ import dns.rrset
 from twisted.internet import defer
 from twisted.trial import unittest
 
-from corednstw.core import corefile
 from corednstw.core import dnswire as w
+from corednstw.core.errors import CorefileError
 from corednstw.core.request import (
     RawResponse,
     Request,
@@ -181,7 +181,7 @@ class SetupTest(unittest.TestCase):
                  "open kubernetes: no such file or directory"),
                 ("autopath", "no resolv-conf specified"),
                 ('autopath ""', 'failed to parse ""')):
-            with self.assertRaises(corefile.CorefileError) as cm:
+            with self.assertRaises(CorefileError) as cm:
                 self.build(line)
             self.assertIn("Corefile:2 - Error during parsing: "
                           "plugin/autopath: " + text, str(cm.exception),

@@ -5,7 +5,7 @@ and private zones, paging, tokens, failures and setup errors."""
 from twisted.internet import defer
 from twisted.trial import unittest
 
-from corednstw.core import corefile
+from corednstw.core.errors import CorefileError
 from tests.support import cases, cloud_apis, util
 from tests.support.cases import Case
 
@@ -185,7 +185,7 @@ class SetupTest(unittest.TestCase):
 
     def check(self, args, body, message, line=2):
         text = "example.org {\n    azure %s {\n%s\n    }\n}\n" % (args, body)
-        with self.assertRaises(corefile.CorefileError) as cm:
+        with self.assertRaises(CorefileError) as cm:
             util.Direct(self, text)
         self.assertIn("Corefile:%d - Error during parsing: plugin/azure: %s"
                       % (line, message), str(cm.exception))

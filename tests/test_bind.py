@@ -47,14 +47,14 @@ example.org:0 {
         self.assertEqual(s.app.config.blocks[0].bind, ["127.0.0.1", "::1"])
 
     def test_unknown_property(self):
-        from corednstw.core.corefile import CorefileError
+        from corednstw.core.errors import CorefileError
         with self.assertRaises(CorefileError) as cm:
             util.Direct(self, ".:0 {\n    bind 127.0.0.1 {\n        only x\n"
                               "    }\n}\n")
         self.assertIn("Corefile:2", str(cm.exception))
 
     def test_overlap_with_unbound_block_refused(self):
-        from corednstw.core.corefile import CorefileError
+        from corednstw.core.errors import CorefileError
         with self.assertRaises(CorefileError):
             util.Direct(self, "example.org:0 {\n    whoami\n}\n"
                               "example.org:0 {\n    bind 127.0.0.1\n"

@@ -9,8 +9,8 @@ import dns.rdata
 from twisted.internet import defer
 from twisted.trial import unittest
 
-from corednstw.core import corefile
 from corednstw.core import dnswire as w
+from corednstw.core.errors import CorefileError
 from corednstw.engines import response
 from corednstw.plugins import cache as cachemod
 from corednstw.plugins.cache import plugin as cacheplugin
@@ -81,7 +81,7 @@ class ParseTest(unittest.TestCase):
                  "serve_stale_policy requires serve_stale"),
                 ("cache {\n disable both\n }", "cache type for disable"),
                 ("cache {\n bogus\n }", "Wrong argument count")]:
-            with self.assertRaises(corefile.CorefileError) as cm:
+            with self.assertRaises(CorefileError) as cm:
                 parse_cache(self, " " + body)
             self.assertIn(msg, str(cm.exception), body)
 
@@ -1284,7 +1284,7 @@ class SetupTableTest(unittest.TestCase):
                 "cache 1 example.nl {\n positive 0\n prefetch -1\n}",
                 "cache 1 example.nl {\n prefetch 0 blurp\n}",
                 "cache\n cache"]:
-            with self.assertRaises(corefile.CorefileError, msg=text):
+            with self.assertRaises(CorefileError, msg=text):
                 self.parse(text)
 
     def test_serve_stale(self):
@@ -1327,7 +1327,7 @@ class SetupTableTest(unittest.TestCase):
                 "serve_stale 1h verify 100ms garbage",
                 "serve_stale 1h verify 100ms 30s extra",
                 "serve_stale 1h verify 100ms 30s 6m"]:
-            with self.assertRaises(corefile.CorefileError, msg=line):
+            with self.assertRaises(CorefileError, msg=line):
                 self.parse("cache {\n %s\n}" % line)
 
     def test_servfail(self):
@@ -1337,7 +1337,7 @@ class SetupTableTest(unittest.TestCase):
                              want, line)
         for line in ["servfail", "servfail 6m", "servfail 20",
                      "servfail -1s", "servfail aa", "servfail 1m invalid"]:
-            with self.assertRaises(corefile.CorefileError, msg=line):
+            with self.assertRaises(CorefileError, msg=line):
                 self.parse("cache {\n %s\n}" % line)
 
     def test_disable_and_keepttl(self):
@@ -1357,7 +1357,7 @@ class SetupTableTest(unittest.TestCase):
         self.assertTrue(self.parse("cache {\n keepttl\n}").keepttl)
         for line in ["disable invalid example.com example.org",
                      "keepttl arg1"]:
-            with self.assertRaises(corefile.CorefileError, msg=line):
+            with self.assertRaises(CorefileError, msg=line):
                 self.parse("cache {\n %s\n}" % line)
 
 
@@ -1384,7 +1384,7 @@ class PreferPositiveTest(unittest.TestCase):
                 ("serve_stale\n serve_stale_policy prefer_positive\n "
                  "serve_stale_policy prefer_positive",
                  "serve_stale_policy can only be specified once")]:
-            with self.assertRaises(corefile.CorefileError) as cm:
+            with self.assertRaises(CorefileError) as cm:
                 parse(self, "cache {\n %s\n}" % lines)
             self.assertIn(msg, str(cm.exception), lines)
 

@@ -9,7 +9,7 @@ import os
 from twisted.internet import defer
 from twisted.trial import unittest
 
-from corednstw.core import corefile
+from corednstw.core.errors import CorefileError
 from tests.support import cases, cloud_apis, util
 from tests.support.cases import Case
 
@@ -163,7 +163,7 @@ class SetupTest(unittest.TestCase):
             d, "c.json"))
         text = "example.org {\n    clouddns %s {\n%s\n    }\n}\n" % (args,
                                                                    body)
-        with self.assertRaises(corefile.CorefileError) as cm:
+        with self.assertRaises(CorefileError) as cm:
             util.Direct(self, text)
         self.assertIn("Corefile:%d - Error during parsing: plugin/clouddns: "
                       "%s" % (line, message), str(cm.exception))

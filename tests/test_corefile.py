@@ -19,13 +19,9 @@ import tempfile
 from twisted.trial import unittest
 
 from corednstw.core import corefile, names
-from corednstw.core.corefile import (
-    CorefileError,
-    ZoneAddr,
-    check_duplicates,
-    dump,
-    parse,
-)
+from corednstw.core.corefile import ZoneAddr, check_duplicates, parse
+from corednstw.core.dump import dump
+from corednstw.core.errors import CorefileError
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)

@@ -11,9 +11,10 @@ from importlib import metadata
 from twisted.trial import unittest
 
 from corednstw import tap
-from corednstw.core import corefile, directives
+from corednstw.core import corefile, directives, dump
 from corednstw.core import dnswire as w
 from corednstw.core.directives import PluginEntry
+from corednstw.core.errors import CorefileError, PluginError
 from corednstw.core.plugin import Plugin
 from tests.support import util
 
@@ -154,23 +155,23 @@ class PlacementTest(unittest.TestCase):
 
     def test_unknown_anchor_names_package(self):
         install(self, entry("alpha", after="nosuch"))
-        with self.assertRaises(corefile.PluginError) as cm:
+        with self.assertRaises(PluginError) as cm:
             directives.position("whoami")
         self.assertEqual(str(cm.exception),
                          "Plugin error: plugin package corednstw-fake 1.0 "
                          "(alpha = corednstw_fake:ALPHA): after='nosuch': "
                          "no such directive")
         # The failure is kept: every later use reports it.
-        self.assertRaises(corefile.PluginError, directives.load, "whoami")
+        self.assertRaises(PluginError, directives.load, "whoami")
 
     def test_cycle_is_unknown_anchor(self):
         install(self, entry("a1", after="a2"), entry("a2", after="a1"))
-        self.assertRaises(corefile.PluginError, directives.names)
+        self.assertRaises(PluginError, directives.names)
 
     def test_clash_with_builtin(self):
         install(self, FakeEntry("whoami", PluginEntry("whoami",
                                                       echo_setup)))
-        with self.assertRaises(corefile.PluginError) as cm:
+        with self.assertRaises(PluginError) as cm:
             directives.names()
         self.assertIn("plugin package corednstw-fake 1.0 (whoami = ",
                       str(cm.exception))
@@ -181,7 +182,7 @@ class PlacementTest(unittest.TestCase):
                 FakeEntry("alpha", PluginEntry("alpha", echo_setup,
                                                after="cache"),
                           package="corednstw-other", version="2.0"))
-        with self.assertRaises(corefile.PluginError) as cm:
+        with self.assertRaises(PluginError) as cm:
             directives.names()
         self.assertIn("corednstw-other 2.0", str(cm.exception))
         self.assertIn("already provided by corednstw-fake 1.0",
@@ -190,14 +191,14 @@ class PlacementTest(unittest.TestCase):
     def test_place_required(self):
         for kw in ({}, {"before": "cache", "after": "forward"}):
             install(self, entry("alpha", **kw))
-            with self.assertRaises(corefile.PluginError) as cm:
+            with self.assertRaises(PluginError) as cm:
                 directives.names()
             self.assertIn("give exactly one of before= and after=",
                           str(cm.exception))
 
     def test_load_failure_names_package(self):
         install(self, FakeEntry("alpha", ImportError("no module x")))
-        with self.assertRaises(corefile.PluginError) as cm:
+        with self.assertRaises(PluginError) as cm:
             directives.names()
         self.assertIn("corednstw-fake 1.0 (alpha = corednstw_fake:ALPHA): "
                       "cannot load: no module x", str(cm.exception))
@@ -205,7 +206,7 @@ class PlacementTest(unittest.TestCase):
     def test_name_mismatch(self):
         install(self, FakeEntry("alpha", PluginEntry("beta", echo_setup,
                                                      after="cache")))
-        with self.assertRaises(corefile.PluginError) as cm:
+        with self.assertRaises(PluginError) as cm:
             directives.names()
         self.assertIn("the entry point says 'alpha', the plugin 'beta'",
                       str(cm.exception))
@@ -213,7 +214,7 @@ class PlacementTest(unittest.TestCase):
     def test_no_setup(self):
         install(self, FakeEntry("alpha", types.SimpleNamespace(
             after="cache")))
-        self.assertRaises(corefile.PluginError, directives.names)
+        self.assertRaises(PluginError, directives.names)
 
     def test_package_implements_coredns_directive(self):
         # A directive of plugin.cfg not built here: a package may provide
@@ -231,7 +232,7 @@ class PlacementTest(unittest.TestCase):
         install(self, FakeEntry("multisocket", PluginEntry(
             "multisocket", echo_setup, after="cache")),
                 without=("multisocket",))
-        with self.assertRaises(corefile.PluginError) as cm:
+        with self.assertRaises(PluginError) as cm:
             directives.load("multisocket")
         self.assertIn("its place is plugin.cfg's", str(cm.exception))
 
@@ -250,13 +251,13 @@ class UseTest(unittest.TestCase):
 
     def test_setup_error_located(self):
         install(self, entry("alpha", before="whoami"))
-        with self.assertRaises(corefile.CorefileError) as cm:
+        with self.assertRaises(CorefileError) as cm:
             util.Direct(self, ".:0 {\n    alpha x\n}\n")
         self.assertIn("Corefile:2 - Error during parsing: plugin/alpha: "
                       "Wrong argument count", str(cm.exception))
 
     def test_unknown_without_package(self):
-        with self.assertRaises(corefile.CorefileError) as cm:
+        with self.assertRaises(CorefileError) as cm:
             util.Direct(self, ".:0 {\n    alpha\n}\n")
         self.assertIn("Unknown directive 'alpha'", str(cm.exception))
 
@@ -264,7 +265,7 @@ class UseTest(unittest.TestCase):
         install(self, entry("alpha", after="forward"))
         blocks = corefile.parse(".:53 {\n    whoami\n    alpha\n"
                                 "    forward . 127.0.0.1\n}\n")
-        chain = corefile.dump(blocks).split("  chain\n")[1].splitlines()
+        chain = dump.dump(blocks).split("  chain\n")[1].splitlines()
         self.assertEqual(chain, [
             "    forward . 127.0.0.1 @ Corefile:4",
             "    alpha @ Corefile:3 [corednstw-fake 1.0]",
@@ -290,5 +291,5 @@ class UseTest(unittest.TestCase):
 
     def test_broken_package_fails_the_start(self):
         install(self, entry("alpha", after="nosuch"))
-        with self.assertRaises(corefile.PluginError):
+        with self.assertRaises(PluginError):
             util.Direct(self, ".:0 {\n    whoami\n}\n")

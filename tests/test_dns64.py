@@ -6,7 +6,7 @@ import os
 from twisted.internet import defer
 from twisted.trial import unittest
 
-from corednstw.core import corefile
+from corednstw.core.errors import CorefileError
 from corednstw.plugins import dns64 as mod
 from corednstw.service.app import App
 from tests.support import cases, util
@@ -41,7 +41,7 @@ class ParseTest(unittest.TestCase):
                 ("dns64 2001:db8::/33", "invalid prefix length"),
                 ("dns64 2001:db8::/100", "invalid prefix length"),
                 ("dns64 {\n bogus\n }", "unknown property 'bogus'")]:
-            with self.assertRaises(corefile.CorefileError) as cm:
+            with self.assertRaises(CorefileError) as cm:
                 parse(self, " " + body)
             self.assertIn(msg, str(cm.exception))
 
@@ -264,7 +264,7 @@ class TableTest(unittest.TestCase):
                  "2002:ac12:b083::/96", False),
                 ("dns64 {\n allow_ipv4\n }", False, "64:ff9b::/96", True)]:
             if err:
-                with self.assertRaises(corefile.CorefileError, msg=body):
+                with self.assertRaises(CorefileError, msg=body):
                     parse(self, " " + body)
                 continue
             p = parse(self, " " + body)

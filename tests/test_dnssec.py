@@ -13,8 +13,8 @@ import dns.rdatatype
 import dns.rrset
 from twisted.trial import unittest
 
-from corednstw.core import corefile
 from corednstw.core import dnswire as w
+from corednstw.core.errors import CorefileError
 from corednstw.core.request import (
     RawResponse,
     Request,
@@ -270,7 +270,7 @@ class SetupTest(unittest.TestCase):
              % other),
         ]
         for text, line, msg in cases:
-            e = self.assertRaises(corefile.CorefileError, self.load, text)
+            e = self.assertRaises(CorefileError, self.load, text)
             self.assertIn(":%d - Error during parsing: plugin/dnssec: %s"
                           % (line, msg), str(e), text)
 
@@ -278,7 +278,7 @@ class SetupTest(unittest.TestCase):
         base = write_pair(self)
         os.remove(base + ".private")
         e = self.assertRaises(
-            corefile.CorefileError, self.load,
+            CorefileError, self.load,
             "miek.nl {\n dnssec {\n  key file %s\n }\n}\n" % base)
         self.assertIn("open %s.private: no such file" % base, str(e))
 

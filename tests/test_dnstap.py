@@ -10,7 +10,7 @@ from twisted.internet import defer, reactor
 from twisted.trial import unittest
 from zope.interface import implementer
 
-from corednstw.core.corefile import CorefileError
+from corednstw.core.errors import CorefileError
 from corednstw.core.interfaces import IForwarderTap, IMetadataProvider
 from corednstw.core.plugin import Plugin
 from corednstw.plugins import dnstap

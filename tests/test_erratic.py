@@ -7,7 +7,7 @@ import dns.message
 from twisted.internet import defer
 from twisted.trial import unittest
 
-from corednstw.core import corefile
+from corednstw.core.errors import CorefileError
 from corednstw.core.plugin import Plugin
 from corednstw.plugins import cancel as cancelmod
 from tests.support import cases, util
@@ -219,7 +219,7 @@ class ErraticSetupTest(unittest.TestCase):
             ("something-else", "unknown property 'something-else'"),
         ]
         for body, msg in cases:
-            with self.assertRaises(corefile.CorefileError) as cm:
+            with self.assertRaises(CorefileError) as cm:
                 self.parsed(body)
             self.assertIn("plugin/erratic: " + msg, str(cm.exception))
 
@@ -297,7 +297,7 @@ class CancelTest(unittest.TestCase):
                          ("0s", 'invalid negative duration: "0s"'),
                          ("-1s", 'invalid negative duration: "-1s"'),
                          ("1s 2s", "Wrong argument count")):
-            with self.assertRaises(corefile.CorefileError) as cm:
+            with self.assertRaises(CorefileError) as cm:
                 timeout(arg)
             self.assertIn("plugin/cancel: " + msg, str(cm.exception))
 

@@ -8,8 +8,8 @@ import dns.message
 from twisted.internet import defer, task
 from twisted.trial import unittest
 
-from corednstw.core import corefile
 from corednstw.core import dnswire as w
+from corednstw.core.errors import CorefileError
 from corednstw.core.request import Response
 from tests.support import cases, util
 from tests.support.cases import Case
@@ -247,5 +247,5 @@ class SetupTest(Base):
             ("errors\n    errors", "this plugin can only be used once"),
         ]
         for text, msg in cases:
-            e = self.assertRaises(corefile.CorefileError, self.direct, text)
+            e = self.assertRaises(CorefileError, self.direct, text)
             self.assertIn("plugin/errors: " + msg, str(e), text)

@@ -12,7 +12,7 @@ import dns.rcode
 from twisted.internet import defer, reactor, task
 from twisted.trial import unittest
 
-from corednstw.core import corefile
+from corednstw.core.errors import CorefileError
 from corednstw.plugins.etcd import client as cl
 from corednstw.plugins.etcd import records as rec
 from tests.support import etcd as etcd_support
@@ -422,7 +422,7 @@ class LookupTest(unittest.TestCase):
 class SetupTest(unittest.TestCase):
 
     def error(self, body):
-        with self.assertRaises(corefile.CorefileError) as cm:
+        with self.assertRaises(CorefileError) as cm:
             util.Direct(self, ".:0 {\n    etcd {\n%s\n    }\n}\n" % body)
         return str(cm.exception)
 

@@ -6,8 +6,8 @@ import urllib.parse
 from twisted.internet import defer
 from twisted.trial import unittest
 
-from corednstw.core import corefile
 from corednstw.core import dnswire as w
+from corednstw.core.errors import CorefileError
 from corednstw.dnsserver import explainer as tracing
 from tests.support import util
 
@@ -182,7 +182,7 @@ class EndpointTest(unittest.TestCase):
             self.assertIn(error, json.loads(body)["error"])
 
     def test_setup(self):
-        with self.assertRaises(corefile.CorefileError) as cm:
+        with self.assertRaises(CorefileError) as cm:
             util.Direct(self, ".:0 {\n    explain a b\n    whoami\n}\n")
         self.assertIn("Corefile:2 - Error during parsing: plugin/explain: "
                       "Wrong argument count", str(cm.exception))

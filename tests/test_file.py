@@ -14,7 +14,7 @@ import dns.rdatatype
 from twisted.internet import defer
 from twisted.trial import unittest
 
-from corednstw.core import corefile
+from corednstw.core.errors import CorefileError
 from corednstw.core.request import make_query
 from corednstw.engines import authority
 from tests.support import cases, util
@@ -350,7 +350,7 @@ class Setup(unittest.TestCase):
         return app.load()
 
     def assertError(self, text, msg, files=None):
-        with self.assertRaises(corefile.CorefileError) as e:
+        with self.assertRaises(CorefileError) as e:
             self.load(text, files)
         self.assertIn(msg, str(e.exception))
 

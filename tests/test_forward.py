@@ -10,7 +10,7 @@ import dns.rcode
 from twisted.internet import defer
 from twisted.trial import unittest
 
-from corednstw.core import corefile
+from corednstw.core.errors import CorefileError
 from corednstw.engines import upstream as engine
 from corednstw.plugins import forward as fwd
 from corednstw.plugins.forward.directive import _parse_to
@@ -109,7 +109,7 @@ class ParseTest(unittest.TestCase):
              "more than 15 TOs configured: 16"),
         ]
         for text, msg in cases:
-            with self.assertRaises(corefile.CorefileError) as cm:
+            with self.assertRaises(CorefileError) as cm:
                 util.build_plugins(self, ". {\n %s\n}\n" % text,
                                    "forward")
             self.assertIn(msg, str(cm.exception), text)
@@ -132,7 +132,7 @@ class SetupTableTest(unittest.TestCase):
                                   "forward")[0]
 
     def error(self, text):
-        with self.assertRaises(corefile.CorefileError) as cm:
+        with self.assertRaises(CorefileError) as cm:
             self.parse(text)
         return str(cm.exception)
 

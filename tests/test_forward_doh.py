@@ -9,7 +9,8 @@ import dns.rcode
 from twisted.internet import defer
 from twisted.trial import unittest
 
-from corednstw.core import corefile, metrics
+from corednstw.core import metrics
+from corednstw.core.errors import CorefileError
 from corednstw.dnsserver import doh
 from corednstw.engines import upstream as engine
 from tests.support import tlsutil, util
@@ -31,7 +32,7 @@ class ParseTest(unittest.TestCase):
                                   "forward")[0][0]
 
     def error(self, text):
-        with self.assertRaises(corefile.CorefileError) as cm:
+        with self.assertRaises(CorefileError) as cm:
             self.parse(text)
         return str(cm.exception)
 

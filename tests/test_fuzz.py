@@ -13,6 +13,7 @@ import dns.rrset
 from twisted.trial import unittest
 
 from corednstw.core import corefile, logger
+from corednstw.core.errors import CorefileError
 from fuzz import mutate, seeds, targets
 from tests.support import util
 
@@ -91,7 +92,7 @@ class Findings(unittest.TestCase):
                      'example.org:0 {\n    file db\x00.x\n}\n',
                      '.:0 {\n\n    root \x00does/not/exist\n}\n',
                      'import b\x00/*.conf\n'):
-            with self.assertRaises(corefile.CorefileError) as cm:
+            with self.assertRaises(CorefileError) as cm:
                 corefile.parse(text)
             self.assertEqual(cm.exception.line, text.count(
                 "\n", 0, text.index("\x00")) + 1)

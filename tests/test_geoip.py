@@ -9,8 +9,8 @@ from netaddr import IPSet
 from twisted.internet import defer
 from twisted.trial import unittest
 
-from corednstw.core import corefile
 from corednstw.core import dnswire as w
+from corednstw.core.errors import CorefileError
 from corednstw.plugins import geoip
 from corednstw.plugins import metadata as md
 from tests.support import util
@@ -170,7 +170,7 @@ class SetupTest(unittest.TestCase):
         self.city, self.asn, self.other, self.odd = databases(self)
 
     def error(self, text):
-        with self.assertRaises(corefile.CorefileError) as cm:
+        with self.assertRaises(CorefileError) as cm:
             util.Direct(self, ".:0 {\n    geoip %s\n}\n" % text)
         return str(cm.exception)
 

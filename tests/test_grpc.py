@@ -8,7 +8,8 @@ from twisted.internet import threads
 from twisted.internet.defer import inlineCallbacks
 from twisted.trial import unittest
 
-from corednstw.core import corefile, metrics
+from corednstw.core import metrics
+from corednstw.core.errors import CorefileError
 from corednstw.dnsserver import grpcdns as grpcwire
 from tests.support import grpcclient, tlsutil, util
 
@@ -279,7 +280,7 @@ class OddUpstreamTest(unittest.TestCase):
 class SetupTest(unittest.TestCase):
 
     def error(self, text):
-        with self.assertRaises(corefile.CorefileError) as cm:
+        with self.assertRaises(CorefileError) as cm:
             util.Direct(self, text)
         return str(cm.exception)
 

@@ -6,8 +6,9 @@ import os
 from twisted.internet import defer
 from twisted.trial import unittest
 
-from corednstw.core import corefile
 from corednstw.core import dnswire as w
+from corednstw.core.directive import Directive
+from corednstw.core.errors import CorefileError
 from corednstw.plugins import hosts
 from tests.support import cases, util
 from tests.support.cases import Case
@@ -118,7 +119,7 @@ class SetupTest(unittest.TestCase):
         block.settings["root"] = d
         p = hosts.setup(block.source.directives[0], block)
         self.assertEqual(p.path, os.path.join(d, "hosts"))
-        p2 = hosts.setup(corefile.Directive("hosts", ["/abs"], [], "C", 1),
+        p2 = hosts.setup(Directive("hosts", ["/abs"], [], "C", 1),
                          block)
         self.assertEqual(p2.path, "/abs")
 
@@ -143,7 +144,7 @@ class SetupTest(unittest.TestCase):
              "this plugin can only be used once per Server Block"),
         ]
         for text, msg in cases:
-            e = self.assertRaises(corefile.CorefileError, self.load, text)
+            e = self.assertRaises(CorefileError, self.load, text)
             self.assertIn("plugin/hosts: " + msg, str(e), text)
 
 

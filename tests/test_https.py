@@ -12,7 +12,8 @@ from twisted.internet import defer, threads
 from twisted.logger import formatEvent, globalLogPublisher
 from twisted.trial import unittest
 
-from corednstw.core import corefile, metrics
+from corednstw.core import metrics
+from corednstw.core.errors import CorefileError
 from corednstw.dnsserver import doh
 from tests.support import tlsutil, util
 
@@ -328,7 +329,7 @@ class PlainHTTPTest(unittest.TestCase):
 class SetupTest(unittest.TestCase):
 
     def error(self, text):
-        with self.assertRaises(corefile.CorefileError) as cm:
+        with self.assertRaises(CorefileError) as cm:
             util.Direct(self, text)
         return str(cm.exception)
 

@@ -9,7 +9,7 @@ import dns.rcode
 from twisted.internet import defer
 from twisted.trial import unittest
 
-from corednstw.core import corefile
+from corednstw.core.errors import CorefileError
 from tests.support import k8s_apiserver as k8s
 from tests.support import util
 from tests.test_kubernetes_interfaces import axfr, transferred
@@ -322,7 +322,7 @@ class SetupTest(unittest.TestCase):
                 ("apex", "Wrong argument count or unexpected line ending "
                  "after 'apex'"),
                 ("bogus", "unknown property 'bogus'")):
-            with self.assertRaises(corefile.CorefileError) as cm:
+            with self.assertRaises(CorefileError) as cm:
                 self.plugin("k8s_external {\n        %s\n    }" % body)
             self.assertIn("plugin/k8s_external: " + text, str(cm.exception))
 

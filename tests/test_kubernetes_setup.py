@@ -2,7 +2,7 @@
 
 from twisted.trial import unittest
 
-from corednstw.core import corefile
+from corednstw.core.errors import CorefileError
 from corednstw.plugins.kubernetes import directive
 from tests.support import util
 
@@ -24,7 +24,7 @@ class Loader(unittest.TestCase):
         return cfg.blocks[0].plugin("kubernetes")
 
     def bad(self, body, msg, zones="cluster.local"):
-        e = self.assertRaises(corefile.CorefileError, self.load, body, zones)
+        e = self.assertRaises(CorefileError, self.load, body, zones)
         self.assertIn(msg, str(e))
         return e
 
@@ -121,7 +121,7 @@ class SetupTest(Loader):
         self.patch(directive.os, "environ", {})
         d = util.write_files(self, {"Corefile": ".:0 {\n    kubernetes\n}\n"})
         from corednstw.service.app import App
-        e = self.assertRaises(corefile.CorefileError,
+        e = self.assertRaises(CorefileError,
                               App(d + "/Corefile", dns_port=0).load)
         self.assertIn("KUBERNETES_SERVICE_HOST", str(e))
 
@@ -130,7 +130,7 @@ class SetupTest(Loader):
             ".:0 {\n    kubernetes {\n endpoint http://x\n }\n"
             "    kubernetes {\n endpoint http://x\n }\n}\n")})
         from corednstw.service.app import App
-        e = self.assertRaises(corefile.CorefileError,
+        e = self.assertRaises(CorefileError,
                               App(d + "/Corefile", dns_port=0).load)
         self.assertIn("only be used once", str(e))
 

@@ -10,8 +10,9 @@ import dns.rdataclass
 from twisted.internet import defer
 from twisted.trial import unittest
 
-from corednstw.core import corefile
 from corednstw.core import dnswire as w
+from corednstw.core.directive import Directive
+from corednstw.core.errors import CorefileError
 from corednstw.core.request import RawResponse, Request, Response, make_query
 from corednstw.plugins import loadbalance as lb
 from tests.support import cases, util
@@ -553,7 +554,7 @@ class SetupTest(unittest.TestCase):
         x = self.load("loadbalance weighted wf")
         block = x.app.config.blocks[0]
         block.settings["root"] = "/srv"
-        p = lb.setup(corefile.Directive("loadbalance", ["weighted", "wf"],
+        p = lb.setup(Directive("loadbalance", ["weighted", "wf"],
                                         [], "C", 1), block)
         self.assertEqual(p.weights.path, "/srv/wf")
 
@@ -579,7 +580,7 @@ class SetupTest(unittest.TestCase):
              'invalid CIDR "10.0.0.0/33"'),
         ]
         for text, msg in cases:
-            e = self.assertRaises(corefile.CorefileError, self.load, text)
+            e = self.assertRaises(CorefileError, self.load, text)
             self.assertIn("plugin/loadbalance: " + msg, str(e), text)
 
 

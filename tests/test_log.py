@@ -8,8 +8,8 @@ import dns.message
 from twisted.internet import defer
 from twisted.trial import unittest
 
-from corednstw.core import corefile
 from corednstw.core import dnswire as w
+from corednstw.core.errors import CorefileError
 from corednstw.core.request import RawResponse, Response
 from corednstw.plugins import log as logplugin
 from tests.support import cases, util
@@ -351,7 +351,7 @@ class SetupTest(Base):
             ("log {\n        format x\n    }", "unknown property 'format'"),
         ]
         for text, msg in cases:
-            e = self.assertRaises(corefile.CorefileError, self.direct, text)
+            e = self.assertRaises(CorefileError, self.direct, text)
             self.assertIn("plugin/log: " + msg, str(e))
 
     def test_rules(self):

@@ -4,7 +4,7 @@ a healthy upstream gives no false positive and the probe stops."""
 from twisted.internet import defer
 from twisted.trial import unittest
 
-from corednstw.core import corefile
+from corednstw.core.errors import CorefileError
 from corednstw.plugins import loop as loopmod
 from tests.support import util
 from tests.support.unbound import free_port
@@ -69,7 +69,7 @@ class LoopTest(unittest.TestCase):
 
         from corednstw.service.app import App
         d = util.write_files(self, {"Corefile": ". {\n loop foo\n}\n"})
-        with self.assertRaises(corefile.CorefileError):
+        with self.assertRaises(CorefileError):
             App(os.path.join(d, "Corefile"), dns_port=0).load()
 
 

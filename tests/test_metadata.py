@@ -4,7 +4,7 @@ rest of the chain; values are strings or callables returning strings."""
 from twisted.trial import unittest
 from zope.interface import implementer
 
-from corednstw.core.corefile import CorefileError
+from corednstw.core.errors import CorefileError
 from corednstw.core.interfaces import IMetadataProvider
 from corednstw.core.plugin import Plugin
 from corednstw.plugins import metadata

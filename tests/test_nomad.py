@@ -6,7 +6,7 @@ errors."""
 from twisted.internet import defer
 from twisted.trial import unittest
 
-from corednstw.core import corefile
+from corednstw.core.errors import CorefileError
 from corednstw.plugins.nomad import plugin as nomadmod
 from tests.support import cases, nomad_api, util
 from tests.support.cases import Case
@@ -218,7 +218,7 @@ class SetupTest(unittest.TestCase):
         self.log = util.capture_log(self)
 
     def error(self, body):
-        with self.assertRaises(corefile.CorefileError) as cm:
+        with self.assertRaises(CorefileError) as cm:
             util.Direct(self, "service.nomad {\n    nomad service.nomad "
                         "{\n%s\n    }\n}\n" % body)
         return str(cm.exception)

@@ -5,14 +5,14 @@ import os
 from twisted.internet import defer
 from twisted.trial import unittest
 
-from corednstw.core import corefile
+from corednstw.core.errors import CorefileError
 from tests.support import util
 
 
 class OnSetupTest(unittest.TestCase):
 
     def _error(self, text):
-        with self.assertRaises(corefile.CorefileError) as cm:
+        with self.assertRaises(CorefileError) as cm:
             util.Direct(self, ".:0 {\n%s\n    whoami\n}\n" % text)
         return str(cm.exception)
 

@@ -3,7 +3,8 @@ unless that breaks a plugin's assumption."""
 
 from twisted.trial import unittest
 
-from corednstw.core import corefile
+from corednstw.core import corefile, dump
+from corednstw.core.errors import CorefileError, PluginError
 from corednstw.plugins import reload
 from corednstw.service.app import App
 from tests.support import util
@@ -17,7 +18,7 @@ class OrderTest(unittest.TestCase):
         return [b.directive_names() for b in cfg.blocks]
 
     def error(self, text):
-        with self.assertRaises(corefile.CorefileError) as cm:
+        with self.assertRaises(CorefileError) as cm:
             util.Direct(self, text)
         return str(cm.exception)
 
@@ -114,7 +115,7 @@ class OrderTest(unittest.TestCase):
     def test_package_place_breaks_own_assumption(self):
         install(self, entry("alpha", before="root",
                             follows=("prometheus",)))
-        with self.assertRaises(corefile.PluginError) as cm:
+        with self.assertRaises(PluginError) as cm:
             util.Direct(self, ".:0 {\n    whoami\n}\n")
         self.assertIn("its place puts 'prometheus' after 'alpha'",
                       str(cm.exception))
@@ -125,14 +126,14 @@ class OrderTest(unittest.TestCase):
             "    forward . 127.0.0.1\n    whoami x\n}\n")})
         errors = []
         app = App(d + "/Corefile", dns_port=0)
-        self.assertRaises(corefile.CorefileError, app.load, errors)
+        self.assertRaises(CorefileError, app.load, errors)
         self.assertEqual([(e.line, e.directive) for e in errors],
                          [(2, "order"), (7, "whoami")])
 
     def test_dump(self):
         blocks = corefile.parse("{\n    order chaos last\n}\n.:53 {\n"
                                 "    chaos\n    whoami\n}\n")
-        lines = corefile.dump(blocks).splitlines()
+        lines = dump.dump(blocks).splitlines()
         self.assertEqual(lines[:2], ["options",
                                      "  order chaos last @ Corefile:2"])
         self.assertEqual(lines[-2:], ["    whoami @ Corefile:6",

@@ -6,7 +6,7 @@ import tracemalloc
 from twisted.internet import defer
 from twisted.trial import unittest
 
-from corednstw.core import corefile
+from corednstw.core.errors import CorefileError
 from tests.support import util
 
 ADDR = "127.0.0.1:0"
@@ -29,7 +29,7 @@ def _corefile(opts=""):
 class PprofSetupTest(unittest.TestCase):
 
     def _error(self, text):
-        with self.assertRaises(corefile.CorefileError) as cm:
+        with self.assertRaises(CorefileError) as cm:
             util.Direct(self, ".:0 {\n%s\n    whoami\n}\n" % text)
         return str(cm.exception)
 

@@ -196,7 +196,7 @@ class CorefileErrorTest(unittest.TestCase):
     """Bad directives are named with file and line; nothing starts."""
 
     def load_error(self, corefile):
-        from corednstw.core.corefile import CorefileError
+        from corednstw.core.errors import CorefileError
         with self.assertRaises(CorefileError) as cm:
             util.Direct(self, corefile)
         return str(cm.exception)

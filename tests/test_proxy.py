@@ -10,7 +10,7 @@ from twisted.internet import defer, reactor
 from twisted.trial import unittest
 from twisted.web import resource, server
 
-from corednstw.core import corefile
+from corednstw.core.errors import CorefileError
 from corednstw.engines import upstream as engine
 from corednstw.plugins import proxy as px
 from corednstw.service.app import App
@@ -36,7 +36,7 @@ class ParseTest(unittest.TestCase):
         return build(self, ". {\n%s\n}\n" % body, files)
 
     def error(self, body, files=None):
-        with self.assertRaises(corefile.CorefileError) as cm:
+        with self.assertRaises(CorefileError) as cm:
             self.parse(body, files)
         return str(cm.exception)
 

@@ -9,7 +9,7 @@ import dns.rcode
 from twisted.internet import defer, threads
 from twisted.trial import unittest
 
-from corednstw.core import corefile
+from corednstw.core.errors import CorefileError
 from corednstw.dnsserver import proxyprotocol
 from tests.support import tlsutil, util
 
@@ -279,7 +279,7 @@ class EncryptedTest(unittest.TestCase):
 class SetupTest(unittest.TestCase):
 
     def error(self, body):
-        with self.assertRaises(corefile.CorefileError) as cm:
+        with self.assertRaises(CorefileError) as cm:
             util.Direct(self, ".:0 {\n    proxyproto {\n%s\n    }\n"
                               "    whoami\n}\n" % body)
         return str(cm.exception)

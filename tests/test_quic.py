@@ -11,7 +11,8 @@ from twisted.internet import threads
 from twisted.internet.defer import inlineCallbacks
 from twisted.trial import unittest
 
-from corednstw.core import corefile, metrics
+from corednstw.core import metrics
+from corednstw.core.errors import CorefileError
 from tests.support import doq, tlsutil, util
 from tests.support.upstream import Upstream
 
@@ -295,7 +296,7 @@ class WorkerPoolTest(unittest.TestCase):
 class SetupTest(unittest.TestCase):
 
     def error(self, text):
-        with self.assertRaises(corefile.CorefileError) as cm:
+        with self.assertRaises(CorefileError) as cm:
             util.Direct(self, text)
         return str(cm.exception)
 
@@ -425,18 +426,18 @@ class DoH3LimitTest(DoH3Base, unittest.TestCase):
 class H3SetupTest(unittest.TestCase):
 
     def test_errors(self):
-        with self.assertRaises(corefile.CorefileError) as cm:
+        with self.assertRaises(CorefileError) as cm:
             util.Direct(self, "https3://.:0 {\n    whoami\n}\n")
         self.assertIn("Corefile:1", str(cm.exception))
         self.assertIn("https3://.:0: DoH3 requires TLS, no TLS config found",
                       str(cm.exception))
-        with self.assertRaises(corefile.CorefileError) as cm:
+        with self.assertRaises(CorefileError) as cm:
             util.Direct(self, ".:0 {\n    https3 {\n"
                         "        max_connections -1\n    }\n}\n")
         self.assertIn("Corefile:3 - Error during parsing: plugin/https3: "
                       "max_connections must be a non-negative integer: -1",
                       str(cm.exception))
-        with self.assertRaises(corefile.CorefileError) as cm:
+        with self.assertRaises(CorefileError) as cm:
             util.Direct(self, ".:0 {\n    https3 {\n"
                         "        max_streams 1\n        max_streams 2\n"
                         "    }\n}\n")

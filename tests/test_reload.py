@@ -43,7 +43,7 @@ class ReloadTest(unittest.TestCase):
         self.port = self.app.port()
 
     def test_setup_errors(self):
-        from corednstw.core.corefile import CorefileError
+        from corednstw.core.errors import CorefileError
         for bad, msg in (("reload 1s", "interval value must be greater or "
                           "equal to 2s"),
                          ("reload 10s 500ms", "jitter value must be 0 or "

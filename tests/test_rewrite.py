@@ -9,7 +9,7 @@ import dns.rdatatype
 from twisted.internet import defer
 from twisted.trial import unittest
 
-from corednstw.core import corefile
+from corednstw.core.errors import CorefileError
 from corednstw.plugins import rewrite
 from corednstw.plugins.rewrite import edns0 as redns0
 from tests.support import upstream, util
@@ -592,7 +592,7 @@ class SetupTest(unittest.TestCase):
             rewrite.new_rule(args)
 
     def test_error_has_file_and_line(self):
-        with self.assertRaises(corefile.CorefileError) as cm:
+        with self.assertRaises(CorefileError) as cm:
             util.Direct(self, ".:0 {\n    whoami\n    rewrite ttl a x\n}\n")
         self.assertIn("Corefile:3 - Error during parsing: plugin/rewrite: "
                       "invalid TTL 'x' for a ttl rule", str(cm.exception))

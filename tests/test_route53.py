@@ -8,6 +8,7 @@ import os
 from twisted.internet import defer
 from twisted.trial import unittest
 
+from corednstw.core.errors import CorefileError
 from corednstw.plugins.route53 import names, plugin
 from tests.support import cases, moto_aws, util
 from tests.support.cases import Case
@@ -268,8 +269,7 @@ class UnescapeTest(unittest.TestCase):
 
 
 def setup_error(testcase, text):
-    from corednstw.core import corefile
-    with testcase.assertRaises(corefile.CorefileError) as cm:
+    with testcase.assertRaises(CorefileError) as cm:
         util.Direct(testcase, text)
     return str(cm.exception)
 

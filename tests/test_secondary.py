@@ -9,7 +9,7 @@ import dns.rcode
 from twisted.internet import defer
 from twisted.trial import unittest
 
-from corednstw.core import corefile
+from corednstw.core.errors import CorefileError
 from corednstw.service.app import App
 from tests.support import cases, knot, util
 from tests.support.cases import Case
@@ -206,7 +206,7 @@ class Setup(unittest.TestCase):
                 ("secondary {\n transfer from 10.0.0.1\n bogus\n}\n",
                  "unknown property 'bogus'"),
         ]:
-            with self.assertRaises(corefile.CorefileError) as e:
+            with self.assertRaises(CorefileError) as e:
                 self.load("example.org {\n" + body + "}\n")
             self.assertIn(msg, str(e.exception))
 

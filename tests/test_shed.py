@@ -5,7 +5,7 @@ import errno
 from twisted.internet import defer
 from twisted.trial import unittest
 
-from corednstw.core import corefile
+from corednstw.core.errors import CorefileError
 from corednstw.plugins import shed
 from tests.support import util
 
@@ -41,7 +41,7 @@ def _send_udp(testcase, port, data):
 class ShedSetupTest(unittest.TestCase):
 
     def _error(self, text):
-        with self.assertRaises(corefile.CorefileError) as cm:
+        with self.assertRaises(CorefileError) as cm:
             util.Direct(self, text)
         return str(cm.exception)
 

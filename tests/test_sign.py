@@ -15,8 +15,8 @@ import dns.zone
 from twisted.internet import defer, utils
 from twisted.trial import unittest
 
-from corednstw.core import corefile
 from corednstw.core import dnswire as w
+from corednstw.core.errors import CorefileError
 from corednstw.plugins.dnssec import keys
 from corednstw.plugins.sign import signer as sg
 from tests.support import unbound, util
@@ -261,7 +261,7 @@ class SetupTest(unittest.TestCase):
              "open %s/missing.key: no such file or directory" % d),
         ]
         for text, line, msg in cases:
-            e = self.assertRaises(corefile.CorefileError, self.load,
+            e = self.assertRaises(CorefileError, self.load,
                                   "miek.nl {\n %s\n}\n" % text)
             self.assertIn(":%d - Error during parsing: plugin/sign: %s"
                           % (line, msg), str(e), text)

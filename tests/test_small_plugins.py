@@ -14,8 +14,9 @@ from twisted.internet import defer, protocol, reactor
 from twisted.trial import unittest
 
 from corednstw import COREDNS_VERSION
-from corednstw.core import corefile, logger
 from corednstw.core import dnswire as w
+from corednstw.core import logger
+from corednstw.core.errors import CorefileError
 from corednstw.core.plugin import Plugin
 from corednstw.core.request import RawResponse, Request, Response, make_query
 from corednstw.plugins import chaos as chaosmod
@@ -27,7 +28,7 @@ from tests.support.cases import Case
 
 def setup_error(testcase, text):
     """The Corefile error text building ``text`` raises."""
-    with testcase.assertRaises(corefile.CorefileError) as cm:
+    with testcase.assertRaises(CorefileError) as cm:
         util.Direct(testcase, text)
     return str(cm.exception)
 

@@ -9,8 +9,8 @@ import dns.rcode
 from twisted.internet import defer
 from twisted.trial import unittest
 
-from corednstw.core import corefile
 from corednstw.core import dnswire as w
+from corednstw.core.errors import CorefileError
 from corednstw.plugins import template as tp
 from tests.support import util
 
@@ -325,7 +325,7 @@ class SetupTest(unittest.TestCase):
         if ok:
             self.build(body)
         else:
-            self.assertRaises(corefile.CorefileError, self.build, body)
+            self.assertRaises(CorefileError, self.build, body)
 
     def test_parse(self):
         for body, ok in [
@@ -390,7 +390,7 @@ class SetupTest(unittest.TestCase):
                              ok)
 
     def test_error_names_file_and_line(self):
-        with self.assertRaises(corefile.CorefileError) as cm:
+        with self.assertRaises(CorefileError) as cm:
             self.build("template ANY ANY {\n expr nosuch()\n}")
         text = str(cm.exception)
         self.assertIn("Corefile:3", text)

@@ -11,7 +11,8 @@ import dns.rcode
 from twisted.internet import defer, threads
 from twisted.trial import unittest
 
-from corednstw.core import corefile, metrics
+from corednstw.core import metrics
+from corednstw.core.errors import CorefileError
 from tests.support import tlsutil, util
 
 WHOAMI = """tls://.:0 {
@@ -39,7 +40,7 @@ class SetupTest(unittest.TestCase):
         self.dir, self.ca, self.cert, self.key = tlsutil.certs(self)
 
     def error(self, text):
-        with self.assertRaises(corefile.CorefileError) as cm:
+        with self.assertRaises(CorefileError) as cm:
             util.Direct(self, text)
         return str(cm.exception)
 

@@ -5,7 +5,7 @@ import timeit
 from twisted.internet import defer
 from twisted.trial import unittest
 
-from corednstw.core import corefile
+from corednstw.core.errors import CorefileError
 from corednstw.plugins.trace.plugin import Trace
 from tests.support import util, zipkin
 
@@ -19,7 +19,7 @@ def _corefile(port, extra="", every=""):
 class TraceSetupTest(unittest.TestCase):
 
     def _error(self, text):
-        with self.assertRaises(corefile.CorefileError) as cm:
+        with self.assertRaises(CorefileError) as cm:
             util.Direct(self, ".:0 {\n%s\n    whoami\n}\n" % text)
         return str(cm.exception)
 

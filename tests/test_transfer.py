@@ -12,7 +12,8 @@ import dns.rrset
 from twisted.internet import defer, protocol, reactor
 from twisted.trial import unittest
 
-from corednstw.core import corefile, dnswire
+from corednstw.core import dnswire
+from corednstw.core.errors import CorefileError
 from corednstw.core.request import parse_response
 from corednstw.engines import authority
 from corednstw.plugins import transfer
@@ -188,7 +189,7 @@ class Setup(unittest.TestCase):
                  "source already specified"),
                 ("transfer {\n to *\n bogus\n}\n", 'unknown property "bogus"'),
         ]:
-            with self.assertRaises(corefile.CorefileError) as e:
+            with self.assertRaises(CorefileError) as e:
                 self.load("example.org {\n" + body + "}\n")
             self.assertIn(msg, str(e.exception))
 

@@ -10,7 +10,8 @@ import dns.rcode
 from twisted.internet import defer
 from twisted.trial import unittest
 
-from corednstw.core import corefile, metrics
+from corednstw.core import metrics
+from corednstw.core.errors import CorefileError
 from tests.support import util
 from tests.support.util import free_port
 
@@ -105,7 +106,7 @@ class TLSSetupTest(unittest.TestCase):
         for scheme, text in (
                 ("quic", "quic: tls.Config not set"),
                 ("https3", "DoH3 requires TLS, no TLS config found")):
-            with self.assertRaises(corefile.CorefileError) as cm:
+            with self.assertRaises(CorefileError) as cm:
                 util.Direct(self, "%s://example.net:0 {\n    whoami\n}\n"
                             % scheme)
             self.assertIn("Corefile:1", str(cm.exception))

@@ -12,7 +12,7 @@ import dns.tsigkeyring
 from twisted.internet import defer, task, threads
 from twisted.trial import unittest
 
-from corednstw.core import corefile
+from corednstw.core.errors import CorefileError
 from corednstw.plugins import tsig
 from tests.support import util
 
@@ -255,12 +255,12 @@ class SetupTest(unittest.TestCase):
                      "require BOGUS", "require_opcode BOGUS",
                      "require_opcode", "bogus x",
                      "secret k. %s\n        secret K %s" % (SECRET, SECRET)):
-            with self.assertRaises(corefile.CorefileError, msg=body) as cm:
+            with self.assertRaises(CorefileError, msg=body) as cm:
                 util.Direct(self, ".:0 {\n    tsig {\n        %s\n    }\n}\n"
                             % body)
             self.assertIn("plugin/tsig: Wrong argument count",
                           str(cm.exception), body)
 
     def test_once(self):
-        with self.assertRaises(corefile.CorefileError):
+        with self.assertRaises(CorefileError):
             util.Direct(self, ".:0 {\n    tsig\n    tsig\n}\n")

@@ -8,7 +8,8 @@ import dns.rcode
 from twisted.internet import defer, reactor
 from twisted.trial import unittest
 
-from corednstw.core import corefile, metrics
+from corednstw.core import metrics
+from corednstw.core.errors import CorefileError
 from tests.support import util
 
 EXAMPLES = os.path.join(util.REPO, "tests", "corefiles", "view")
@@ -181,7 +182,7 @@ class RoutingTest(unittest.TestCase):
 class SetupTest(unittest.TestCase):
 
     def error(self, body):
-        with self.assertRaises(corefile.CorefileError) as cm:
+        with self.assertRaises(CorefileError) as cm:
             util.Direct(self, ".:0 {\n%s\n}\n.:0 {\n whoami\n}\n" % body)
         return str(cm.exception)
 
@@ -205,6 +206,6 @@ class SetupTest(unittest.TestCase):
         self.assertIn("Corefile:4", text)
 
     def test_same_zone_without_view_refused(self):
-        with self.assertRaises(corefile.CorefileError) as cm:
+        with self.assertRaises(CorefileError) as cm:
             util.Direct(self, ".:0 {\n whoami\n}\n.:0 {\n whoami\n}\n")
         self.assertIn("already defined", str(cm.exception))

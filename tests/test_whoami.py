@@ -7,7 +7,7 @@ import socket
 from twisted.internet import defer
 from twisted.trial import unittest
 
-from corednstw.core import corefile
+from corednstw.core.errors import CorefileError
 from tests.support import cases, util
 from tests.support.cases import Case
 
@@ -103,7 +103,7 @@ class DirectTest(unittest.TestCase):
             cases.check_response(self, case, cases.parse_reply(got[0]))
 
     def test_arguments_rejected(self):
-        with self.assertRaises(corefile.CorefileError) as cm:
+        with self.assertRaises(CorefileError) as cm:
             util.Direct(self, ".:0 {\n    whoami extra\n}\n")
         self.assertIn("plugin/whoami: Wrong argument count",
                       str(cm.exception))

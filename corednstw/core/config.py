@@ -12,6 +12,8 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Optional
 
 from corednstw.core import corefile, directives, logger
+from corednstw.core.directive import Directive
+from corednstw.core.errors import CorefileError
 from corednstw.core.interfaces import IHTTPEndpointOwner, IReadiness
 from corednstw.core.plugin import END, Plugin
 
@@ -115,7 +117,7 @@ class Config:
         self.notices: list[tuple[str, int, str]] = []
 
     def handle_http(self, address: str, path: str, resource: Any,
-                    d: corefile.Directive) -> None:
+                    d: Directive) -> None:
         """Register an HTTP endpoint for directive ``d``.  Several blocks of
         one directive may share it (``prometheus :9153`` everywhere); two
         different directives on one path clash."""
@@ -140,14 +142,14 @@ class Config:
 
 
 def build(app: App, path: str, blocks: list[corefile.ServerBlock],
-          errors: Optional[list[corefile.CorefileError]] = None) -> Config:
+          errors: Optional[list[CorefileError]] = None) -> Config:
     """Set up every block; CorefileError on the first problem.
 
     With an ``errors`` list (``--check``), every directive error is
     collected there and the build goes on, so all of them are reported.
     """
     cfg = Config(app, path, blocks)
-    cfg.order = _ordering(blocks, errors)
+    cfg.order = directives.ordering(blocks, errors)
     for i, sb in enumerate(blocks):
         cfg.blocks.append(_build_block(cfg, sb, i, errors))
         _notify(cfg, sb.directives)
@@ -157,21 +159,6 @@ def build(app: App, path: str, blocks: list[corefile.ServerBlock],
     return cfg
 
 
-def _ordering(blocks: list[corefile.ServerBlock],
-              errors: Optional[list[corefile.CorefileError]] = None
-              ) -> directives.Ordering:
-    """The chain order of the Corefile's ``order`` options; with an
-    ``errors`` list (--check) a wrong one is listed and the default order
-    is used to go on."""
-    try:
-        return directives.Ordering(blocks[0].options if blocks else ())
-    except corefile.CorefileError as e:
-        if errors is None:
-            raise
-        errors.append(e)
-        return directives.Ordering()
-
-
 #: CoreDNS's errors for a QUIC block without a certificate (the first
 #: comes from quic-go, the second from CoreDNS's DoH3 server).
 _NO_TLS = {"quic": "quic: tls.Config not set",
@@ -179,7 +166,7 @@ _NO_TLS = {"quic": "quic: tls.Config not set",
 
 
 def _build_block(cfg: Config, sb: corefile.ServerBlock, index: int,
-                 errors: Optional[list[corefile.CorefileError]] = None
+                 errors: Optional[list[CorefileError]] = None
                  ) -> Block:
     block = Block(sb, cfg, index)
     for key in block.keys:
@@ -187,14 +174,14 @@ def _build_block(cfg: Config, sb: corefile.ServerBlock, index: int,
             _warn_no_certificate(cfg, key)
         elif key.transport in ("quic", "https3") and not any(
                 d.name == "tls" for d in sb.directives):
-            e = corefile.CorefileError(
+            e = CorefileError(
                 sb.file, sb.line, "%s: %s (a tls directive is needed)"
                 % (key.key, _NO_TLS[key.transport]))
             if errors is None:
                 raise e
             errors.append(e)
         elif key.transport not in SUPPORTED_TRANSPORTS:
-            e = corefile.CorefileError(
+            e = CorefileError(
                 sb.file, sb.line,
                 "%s: transport %s:// not supported yet" % (key.key,
                                                            key.transport))
@@ -203,7 +190,7 @@ def _build_block(cfg: Config, sb: corefile.ServerBlock, index: int,
             errors.append(e)
     try:
         cfg.order.check([d.name for d in sb.directives])
-    except corefile.CorefileError as e:
+    except CorefileError as e:
         if errors is None:
             raise
         errors.append(e)
@@ -216,7 +203,7 @@ def _build_block(cfg: Config, sb: corefile.ServerBlock, index: int,
             if plugin is not None and IHTTPEndpointOwner.providedBy(plugin):
                 for address, path, resource in plugin.http_endpoints():
                     block.config.handle_http(address, path, resource, d)
-        except corefile.CorefileError as e:
+        except CorefileError as e:
             if errors is None:
                 raise
             errors.append(e)
@@ -260,7 +247,7 @@ def _warn_no_certificate(cfg: Config, key: corefile.ZoneAddr) -> None:
         logger.warning("tls", text)
 
 
-def _notify(cfg: Config, ds: Sequence[corefile.Directive]) -> None:
+def _notify(cfg: Config, ds: Sequence[Directive]) -> None:
     """Log the deprecation notices plugins left on ``ds`` (and on their
     sub-directives), each (file, line, text) once per configuration: a
     snippet imported into several blocks is reported once."""
@@ -275,7 +262,7 @@ def _notify(cfg: Config, ds: Sequence[corefile.Directive]) -> None:
         _notify(cfg, d.children)
 
 
-def _setup(d: corefile.Directive, block: Block) -> Optional[Plugin]:
+def _setup(d: Directive, block: Block) -> Optional[Plugin]:
     mod = directives.load(d.name)
     if mod is None:
         raise d.error("not supported yet")

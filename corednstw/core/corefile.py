@@ -37,7 +37,8 @@ default port per transport) but transports are not judged, duplicate keys
 are left to :func:`check_duplicates`, and directives are checked only for
 being known directive names.
 
-Dump format (``dump``), one item per line, two-space indentation::
+The ``--dump`` printer is ``core/dump.py``; its format, one item per
+line, two-space indentation::
 
     listeners
       dns :53 <- blocks 2 3          one line per (transport, port): a
@@ -59,9 +60,11 @@ A Corefile with global options starts with ``options`` and its ``order``
 lines; the chains are in the order those make.
 
 Why one module of this size: the lexer, the block parser, snippets and
-imports and the ``--dump`` printer implement one grammar; split, each part
-would need the others' token and error types, and the rules read best in
-one place next to CoreDNS's.
+imports implement one grammar; split, each part would need the others'
+token types, and the rules read best in one place next to CoreDNS's.
+Errors live in ``core/errors.py`` and the ``Directive`` line with its
+typed readers in ``core/directive.py``, so the registry of directives and
+every plugin use them without importing the grammar.
 """
 
 import glob
@@ -72,82 +75,13 @@ from dataclasses import dataclass, field
 
 from corednstw.core import directives as _directives
 from corednstw.core import names
+from corednstw.core.directive import Directive
+from corednstw.core.errors import CorefileError
 
 MAX_SNIPPET_EXPANSIONS = 10000
 #: What the global options block (a first block without keys) may hold.
 GLOBAL_OPTIONS = ("order",)
 MAX_FILE_EXPANSIONS = 100000
-
-
-class CorefileError(Exception):
-    """A Corefile that cannot be used, located at ``file:line``."""
-
-    def __init__(self, file, line, message, directive=None,
-                 kind="Error during parsing"):
-        super().__init__(file, line, message)
-        self.file, self.line, self.message = file, line, message
-        self.directive = directive
-        self.kind = kind
-
-    def __str__(self):
-        return "%s:%d - %s: %s" % (self.file, self.line, self.kind,
-                                   self.message)
-
-
-class PluginError(CorefileError):
-    """An installed plugin package that cannot be used (two packages with
-    one directive, a place in the chain that does not exist).  It is no
-    line of the Corefile: the message names the package instead."""
-
-    def __init__(self, package, message):
-        super().__init__(package, 0, message, kind="Plugin error")
-        self.package = package
-
-    def __str__(self):
-        return "%s: %s" % (self.kind, self.message)
-
-
-@dataclass(eq=False)
-class Directive:
-    """One line of a server block (or of a directive's block).
-
-    ``plugin`` is the top-level directive this line belongs to, so errors
-    raised from a child line still name the plugin.
-    """
-    name: str
-    args: list
-    children: list
-    file: str
-    line: int
-    plugin: str = ""
-    notices: list = field(default_factory=list, repr=False, compare=False)
-
-    def __post_init__(self):
-        self.plugin = self.plugin or self.name
-
-    def error(self, msg):
-        """An error at this line, prefixed like CoreDNS's plugin errors."""
-        return CorefileError(self.file, self.line,
-                             "plugin/%s: %s" % (self.plugin, msg), self.plugin)
-
-    def deprecated(self, msg):
-        """Accept old syntax CoreDNS has since removed, with a notice.
-
-        ``msg`` says what changed and names today's equivalent.  The
-        notice is logged once when the configuration is built (at start,
-        on reload and by ``--check``, which is how users find what to
-        modernise), as ``[WARNING] plugin/NAME: msg (file:line)``.
-        """
-        self.notices.append(msg)
-
-    def arg_error(self, after=None):
-        """CoreDNS's wrong-argument-count error, after the last token read
-        (by default the last token of this line)."""
-        if after is None:
-            after = self.args[-1] if self.args else self.name
-        return self.error(
-            "Wrong argument count or unexpected line ending after '%s'"
-            % after)
 
 
 @dataclass(frozen=True)
@@ -612,95 +546,3 @@ def check_duplicates(blocks, filters=None):
                 if not filtered and not exists:
                     registered.add(akey)
                     unbound[ukey] = label
-
-
-# -- dump ------------------------------------------------------------------
-
-_NEEDS_QUOTES = re.compile(r'[\s"#{}]|\A\Z')
-
-
-def _quote(arg):
-    if not _NEEDS_QUOTES.search(arg):
-        return arg
-    return '"%s"' % arg.replace('"', '\\"')
-
-
-def _supported(name):
-    try:
-        return _directives.supported(name)
-    except Exception as e:   # a plugin module that fails to import
-        return "import failed: %s" % type(e).__name__
-
-
-def _package(name):
-    """`` [package version]`` for a directive a package other than
-    corednstw provides (where a package's plugin sits in the chain)."""
-    reg = _directives.provider(name)
-    if reg is None or reg.builtin():
-        return ""
-    return " [%s %s]" % (reg.package, reg.version)
-
-
-def _ordering(blocks):
-    """The chain order the blocks' ``order`` options make (the default
-    order when they are wrong: the build reports why)."""
-    try:
-        return _directives.Ordering(blocks[0].options if blocks else ())
-    except CorefileError:
-        return _directives.Ordering()
-
-
-def dump(blocks):
-    """Stable text form of parsed blocks (format in the module docstring)."""
-    def where(path, line):
-        if base:
-            full = os.path.abspath(path)
-            if full.startswith(base + os.sep):
-                path = os.path.relpath(full, base)
-        return "%s:%d" % (path, line)
-
-    def lines(d, indent, top):
-        text = " ".join([d.name] + [_quote(a) for a in d.args])
-        text += " { @ " if d.children else " @ "
-        text += where(d.file, d.line)
-        if top:
-            ok = _supported(d.name)
-            if ok is not True:
-                text += " [not supported yet%s]" % (": " + ok if ok else "")
-            else:
-                text += _package(d.name)
-        out.append(indent + text)
-        for c in d.children:
-            lines(c, indent + "  ", False)
-        if d.children:
-            out.append(indent + "}")
-
-    root = next((b.root for b in blocks if b.root), "")
-    base = os.path.dirname(os.path.abspath(root)) if root else ""
-    listeners = {}
-    for n, block in enumerate(blocks, 1):
-        for za in block.keys:
-            nums = listeners.setdefault((za.transport, za.port), [])
-            if n not in nums:
-                nums.append(n)
-    ordering = _ordering(blocks)
-    out = []
-    if blocks and blocks[0].options:
-        out.append("options")
-        for d in blocks[0].options:
-            lines(d, "  ", False)
-    out.append("listeners")
-    for (transport, port), nums in listeners.items():
-        out.append("  %s :%s <- block%s %s" % (
-            transport, port, "s" if len(nums) > 1 else "",
-            " ".join(map(str, nums))))
-    for n, block in enumerate(blocks, 1):
-        out.append("block %d %s" % (n, where(block.file, block.line)))
-        for za in block.keys:
-            out.append("  key %s <- %s" % (za, za.key))
-        out.append("  chain")
-        order = sorted(block.directives,
-                       key=lambda d: ordering.position(d.name))
-        for d in order:
-            lines(d, "    ", True)
-    return "\n".join(out) + "\n"

@@ -31,7 +31,7 @@ from collections.abc import Callable
 from importlib import metadata
 from typing import Any, Optional
 
-from corednstw.core import corefile
+from corednstw.core.errors import CorefileError, PluginError
 
 #: The entry-point group plugins register in.
 GROUP = "corednstw.plugins"
@@ -115,7 +115,7 @@ class Registered:
             self.package, self.version, self.name, self.value)
 
     def error(self, message):
-        return corefile.PluginError(self.package, "%s: %s" % (
+        return PluginError(self.package, "%s: %s" % (
             self.where(), message))
 
     def builtin(self):
@@ -265,7 +265,7 @@ def registry():
             raise _failure
         try:
             _registry = Registry(_entry_points())
-        except corefile.CorefileError as e:
+        except CorefileError as e:
             _failure = e
             raise
     return _registry
@@ -378,3 +378,17 @@ class Ordering:
                            if n in self.moved)
                 raise d.error("'%s' must stay before '%s' (%s)" % (a, b,
                                                                      why))
+
+
+def ordering(blocks, errors=None):
+    """The chain order of a Corefile's blocks (their global ``order``
+    options, the same list on every block).  A wrong ``order`` line
+    raises, or with an ``errors`` list (--check, --dump) is listed there
+    and the default order is used to go on."""
+    try:
+        return Ordering(blocks[0].options if blocks else ())
+    except CorefileError as e:
+        if errors is None:
+            raise
+        errors.append(e)
+        return Ordering()

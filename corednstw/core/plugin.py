@@ -26,7 +26,7 @@ from corednstw.core.request import Request, Response
 
 if TYPE_CHECKING:
     from corednstw.core.config import Block
-    from corednstw.core.corefile import Directive
+    from corednstw.core.directive import Directive
 
 #: What ``serve`` returns: an answer now, one later, or nothing written.
 Result = Union[Response, "defer.Deferred[Optional[Response]]", None]

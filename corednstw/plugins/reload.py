@@ -16,8 +16,9 @@ import hashlib
 import json
 import random
 
-from corednstw.core import corefile, logger, metrics
+from corednstw.core import logger, metrics
 from corednstw.core.durations import parse_duration
+from corednstw.core.errors import CorefileError
 from corednstw.core.plugin import Plugin
 
 MIN_INTERVAL = 2.0
@@ -84,7 +85,7 @@ class Reload(Plugin):
             # The grammar only: a Corefile that reads but names an unknown
             # directive or a bad key is a change, and a failed reload.
             blocks = app.parse(strict=False)
-        except (corefile.CorefileError, OSError) as e:
+        except (CorefileError, OSError) as e:
             logger.warning("reload", "Corefile parse failed: %s" % e)
             self._schedule()
             return

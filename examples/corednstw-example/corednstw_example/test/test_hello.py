@@ -7,7 +7,8 @@ from twisted.internet import task
 from twisted.trial import unittest
 from zope.interface.verify import verifyObject
 
-from corednstw.core import corefile, directives
+from corednstw.core import directives
+from corednstw.core.errors import CorefileError
 from corednstw.core.interfaces import IReadiness
 from corednstw.core.request import make_query
 from corednstw.service.app import App
@@ -54,7 +55,7 @@ class HelloTest(unittest.TestCase):
                          (b"hi there",))
 
     def test_unknown_property(self):
-        with self.assertRaises(corefile.CorefileError) as cm:
+        with self.assertRaises(CorefileError) as cm:
             build(".:0 {\n    hello {\n        colour red\n    }\n}\n")
         self.assertIn("Corefile:3 - Error during parsing: plugin/hello: "
                       "unknown property 'colour'", str(cm.exception))

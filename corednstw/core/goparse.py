@@ -1,0 +1,90 @@
+"""Go's text-to-value parsers, as CoreDNS's setup functions call them.
+
+A Corefile value CoreDNS accepts must be accepted here, and one it refuses
+refused with the same words: Go's ``strconv`` takes no blanks and no
+underscores where Python's ``int`` does, and ``net.ParseIP`` reads an
+IPv4-mapped IPv6 address as IPv4.  Each function raises ValueError with
+Go's error text (``strconv.Atoi: parsing "x": invalid syntax``).
+"""
+
+import ipaddress
+import math
+import re
+
+_DIGITS = re.compile(r"[0-9]+\Z")
+_FLOAT = re.compile(r"[+-]?(?:inf(?:inity)?|nan|(?:[0-9]+\.?[0-9]*|\.[0-9]+)"
+                    r"(?:e[+-]?[0-9]+)?)\Z", re.I)
+_TRUE = ("1", "t", "T", "TRUE", "true", "True")
+_FALSE = ("0", "f", "F", "FALSE", "false", "False")
+
+
+def _err(func, text, why):
+    return ValueError('strconv.%s: parsing "%s": %s' % (func, text, why))
+
+
+def parse_int(text, bits=64, func="ParseInt"):
+    """A signed decimal integer of ``bits`` bits (Go's ParseInt(s, 10,
+    bits)); ``func`` names the Go function in the error text."""
+    body = text[1:] if text[:1] in ("+", "-") else text
+    if not _DIGITS.match(body):
+        raise _err(func, text, "invalid syntax")
+    value = int(text, 10)
+    limit = 1 << (bits - 1)
+    if not -limit <= value < limit:
+        raise _err(func, text, "value out of range")
+    return value
+
+
+def atoi(text):
+    """Go's strconv.Atoi: a 64-bit signed decimal integer."""
+    return parse_int(text, 64, "Atoi")
+
+
+def parse_uint(text, bits=64, func="ParseUint"):
+    """An unsigned decimal integer of ``bits`` bits (Go's ParseUint(s, 10,
+    bits)): no sign at all."""
+    if not _DIGITS.match(text):
+        raise _err(func, text, "invalid syntax")
+    value = int(text, 10)
+    if value >= 1 << bits:
+        raise _err(func, text, "value out of range")
+    return value
+
+
+def parse_bool(text):
+    """Go's strconv.ParseBool."""
+    if text in _TRUE:
+        return True
+    if text in _FALSE:
+        return False
+    raise _err("ParseBool", text, "invalid syntax")
+
+
+def parse_float(text):
+    """Go's strconv.ParseFloat(s, 64) for decimal text."""
+    if not _FLOAT.match(text):
+        raise _err("ParseFloat", text, "invalid syntax")
+    value = float(text)
+    if math.isinf(value) and "inf" not in text.lower():
+        raise _err("ParseFloat", text, "value out of range")
+    return value
+
+
+def parse_ip(text, zone=False):
+    """An address as Go's net.ParseIP reads it, or None: IPv4-mapped IPv6
+    counts as IPv4 (Go's To4).  ``zone``: drop an IPv6 ``%zone`` first
+    (hosts files may carry one; ParseIP itself refuses it)."""
+    if not text:
+        return None
+    i = text.find("%")
+    if i >= 0:
+        if not zone:
+            return None
+        text = text[:i]
+    try:
+        ip = ipaddress.ip_address(text)
+    except ValueError:
+        return None
+    if ip.version == 6 and ip.ipv4_mapped is not None:
+        return ip.ipv4_mapped
+    return ip

@@ -5,7 +5,6 @@ from twisted.trial import unittest
 
 from corednstw.core import corefile, dump
 from corednstw.core.errors import CorefileError, PluginError
-from corednstw.plugins import reload
 from corednstw.service.app import App
 from tests.support import util
 from tests.test_directives import entry, install
@@ -142,5 +141,5 @@ class OrderTest(unittest.TestCase):
     def test_reload_sees_a_new_order(self):
         base = ".:53 {\n    chaos\n    whoami\n}\n"
         moved = "{\n    order chaos last\n}\n" + base
-        self.assertNotEqual(reload.digest(corefile.parse(base)),
-                            reload.digest(corefile.parse(moved)))
+        self.assertNotEqual(dump.digest(corefile.parse(base)),
+                            dump.digest(corefile.parse(moved)))

@@ -5,6 +5,8 @@ import socket
 from twisted.internet import defer
 from twisted.trial import unittest
 
+from corednstw.core import metrics
+from corednstw.core.dump import digest
 from corednstw.plugins import reload as reloadmod
 from tests.support import util
 
@@ -68,10 +70,10 @@ class ReloadTest(unittest.TestCase):
 
     @defer.inlineCallbacks
     def test_broken_corefile_keeps_old_config(self):
-        before = reloadmod.FAILED.get()
+        before = metrics.RELOAD_FAILED.get()
         rewrite(self.app, BROKEN)
         self.assertFalse(self.app.reload())
-        self.assertEqual(reloadmod.FAILED.get(), before + 1)
+        self.assertEqual(metrics.RELOAD_FAILED.get(), before + 1)
         m = yield util.query(self.port, "a.example.com.")
         self.assertEqual(m.rcode(), 0)
         self.assertEqual(len(m.additional), 2)
@@ -81,7 +83,7 @@ class ReloadTest(unittest.TestCase):
     @defer.inlineCallbacks
     def test_polling_detects_change(self):
         rewrite(self.app, V2)
-        new = reloadmod.digest(self.app.parse())
+        new = digest(self.app.parse())
         yield util.wait_for(lambda: self.app.config.blocks[-1].zones ==
                             ["example.org."], timeout=20)
         self.assertEqual(reloadmod.VERSION_INFO.values,
@@ -117,11 +119,11 @@ class PollingFailureTest(unittest.TestCase):
     def tick(self, text):
         """Write ``text`` and run one check now (no waiting for the
         interval); the number of failed reloads it added."""
-        before = reloadmod.FAILED.get()
+        before = metrics.RELOAD_FAILED.get()
         rewrite(self.app, text)
         self.plugin.stop()
         self.plugin._tick()
-        return reloadmod.FAILED.get() - before
+        return metrics.RELOAD_FAILED.get() - before
 
     def failed_lines(self):
         return [x for x in self.log.lines if x.startswith(
@@ -187,12 +189,12 @@ class ReloadEdgeTest(unittest.TestCase):
         busy.bind(("127.0.0.1", 0))
         taken = busy.getsockname()[1]
         before = self.app.config
-        failed = reloadmod.FAILED.get(())
+        failed = metrics.RELOAD_FAILED.get(())
         self.rewrite(".:0 {\n    whoami\n}\nexample.org:%d {\n"
                       "    bind 127.0.0.1\n    whoami\n}\n" % taken)
         self.assertFalse(self.app.reload())
         self.assertIs(self.app.config, before)
-        self.assertEqual(reloadmod.FAILED.get(()), failed + 1)
+        self.assertEqual(metrics.RELOAD_FAILED.get(()), failed + 1)
         self.assertIn("reload failed", self.log.text())
         m = yield util.query(self.port, "a.example.com.")
         self.assertEqual(m.rcode(), 0)

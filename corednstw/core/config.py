@@ -14,14 +14,13 @@ from typing import TYPE_CHECKING, Any, Optional
 from corednstw.core import corefile, directives, logger
 from corednstw.core.directive import Directive
 from corednstw.core.errors import CorefileError
-from corednstw.core.interfaces import IHTTPEndpointOwner, IReadiness
+from corednstw.core.interfaces import IHTTPEndpointOwner, IReadiness, IServer
 from corednstw.core.plugin import END, Plugin
 
 if TYPE_CHECKING:
     from zope.interface.interface import InterfaceClass
 
     from corednstw.core.request import Request
-    from corednstw.service.app import App
 
 SUPPORTED_TRANSPORTS = ("dns", "tls", "https", "quic", "https3", "grpc")
 #: Transports served over TCP alone (no UDP socket).  A ``tls://`` block
@@ -59,8 +58,10 @@ class Block:
         self.settings: dict[str, Any] = {}
 
     @property
-    def app(self) -> App:
-        return self.config.app
+    def server(self) -> IServer:
+        """The running server (core.interfaces.IServer): everything a
+        plugin may ask of the process goes through it."""
+        return self.config.server
 
     def path(self, name: str) -> str:
         """``name`` resolved against the block's ``root`` directory when it
@@ -99,9 +100,9 @@ class Block:
 class Config:
     """A whole configuration: blocks, listeners, HTTP endpoints."""
 
-    def __init__(self, app: App, path: str,
+    def __init__(self, server: IServer, path: str,
                  blocks: list[corefile.ServerBlock]) -> None:
-        self.app = app
+        self.server = server
         self.path = path
         self.sources = blocks
         self.blocks: list[Block] = []
@@ -141,14 +142,14 @@ class Config:
         return self.find(IReadiness)
 
 
-def build(app: App, path: str, blocks: list[corefile.ServerBlock],
+def build(server: IServer, path: str, blocks: list[corefile.ServerBlock],
           errors: Optional[list[CorefileError]] = None) -> Config:
     """Set up every block; CorefileError on the first problem.
 
     With an ``errors`` list (``--check``), every directive error is
     collected there and the build goes on, so all of them are reported.
     """
-    cfg = Config(app, path, blocks)
+    cfg = Config(server, path, blocks)
     cfg.order = directives.ordering(blocks, errors)
     for i, sb in enumerate(blocks):
         cfg.blocks.append(_build_block(cfg, sb, i, errors))
@@ -219,7 +220,7 @@ def _build_block(cfg: Config, sb: corefile.ServerBlock, index: int,
             plugin.name = d.name
         plugin.block = block
         plugin.directive = d
-        plugin.reactor = block.config.app.reactor
+        plugin.reactor = block.server.reactor
         block.plugins.append(plugin)
         if plugin.in_chain:
             chain.append(plugin)

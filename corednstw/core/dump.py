@@ -7,6 +7,8 @@ registry (which plugin provides a directive, the chain order) and the
 grammar must not.
 """
 
+import hashlib
+import json
 import os
 import re
 
@@ -91,3 +93,20 @@ def dump(blocks):
         for d in order:
             lines(d, "    ", True)
     return "\n".join(out) + "\n"
+
+
+def digest(blocks):
+    """SHA512 (hex) of the parsed Corefile: keys and directive tokens, with
+    imports expanded; comments, layout and line numbers do not count (as
+    CoreDNS hashes caddy's JSON of the server blocks)."""
+    def tree(d):
+        return [d.name, list(d.args), [tree(c) for c in d.children]]
+    doc = [[[k.key for k in b.keys], [tree(d) for d in b.directives]]
+           for b in blocks]
+    # Keys of one source key expand to several ZoneAddrs; dedupe in order.
+    for entry in doc:
+        entry[0] = list(dict.fromkeys(entry[0]))
+    if blocks and blocks[0].options:
+        # corednstw's global options: a new order is a change too.
+        doc.append(["{}", [tree(d) for d in blocks[0].options]])
+    return hashlib.sha512(json.dumps(doc).encode()).hexdigest()

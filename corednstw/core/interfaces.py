@@ -20,6 +20,7 @@ See docs/development.md for an example of each hook.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Optional
 
 from zope.interface import Attribute, Interface
@@ -179,3 +180,74 @@ class IExternal(Interface):
     def external_serial(zone: str) -> int:
         """The SOA serial of the external zone: when its data last
         changed."""
+
+
+class IListener(Interface):
+    """One listening address of the running server, as a plugin sees it
+    (``IServer.listeners_of``)."""
+
+    host = Attribute("The address bound (None: every address).")
+    port = Attribute("The port actually bound (a port-0 listener's number).")
+    kind = Attribute("What is served: dns, tcp, tls, https, http, grpc, "
+                     "quic or https3.")
+    mux = Attribute("The block mux answering this listener's queries.")
+    udp_protocol = Attribute(
+        "The UDP protocol of a plain DNS listener (shed installs its "
+        "bounded writer there), or None for stream-only transports.")
+
+
+class IServer(Interface):
+    """What a plugin may ask of the running server: the one way a plugin
+    reaches the process (``block.server``).
+
+    CoreDNS's plugins reach the same things through the caddy instance
+    and dnsserver.Server: the reactor and clock, an upstream lookup that
+    re-enters the server, the configuration being served, reload,
+    readiness, the listeners of their block and the metrics of every
+    process.  The App implements it; a multisocket supervisor and its
+    workers implement it too, each for its own part.
+    """
+
+    reactor = Attribute("The Twisted reactor the server runs on.")
+    config = Attribute("The configuration being served (core.config."
+                       "Config), or None before the first start.")
+    running = Attribute("True while the service is started.")
+    lameduck = Attribute("True from a shutdown signal until the end: the "
+                         "server still answers, /ready says 503.")
+
+    def clock() -> float:
+        """Monotonic seconds (query durations, timers)."""
+
+    def lookup(name: str, qtype: int, qclass: int = 1,
+               parent: Optional[Request] = None, do: bool = False) -> Any:
+        """A Deferred of the Response the whole server gives for the
+        question (CoreDNS's upstream), or of None when nothing answered
+        or the loop guard (``parent.depth``) stopped it."""
+
+    def parse(strict: bool = True) -> list[Any]:
+        """The Corefile as it is now, parsed into server blocks;
+        ``strict=False``: the grammar alone (reload's change check)."""
+
+    def reload() -> bool:
+        """Switch to the Corefile as it is now; False when the old
+        configuration was kept (the service counts the failure)."""
+
+    def is_ready(plugin: Any) -> bool:
+        """The readiness ``ready`` reports for an IReadiness ``plugin``."""
+
+    def not_ready() -> Sequence[str]:
+        """Names ``ready`` lists beside the plugins': parts of the server
+        itself that cannot answer yet (a supervisor's first workers)."""
+
+    def listeners_of(block: Any = None) -> list[tuple[Any, IListener]]:
+        """``((transport, host, port), listener)`` for every listener
+        serving ``block`` (every listener when ``block`` is None)."""
+
+    def http_port(address: Optional[str] = None) -> int:
+        """The port an HTTP endpoint address was bound to (port 0 in
+        tests); KeyError when none is open."""
+
+    def gather_metrics() -> Any:
+        """A Deferred of every process's metric values summed (a
+        multisocket supervisor), or None when this process's own
+        counters are the whole story."""

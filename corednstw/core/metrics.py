@@ -177,6 +177,12 @@ def _register(fam):
     return fam
 
 
+def register(fam):
+    """Show a family declared but not yet registered (``RELOAD_FAILED``):
+    returns the family registered under its name."""
+    return _register(fam)
+
+
 def counter(name, help, labels=()):
     """The counter family ``name`` (created once, shared afterwards)."""
     return _register(Counter(name, help, labels))
@@ -379,3 +385,10 @@ _REQUEST_SIZE_V = REQUEST_SIZE.values
 _TIME_BOUNDS = DURATION.buckets
 _SIZE_BOUNDS = RESPONSE_SIZE.buckets
 _bisect = bisect.bisect_left
+
+
+#: Failed reloads, counted by the service (SIGUSR1 or the reload plugin);
+#: registered, hence shown, once something reloads or a reload plugin is
+#: configured, as CoreDNS registers it with the reload plugin.
+RELOAD_FAILED = Counter("coredns_reload_failed_total",
+                        "Counter of the number of failed reload attempts.")

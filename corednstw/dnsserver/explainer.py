@@ -126,7 +126,7 @@ def explain(mux, name, qtype, client="127.0.0.1", proto="udp", do=False):
     req.zone, block = entry
     req.block = block
     req.view = block.view
-    req.start = mux.app.clock()
+    req.start = mux.server.clock()
     out["block"] = {"zone": req.zone, "keys": [str(k) for k in block.keys],
                     "file": block.source.file, "line": block.source.line}
     first, records = traced(block.chain)

@@ -9,8 +9,10 @@ workers all open listeners through here.
 """
 
 from twisted.internet import defer
+from zope.interface import implementer
 
 from corednstw.core import config as configlib
+from corednstw.core.interfaces import IListener
 from corednstw.dnsserver import sockets
 from corednstw.dnsserver.mux import Mux
 from corednstw.dnsserver.stream import Timeouts
@@ -73,6 +75,7 @@ def open_listener(reactor, lk, host, mux, entries, clock, bound=None):
     lst.set_policy(policy)
     return lst
 
+@implementer(IListener)
 class Listener:
     """One listening address: UDP and TCP for plain DNS (``udp`` None:
     TCP alone).  ``stream`` is the factory of the DNS connections (it holds
@@ -92,6 +95,11 @@ class Listener:
         self.stream = stream if stream is not None else tcp.factory
         self.kind = kind
         self.creator = creator
+
+    @property
+    def udp_protocol(self):
+        """The DNSDatagramProtocol of a plain DNS listener, else None."""
+        return self.udp.protocol if self.udp is not None else None
 
     def switch(self, mux, entries):
         """Send the next queries to ``mux`` (a reload's); new connections

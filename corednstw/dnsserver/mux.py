@@ -73,8 +73,8 @@ class Mux:
     address, in Corefile order (several when bind/view filters differ).
     """
 
-    def __init__(self, app, label, zones, chaos=False):
-        self.app = app
+    def __init__(self, server, label, zones, chaos=False):
+        self.server = server
         self.label = label
         self.zones = zones
         self.chaos = chaos
@@ -167,7 +167,7 @@ class Mux:
         req.zone, block = entry
         req.block = block
         req.view = block.view
-        req.start = self.app.clock()
+        req.start = self.server.clock()
         self.inflight += 1
         try:
             result = block.chain.serve(req)

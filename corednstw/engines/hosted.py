@@ -211,7 +211,7 @@ class HostedZones(Plugin):
 
     def upstream(self, name, qtype, req):
         """CNAME targets outside the zone, through the server itself."""
-        app = self.block.config.app if self.block is not None else None
+        app = self.block.server if self.block is not None else None
         if app is None:
             return defer.succeed(None)
         return app.lookup(name, qtype, parent=req, do=req.do)

@@ -67,7 +67,7 @@ class DNS64(Plugin):
         if not self.translate_all and any(
                 rr.rtype == w.AAAA for rr in orig.answer):
             return resp
-        app = req.block.config.app if req.block is not None else None
+        app = req.block.server if req.block is not None else None
         if app is None:
             return Response(w.SERVFAIL)
         # CoreDNS looks the A records up under the lower-cased name (its

@@ -44,14 +44,13 @@ class Explain(Plugin):
 
     def mux(self, label=None):
         """The listener to ask: labelled ``label``, or this block's."""
-        for mux in self.block.app.muxes:
-            if label is not None:
-                if mux.label == label:
-                    return mux
-                continue
-            for entries in mux.zones.values():
-                if any(b is self.block for _, b in entries):
-                    return mux
+        server = self.block.server
+        if label is None:
+            for _, lst in server.listeners_of(self.block):
+                return lst.mux
+        for _, lst in server.listeners_of():
+            if lst.mux.label == label:
+                return lst.mux
         raise BadRequest("no listener %s" % (label or "for this block"))
 
     def run(self, args):

@@ -59,7 +59,7 @@ class Health(Plugin):
         """The URL polled: the bound port, and a loopback address when the
         endpoint listens on every interface (CoreDNS polls localhost)."""
         host, _ = httpd.split_address(self.address, 8080)
-        port = self.block.config.app.http_port(self.address)
+        port = self.block.server.http_port(self.address)
         if host in ("", "0.0.0.0"):
             host = "127.0.0.1"
         elif host == "::":
@@ -69,7 +69,7 @@ class Health(Plugin):
         return "http://%s:%d/health" % (host, port)
 
     def start(self):
-        app = self.block.config.app
+        app = self.block.server
         for p in self.block.config.plugins():
             if isinstance(p, Health) and p.address == self.address:
                 if p is not self:
@@ -104,7 +104,7 @@ class Health(Plugin):
         if self._busy or self._agent is None:
             return
         self._busy = True
-        app = self.block.config.app
+        app = self.block.server
         clock = app.clock
         start = clock()
         from twisted.web.client import readBody

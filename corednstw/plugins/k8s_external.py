@@ -154,7 +154,7 @@ class External(Plugin):
                    if isinstance(target, str)]
         if not lookups:
             return self._answer(zone, records)
-        ds = [self.block.config.app.lookup(_fqdn(t), qtype, parent=req)
+        ds = [self.block.server.lookup(_fqdn(t), qtype, parent=req)
               for _, t in lookups]
 
         def done(results):
@@ -192,7 +192,7 @@ class External(Plugin):
         lookups = [x for x in extra if isinstance(x, str)]
         if not lookups:
             return self._answer(zone, answer, extra)
-        app = self.block.config.app
+        app = self.block.server
         ds = [app.lookup(t, qt, parent=req) for t in lookups
               for qt in (w.A, w.AAAA)]
 

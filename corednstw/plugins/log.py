@@ -296,7 +296,7 @@ class Log(Plugin):
             md["log/type"] = outcome.type
             md["log/class"] = outcome.cls
         if rule.all or outcome.cls() in rule.classes:
-            now = (req.block.config.app.clock() if req.block is not None
+            now = (req.block.server.clock() if req.block is not None
                    else req.start)
             clog.info("", rule.compiled.render(req, outcome, now))
 

@@ -79,9 +79,9 @@ class Loop(Plugin):
     # -- the probe ------------------------------------------------------------
 
     def start(self):
-        app = self.block.config.app
-        self.reactor = app.reactor
-        host, port, shown = self._listener(app)
+        server = self.block.server
+        self.reactor = server.reactor
+        host, port, shown = self._listener(server)
         if port is None:
             self.off = True
             return
@@ -97,12 +97,12 @@ class Loop(Plugin):
                 t.cancel()
         self.timers = []
 
-    def _listener(self, app):
+    def _listener(self, server):
         """(host to probe, port, address as CoreDNS prints it)."""
         key = self.block.keys[0]
         hosts = self.block.bind or [None]
         lh = hosts[0]
-        for (t, h, p), lst in app.listeners.items():
+        for (t, h, p), lst in server.listeners_of(self.block):
             if t == key.transport and h == lh and str(p) == str(key.port):
                 host = lh or "127.0.0.1"
                 if host in ("::", "0.0.0.0"):

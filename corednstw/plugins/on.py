@@ -121,8 +121,8 @@ class On(Plugin):
         return self.fire("startup")
 
     def stop(self):
-        app = self.block.config.app
-        if getattr(app, "running", False) or self.shut_down:
+        server = self.block.server
+        if server.running or self.shut_down:
             return None         # a reload retires this configuration
         self.shut_down = True
         return self.fire("shutdown")

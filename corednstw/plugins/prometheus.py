@@ -54,12 +54,12 @@ class MetricsResource(httpd.Text):
         # prometheus_client is imported by the first scrape, not at start.
         from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
         request.setHeader(b"content-type", CONTENT_TYPE_LATEST.encode())
-        gather = self._gather()
-        if gather is None:
+        gathered = self._gather()
+        if gathered is None:
             return generate_latest(registry())
         gone = []
         request.notifyFinish().addErrback(gone.append)
-        gather().addCallback(self._write, request, gone)
+        gathered.addCallback(self._write, request, gone)
         return NOT_DONE_YET
 
     render_HEAD = render_GET
@@ -68,7 +68,7 @@ class MetricsResource(httpd.Text):
         owner = self.owner
         if owner is None or owner.block is None:
             return None
-        return getattr(owner.block.config.app, "gather_metrics", None)
+        return owner.block.server.gather_metrics()
 
     @staticmethod
     def _write(values, request, gone):
@@ -126,7 +126,7 @@ class Prometheus(Plugin):
             size = len(resp.finish(req))
         zone = self._zone(req) if self.extra_zones else req.zone
         metrics.report(req.server, req, zone, req.view, rcode, plugin, size,
-                       req.block.config.app.clock() - req.start)
+                       req.block.server.clock() - req.start)
         return resp
 
     def start(self):

@@ -28,8 +28,8 @@ class Ready(Plugin):
         return [(self.address, "/ready", httpd.Text(self.status))]
 
     def status(self):
-        app = self.block.config.app
-        if getattr(app, "lameduck", False) or not app.running:
+        app = self.block.server
+        if app.lameduck or not app.running:
             return 503, "Shutting down"
         waiting = set()
         for p in app.config.ready_reporters():

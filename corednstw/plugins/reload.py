@@ -12,11 +12,10 @@ coredns_reload_failed_total; a Corefile that does not even read is only
 logged ("Corefile parse failed"), as in CoreDNS.
 """
 
-import hashlib
-import json
 import random
 
 from corednstw.core import logger, metrics
+from corednstw.core.dump import digest
 from corednstw.core.durations import parse_duration
 from corednstw.core.errors import CorefileError
 from corednstw.core.plugin import Plugin
@@ -26,30 +25,13 @@ MIN_JITTER = 1.0
 DEFAULT_INTERVAL = 30.0
 DEFAULT_JITTER = 15.0
 
-FAILED = metrics.counter(
-    "coredns_reload_failed_total",
-    "Counter of the number of failed reload attempts.")
+# The service counts failed reloads (a SIGUSR1 reload fails the same way);
+# as in CoreDNS, the family is shown once a reload plugin is configured.
+metrics.register(metrics.RELOAD_FAILED)
 VERSION_INFO = metrics.gauge(
     "coredns_reload_version_info",
     "A metric with a constant '1' value labeled by hash, and value which "
     "type of hash generated.", ("hash", "value"))
-
-
-def digest(blocks):
-    """SHA512 (hex) of the parsed Corefile: keys and directive tokens, with
-    imports expanded; comments, layout and line numbers do not count (as
-    CoreDNS hashes caddy's JSON of the server blocks)."""
-    def tree(d):
-        return [d.name, list(d.args), [tree(c) for c in d.children]]
-    doc = [[[k.key for k in b.keys], [tree(d) for d in b.directives]]
-           for b in blocks]
-    # Keys of one source key expand to several ZoneAddrs; dedupe in order.
-    for entry in doc:
-        entry[0] = list(dict.fromkeys(entry[0]))
-    if blocks and blocks[0].options:
-        # corednstw's global options: a new order is a change too.
-        doc.append(["{}", [tree(d) for d in blocks[0].options]])
-    return hashlib.sha512(json.dumps(doc).encode()).hexdigest()
 
 
 class Reload(Plugin):
@@ -64,10 +46,10 @@ class Reload(Plugin):
         self.running_digest = None
 
     def start(self):
-        app = self.block.config.app
+        server = self.block.server
         # One watcher per process, however many blocks say reload.
-        if app.config is not None and app.config.blocks:
-            first = _first_reload(app.config)
+        if server.config is not None and server.config.blocks:
+            first = _first_reload(server.config)
             if first is not None and first is not self:
                 return
         self.running_digest = digest(self.block.config.sources)
@@ -80,11 +62,11 @@ class Reload(Plugin):
 
     def _tick(self):
         self.call = None
-        app = self.block.config.app
+        server = self.block.server
         try:
             # The grammar only: a Corefile that reads but names an unknown
             # directive or a bad key is a change, and a failed reload.
-            blocks = app.parse(strict=False)
+            blocks = server.parse(strict=False)
         except (CorefileError, OSError) as e:
             logger.warning("reload", "Corefile parse failed: %s" % e)
             self._schedule()
@@ -94,7 +76,7 @@ class Reload(Plugin):
             self._schedule()
             return
         VERSION_INFO.values.clear()
-        if app.reload() is False:
+        if server.reload() is False:
             # Kept the old configuration: look again next interval, and do
             # not retry the same broken file every tick.
             self.running_digest = new

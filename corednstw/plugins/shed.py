@@ -138,13 +138,9 @@ class Shed(Plugin):
 
     def _protocols(self):
         """The UDP protocols of the listeners this block is served on."""
-        app = self.block.config.app
-        for lk, entries in self.block.config.listeners.items():
-            if not any(b is self.block for _, b in entries):
-                continue
-            lst = app.listeners.get(lk)
-            if lst is not None and lst.udp is not None:
-                yield lst.udp.protocol
+        for _, lst in self.block.server.listeners_of(self.block):
+            if lst.udp_protocol is not None:
+                yield lst.udp_protocol
 
     def start(self):
         for proto in self._protocols():

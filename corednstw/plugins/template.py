@@ -281,7 +281,7 @@ class Template(Plugin):
     def _follow(self, req, answer, additional, authority):
         """Append the answers of each CNAME target, looked up through the
         server, after its CNAME."""
-        app = self.block.config.app
+        app = self.block.server
         lookups = []
         for rr in answer:
             if rr.rtype == w.CNAME:

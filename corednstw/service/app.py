@@ -12,12 +12,13 @@ import time
 
 from twisted.application import service
 from twisted.internet import defer, task
+from zope.interface import implementer
 
 from corednstw.core import config as configlib
-from corednstw.core import corefile, logger
+from corednstw.core import corefile, logger, metrics
 from corednstw.core import dnswire as w
 from corednstw.core.durations import format_duration
-from corednstw.core.interfaces import IInheritable, ILameduck
+from corednstw.core.interfaces import IInheritable, ILameduck, IServer
 from corednstw.core.request import make_query, parse_response
 from corednstw.dnsserver import listener, sockets
 from corednstw.service import httpd, stall
@@ -31,8 +32,10 @@ MAX_DEPTH = 8
 LOOKUP_TIMEOUT = 5.0
 
 
+@implementer(IServer)
 class App(service.Service):
-    """corednstw as a twisted Service."""
+    """corednstw as a twisted Service, and the server plugins see
+    (core.interfaces.IServer: ``block.server``)."""
 
     name = "coredns"
 
@@ -238,7 +241,7 @@ class App(service.Service):
         the queries they are answering are done.  Returns False when the
         old configuration was kept.
         """
-        from corednstw.plugins import reload as reloadmod
+        from corednstw.core.dump import digest
         logger.info("", "Reloading")
         opened = {}
         try:
@@ -261,7 +264,7 @@ class App(service.Service):
             for lst in opened.values():
                 lst.stop()
             logger.error("", "Corefile changed but reload failed: %s" % e)
-            reloadmod.FAILED.inc()
+            metrics.register(metrics.RELOAD_FAILED).inc()
             return False
         old = self.config
         kept = self._inherit(old, new)
@@ -290,7 +293,7 @@ class App(service.Service):
         self._start_plugins(new)
         self._drain(old, kept)
         logger.info("reload", "Running configuration SHA512 = %s"
-                 % reloadmod.digest(new.sources))
+                 % digest(new.sources))
         logger.info("", "Reloading complete")
         return True
 
@@ -386,6 +389,22 @@ class App(service.Service):
                     port is None or str(p) == str(port)):
                 return lst.port
         raise KeyError((transport, host, port))
+
+    def listeners_of(self, block=None):
+        """(key, Listener) of the listeners serving ``block`` (all of
+        them for None), for plugins that act on their sockets (shed,
+        loop, explain)."""
+        out = []
+        for lk, lst in self.listeners.items():
+            entries = self.config.listeners.get(lk, ()) if self.config else ()
+            if block is None or any(b is block for _, b in entries):
+                out.append((lk, lst))
+        return out
+
+    def gather_metrics(self):
+        """None: one process's own counters are all there is (a
+        multisocket supervisor sums its workers' instead)."""
+        return None
 
     def http_port(self, address=None):
         for a, site in self.http.items():

@@ -254,7 +254,7 @@ class Supervisor(App):
     def take_over(cls, app):
         """Make the loaded ``app`` a supervisor.  The configuration was
         built for that very object (plugins reach it as
-        ``block.config.app``), so it changes class rather than being
+        ``block.server``), so it changes class rather than being
         rebuilt: every directive set up once, as in a single process."""
         app.__class__ = cls
         app.supervise()

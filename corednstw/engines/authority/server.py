@@ -40,7 +40,7 @@ class ZoneServer(Plugin):
         return best
 
     def upstream(self, name, qtype, req):
-        app = self.block.config.app if self.block is not None else None
+        app = self.block.server if self.block is not None else None
         if app is None:
             return defer.succeed(None)
         return app.lookup(name, qtype, parent=req, do=req.do)

@@ -158,7 +158,7 @@ class Etcd(Plugin):
 
     def external_lookup(self, name, qtype, req):
         """Ask the server itself (CoreDNS's upstream); None on failure."""
-        d = self.block.app.lookup(name, qtype, parent=req)
+        d = self.block.server.lookup(name, qtype, parent=req)
         return d.addErrback(lambda f: None)
 
     # -- serving ---------------------------------------------------------

@@ -87,7 +87,7 @@ class Forward(Plugin):
     # -- life cycle -----------------------------------------------------------
 
     def start(self):
-        app = self.block.config.app
+        app = self.block.server
         self.reactor = app.reactor
         self.clock = getattr(app.reactor, "seconds", app.clock)
         self.taps = tuple(self.block.find(IForwarderTap))

@@ -642,7 +642,7 @@ class Kubernetes(Plugin):
         addresses when given, else through the server itself."""
         if self.upstream is not None:
             return self.upstream.lookup(self.reactor, target, qtype)
-        return self.block.config.app.lookup(target, qtype, parent=parent)
+        return self.block.server.lookup(target, qtype, parent=parent)
 
     # -- SRV ------------------------------------------------------------------
 

@@ -165,7 +165,7 @@ class ProxyPlugin(Plugin):
         self.taps = ()
 
     def start(self):
-        app = self.block.config.app
+        app = self.block.server
         reactor = app.reactor
         self.clock = getattr(reactor, "seconds", app.clock)
         self.taps = tuple(self.block.find(IForwarderTap))

@@ -121,7 +121,7 @@ class Rewrite(Plugin):
             if found is None:
                 continue
             index, target = found
-            app = self.block.config.app
+            app = self.block.server
             d = app.lookup(target, r.qtype, parent=new)
 
             def got(up, r=r, index=index, target=target, rest=cnames[i + 1:]):

@@ -108,6 +108,28 @@ class App(service.Service):
         self._banner(self.config)
         return self._start_plugins(self.config)
 
+    def start_in_process(self):
+        """Set the configuration up and start its plugins without opening
+        any socket: queries reach the chains only through ``lookup``
+        (service.resolver.ChainResolver, corednstw inside a Twisted
+        program).  Returns what ``startService`` would."""
+        if self.config is None:
+            self.config = self.load()
+        self.prestart()
+        self.running = 1
+        self.muxes = list(self.build_muxes(self.config).values())
+        return self._start_plugins(self.config)
+
+    def stop_in_process(self):
+        """Stop what ``start_in_process`` started."""
+        self.running = 0
+        self.muxes = []
+        cfg, self.config = self.config, None
+        if cfg is None:
+            return defer.succeed(None)
+        return defer.DeferredList([defer.maybeDeferred(p.stop)
+                                   for p in self.local_plugins(cfg)])
+
     def _close_opened(self):
         """Undo a start that failed half way: stop the stall monitor and
         close whatever listeners and HTTP ports were already opened."""

@@ -1,10 +1,25 @@
-"""The chain as a twisted.names IResolver.
+"""The chain as a twisted.names IResolver: corednstw inside a Twisted
+program.
 
 The server itself talks to chains through ``serve(request)``, which sees
 the whole query.  Code that uses twisted.names (``lookupAddress`` and
-friends) can use a configuration through ``ChainResolver``: each lookup is a
-query through the server's own blocks (App.lookup), decoded into
-twisted.names records.  This is not on any hot path.
+friends) can use a Corefile's chain through ``ChainResolver``: each lookup
+is a query through the configuration's own blocks (``IServer.lookup``,
+with every plugin of the chain: rewrite, cache, file, forward, ...),
+decoded into twisted.names records.  ``ChainResolver.from_corefile``
+builds such a chain from a Corefile without opening any DNS socket::
+
+    from corednstw.service.resolver import ChainResolver
+
+    @defer.inlineCallbacks
+    def main(reactor):
+        resolver = yield ChainResolver.from_corefile(
+            "example.org {\\n    file db.example.org\\n}\\n")
+        answers, _, _ = yield resolver.lookupAddress("www.example.org")
+        yield resolver.stop()
+
+This is not on any hot path: a lookup decodes the answer with Twisted's
+message parser.  See docs/embedding.md.
 """
 
 from twisted.internet import defer
@@ -15,17 +30,43 @@ from corednstw.core.request import Request, encode, make_query
 
 
 class ChainResolver(common.ResolverBase):
-    """An IResolver answering from a running App's blocks."""
+    """An IResolver answering from a server's blocks (an IServer: a
+    running App, or one built in process by ``from_corefile``)."""
 
-    def __init__(self, app):
+    def __init__(self, server, owned=False):
         common.ResolverBase.__init__(self)
-        self.app = app
+        self.server = server
+        self._owned = owned
+
+    @classmethod
+    def from_corefile(cls, text=None, path=None, reactor=None):
+        """A Deferred of a ChainResolver over the Corefile ``text`` (or
+        the file ``path``): every plugin set up and started as the server
+        does, HTTP endpoints (prometheus, health, ...) left closed and no
+        DNS socket opened; queries enter the chain through its block mux.
+        ``stop()`` stops the plugins.  A broken Corefile fails the
+        Deferred with the CorefileError the server would print."""
+        from corednstw.service.app import App
+        app = App(path, reactor=reactor, text=text)
+        try:
+            d = app.start_in_process()
+        except Exception:
+            return defer.fail()
+        return defer.maybeDeferred(lambda: d).addCallback(
+            lambda _: cls(app, owned=True))
+
+    def stop(self):
+        """Stop the plugins of a chain ``from_corefile`` started (a
+        resolver over someone else's server leaves it running)."""
+        if not self._owned:
+            return defer.succeed(None)
+        return defer.maybeDeferred(self.server.stop_in_process)
 
     def _lookup(self, name, cls, type, timeout=None):
         if isinstance(name, bytes):
             name = name.decode("ascii")
-        d = self.app.lookup(name if name.endswith(".") else name + ".",
-                            type, cls)
+        d = self.server.lookup(name if name.endswith(".") else name + ".",
+                               type, cls)
         return d.addCallback(self._convert, name, cls, type)
 
     def _convert(self, resp, name, cls, type):

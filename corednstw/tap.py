@@ -101,7 +101,8 @@ def check(path, dns_port, dump):
         print(str(e))
         return 1
     if dump:
-        sys.stdout.write(dump.dump(blocks))
+        from corednstw.core.dump import dump as dump_text
+        sys.stdout.write(dump_text(blocks))
     errors = []
     try:
         app.load(errors)

@@ -1,6 +1,7 @@
 """multisocket: the directive, the merged counters, and a real twistd
 process group (a supervisor and its workers) answering over the wire."""
 
+import http.client
 import os
 import re
 import signal
@@ -250,7 +251,9 @@ class GroupTest(unittest.TestCase):
                     "http://127.0.0.1:%d/ready" % self.rport,
                     timeout=2) as r:
                 return r.status == 200
-        except OSError:
+        except (OSError, http.client.HTTPException):
+            # Refused, reset or cut short while the workers start (a busy
+            # machine): not ready yet.
             return False
 
     def scrape(self):

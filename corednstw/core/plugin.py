@@ -17,7 +17,7 @@ is kept out of the request path.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from typing import TYPE_CHECKING, Any, ClassVar, Optional, Union
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, Optional, Union
 
 from twisted.internet import defer
 
@@ -71,6 +71,10 @@ def then(result: Result, fn: Callable[..., Any], *args: Any) -> Any:
     return result.addCallback(fn, *args)
 
 
+#: Where a plugin's ``start``/``stop`` run under ``multisocket``.
+RunsIn = Literal["worker", "supervisor", "both"]
+
+
 class Plugin:
     """Base class: a link of the chain.
 
@@ -91,7 +95,7 @@ class Plugin:
     #: processes answering queries), "supervisor" (the one holding the
     #: sockets, HTTP endpoints, reload and data watches) or "both".  A
     #: single process runs every plugin.
-    runs_in: ClassVar[str] = "worker"
+    runs_in: ClassVar[RunsIn] = "worker"
 
     # None until config.build links the plugin in, once setup() returned.
     next: Plugin = None  # type: ignore[assignment]

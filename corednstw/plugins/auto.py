@@ -27,13 +27,13 @@ DEFAULT_TEMPLATE = "{1}"
 MAX_REGEX = 10000
 
 
-class Auto(authority.ZoneServer):
+class Auto(authority.ZonePlugin):
     name = "auto"
     aa_on_alias_delegation = False
     handles_notify = False
 
     def __init__(self, origins, directory, regex, template, reload):
-        authority.ZoneServer.__init__(self)
+        authority.ZonePlugin.__init__(self)
         self.origins = origins
         self.directory = directory
         self.regex = regex

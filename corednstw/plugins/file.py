@@ -36,12 +36,12 @@ class ZoneFile:
         self.loop = None
 
 
-class File(authority.ZoneServer):
+class File(authority.ZonePlugin):
     name = "file"
     once = False
 
     def __init__(self):
-        authority.ZoneServer.__init__(self)
+        authority.ZonePlugin.__init__(self)
         self.files = []
         self.fall = Fallthrough()
 

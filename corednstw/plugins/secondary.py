@@ -165,7 +165,7 @@ def _hp(peer):
     return "[%s]:%d" % (host, port) if ":" in host else "%s:%d" % (host, port)
 
 
-class Secondary(authority.ZoneServer):
+class Secondary(authority.ZonePlugin):
     name = "secondary"
     once = False
 
@@ -173,7 +173,7 @@ class Secondary(authority.ZoneServer):
     jitter = staticmethod(lambda limit: random.uniform(0, limit))
 
     def __init__(self):
-        authority.ZoneServer.__init__(self)
+        authority.ZonePlugin.__init__(self)
         self.secondaries = {}
         self.fall = Fallthrough()
         self.running = False
@@ -190,7 +190,7 @@ class Secondary(authority.ZoneServer):
             if req.opcode == w.OPCODE_NOTIFY:
                 return self.notify_received(req, origin)
             z = authority.ZoneData(origin)   # not transferred yet: SERVFAIL
-        return authority.ZoneServer.serve_zone(self, req, origin, z)
+        return authority.ZonePlugin.serve_zone(self, req, origin, z)
 
     # -- life cycle -----------------------------------------------------------
 
@@ -328,7 +328,7 @@ class Secondary(authority.ZoneServer):
     def notify_received(self, req, origin):
         sz = self.secondaries.get(origin)
         if sz is None or not any(p[0] == req.client for p in sz.primaries):
-            return authority.ZoneServer.notify_received(self, req, origin)
+            return authority.ZonePlugin.notify_received(self, req, origin)
         logger.info(self.name, "Notify from %s for %s: checking transfer" % (
             req.client, origin))
         if self.running:

@@ -6,7 +6,7 @@ Shared by the file, auto and secondary plugins:
   name, and the lookup (delegations, DNAME, CNAME chains, wildcards,
   NXDOMAIN/NODATA, additional processing, pre-signed DNSSEC data);
 - ``parse``: building a ZoneData from a master file or transferred records;
-- ``server``: ``ZoneServer``, the serving plugin base, and the ``reload``
+- ``server``: ``ZonePlugin``, the serving plugin base, and the ``reload``
   option;
 - ``serial``: SOA serial and timer helpers;
 - ``wire``: wire-form name helpers.
@@ -14,7 +14,6 @@ Shared by the file, auto and secondary plugins:
 
 from .parse import from_records, go_quote, parse_file
 from .serial import serial_less, soa_serial, soa_timers
-from .server import ZoneServer, drop, reload_option
 from .wire import canonical_key, covered, is_sub, labels, name_end, wire_text
 from .zone import (
     DELEGATION,
@@ -26,10 +25,11 @@ from .zone import (
     ZoneData,
     ZoneError,
 )
+from .zoneplugin import ZonePlugin, drop, reload_option
 
 __all__ = [
     "DELEGATION", "NAME_ERROR", "NO_DATA", "SERVER_FAILURE", "SUCCESS",
-    "Node", "ZoneData", "ZoneError", "ZoneServer", "canonical_key",
+    "Node", "ZoneData", "ZoneError", "ZonePlugin", "canonical_key",
     "covered", "drop", "from_records", "go_quote", "is_sub", "labels",
     "name_end", "parse_file", "reload_option", "serial_less", "soa_serial",
     "soa_timers", "wire_text",

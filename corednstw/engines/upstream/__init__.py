@@ -14,7 +14,7 @@ Modules:
     Agent over a persistent pool (HTTP/1.1 keep-alive), POST or GET,
     answers checked (status, content type, size) and timed out.
 ``proxy``
-    ``Proxy``, one upstream: it picks or opens the connection for a query,
+    ``Upstream``, one upstream: it picks or opens the connection for a query,
     keeps the stream pools (``expire``, ``max_age``, ``max_idle``), runs
     the health check after a failure and counts failed checks
     (``down(maxfails)``); the ``coredns_proxy_*`` metric families.
@@ -30,8 +30,8 @@ Modules:
     connection the peer had closed: retry at no cost) and ``error_text``
     (the error worded as CoreDNS's net package does).
 
-How a plugin uses it: the plugin builds one ``Proxy`` per upstream at
-setup (``Proxy(label, host, port, transport, name)``, then its options as
+How a plugin uses it: the plugin builds one ``Upstream`` per upstream at
+setup (``Upstream(label, host, port, transport, name)``, then its options as
 attributes: ``read_timeout``, ``expire``, ``tls``...), calls
 ``start(reactor, clock)`` and ``stop()`` with its own life cycle, and for
 every attempt of a client query calls ``proxy.query(wire, proto, waiter,
@@ -42,17 +42,25 @@ conn)``.  No Deferred is made per upstream query.  Choosing among
 upstreams, retries, failover and the answer to the client stay in the
 plugin.
 
-``forward`` is the first user: its ``_Exchange`` is the waiter, it walks
+``forward`` is the first user: its ``_Query`` is the waiter, it walks
 its upstreams in policy order, skips those ``down``, retries on
 ``CachedClosed``, calls ``healthcheck()`` after a failure, observes
 ``REQUEST_DURATION`` and hands the reply bytes on unchanged.  ``proxy``
-(the plugin of CoreDNS 1.0-1.4) will use the same ``Proxy`` with its own
+(the plugin of CoreDNS 1.0-1.4) will use the same ``Upstream`` with its own
 policies and health-check settings, under its own ``proxy_name`` label;
 ``grpc`` will reuse the message IDs, ``replies`` and the error wording
 around its own HTTP/2 transport, and ``exchange()`` serves any plugin
 that needs a single query.
 """
 
+from corednstw.engines.upstream.conn import (
+                                               UDP_RCVBUF,
+                                               StreamConn,
+                                               StreamFactory,
+                                               UDPConn,
+                                               grow_rcvbuf,
+                                               local_end,
+)
 from corednstw.engines.upstream.errors import (
                                                CachedClosed,
                                                UpstreamError,
@@ -60,8 +68,7 @@ from corednstw.engines.upstream.errors import (
                                                hostport,
 )
 from corednstw.engines.upstream.exchange import exchange
-from corednstw.engines.upstream.ids import IDs, new_id
-from corednstw.engines.upstream.proxy import (
+from corednstw.engines.upstream.host import (
                                                CONN_HITS,
                                                CONN_MISSES,
                                                DEFAULT_EXPIRE,
@@ -72,26 +79,19 @@ from corednstw.engines.upstream.proxy import (
                                                MAX_DIAL,
                                                MIN_DIAL,
                                                REQUEST_DURATION,
-                                               Proxy,
+                                               Upstream,
 )
+from corednstw.engines.upstream.ids import IDs, new_id
 from corednstw.engines.upstream.replies import (
-    matches,
-    readable,
-    truncated,
-)
-from corednstw.engines.upstream.transport import (
-                                               UDP_RCVBUF,
-                                               StreamConn,
-                                               StreamFactory,
-                                               UDPConn,
-                                               grow_rcvbuf,
-                                               local_end,
+                                               matches,
+                                               readable,
+                                               truncated,
 )
 
 __all__ = [
     "CONN_HITS", "CONN_MISSES", "CachedClosed", "DEFAULT_EXPIRE",
     "DEFAULT_READ_TIMEOUT", "HC_FAILURES", "HC_INTERVAL", "HC_TIMEOUT",
-    "IDs", "MAX_DIAL", "MIN_DIAL", "Proxy", "REQUEST_DURATION",
+    "IDs", "MAX_DIAL", "MIN_DIAL", "Upstream", "REQUEST_DURATION",
     "StreamConn", "StreamFactory", "UDPConn", "UDP_RCVBUF",
     "UpstreamError", "error_text", "exchange", "grow_rcvbuf", "hostport",
     "local_end", "matches", "new_id", "readable", "truncated",

@@ -137,7 +137,7 @@ class _Pool(client.HTTPConnectionPool):
 
 @implementer(IAgentEndpointFactory)
 class DoHClient:
-    """The HTTP side of one ``https://`` upstream (a ``Proxy``)."""
+    """The HTTP side of one ``https://`` upstream (a ``Upstream``)."""
 
     conn = HTTPSConn()
 

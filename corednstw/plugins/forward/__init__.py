@@ -1,6 +1,6 @@
 """forward: proxies queries to upstream resolvers (CoreDNS's forward).
 
-One ``Proxy`` of the upstream engine (``corednstw.engines.upstream``) per
+One ``Upstream`` of the upstream engine (``corednstw.engines.upstream``) per
 upstream.  UDP goes over one connected socket per upstream with a map of
 pending message IDs (the socket is replaced after ``expire`` so source
 ports rotate); TCP and DNS-over-TLS use pooled connections, one query at

@@ -1,6 +1,6 @@
 """forward's Corefile stanza: the TO addresses (IPs, ``tls://``,
 ``https://``, resolv.conf files, host names), the options, and the TLS
-client settings; one engine ``Proxy`` per upstream.
+client settings; one engine ``Upstream`` per upstream.
 
 Host names are resolved when the plugin starts (``resolve``): their
 upstreams are made then, by the same ``ProxyMaker`` as the others.
@@ -16,7 +16,7 @@ from corednstw.engines.upstream import (
     DEFAULT_EXPIRE,
     DEFAULT_READ_TIMEOUT,
     HC_INTERVAL,
-    Proxy,
+    Upstream,
 )
 from corednstw.engines.upstream.tlsfiles import load_client_tls
 from corednstw.plugins.forward.plugin import Forward
@@ -76,7 +76,7 @@ def setup(d, block):
 
 
 class ProxyMaker:
-    """Makes the engine ``Proxy`` of one upstream with the stanza's
+    """Makes the engine ``Upstream`` of one upstream with the stanza's
     options; the TLS files are read once, at setup."""
 
     def __init__(self, d, opts, force_tcp):
@@ -95,7 +95,7 @@ class ProxyMaker:
 
     def make(self, trans, host, port, sni):
         opts = self.opts
-        p = Proxy(_label("dns", host, port), host, port, trans)
+        p = Upstream(_label("dns", host, port), host, port, trans)
         p.expire = opts.expire
         p.max_age = opts.max_age
         p.max_idle = opts.max_idle

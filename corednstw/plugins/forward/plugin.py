@@ -1,7 +1,7 @@
 """forward's query path: choosing an upstream, the attempts of one client
 query, and the reply handed back.
 
-``Forward.serve`` makes one ``_Exchange`` per client query; it is the
+``Forward.serve`` makes one ``_Query`` per client query; it is the
 waiter of the upstream engine's connections (``reply``/``fail``), so an
 upstream query costs no Deferred.  The answer is the upstream's bytes
 (``RawResponse.prebuilt``); the server puts the client's ID and question
@@ -47,7 +47,7 @@ MAX_CONCURRENT_REJECTS = metrics.counter(
 
 class Forward(Plugin):
     """One forward stanza: the zone it takes, its upstreams (engine
-    ``Proxy`` objects) and the policy between them."""
+    ``Upstream`` objects) and the policy between them."""
 
     name = "forward"
     once = False
@@ -74,7 +74,7 @@ class Forward(Plugin):
         self.taps = ()
         #: With host names in TO: the upstreams to make at start
         #: ((transport, host or name, port, servername)), the ``resolver``
-        #: addresses and the maker of a Proxy.
+        #: addresses and the maker of an Upstream.
         self.to = ()
         self.resolvers = None
         self.make_proxy = None
@@ -220,9 +220,9 @@ class Forward(Plugin):
                     self.max_concurrent)
                 return r
             self.concurrent += 1
-            d = _Exchange(self, req).run()
+            d = _Query(self, req).run()
             return d.addBoth(self._release)
-        return _Exchange(self, req).run()
+        return _Query(self, req).run()
 
     def _release(self, result):
         self.concurrent -= 1
@@ -236,7 +236,7 @@ class Forward(Plugin):
         return req.proto
 
 
-class _Exchange:
+class _Query:
     """The attempts for one query (CoreDNS's ServeDNS loop, as callbacks).
 
     It is the *waiter* of each upstream query: the connection calls

@@ -1,7 +1,7 @@
 """proxy: the forwarding plugin of CoreDNS 1.0-1.4, kept so that old
 Corefiles run (CoreDNS 1.5.0 removed it; ``forward`` replaced it).
 
-Each upstream host is a ``Proxy`` of the shared upstream engine
+Each upstream host is an ``Upstream`` of the shared upstream engine
 (``corednstw.engines.upstream``, labelled ``proxy``), so sockets and
 connection reuse are forward's; what is proxy's own is the choice of host
 (``random``, ``least_conn``, ``round_robin``, ``sequential``/``first``),

@@ -21,7 +21,7 @@ import weakref
 
 from corednstw.core import logger, names
 from corednstw.core.durations import parse_duration
-from corednstw.engines.upstream import Proxy, hostport
+from corednstw.engines.upstream import Upstream, hostport
 from corednstw.plugins.proxy import policy
 from corednstw.plugins.proxy.health import check_url
 from corednstw.plugins.proxy.plugin import READ_TIMEOUT, Group, ProxyPlugin
@@ -79,7 +79,7 @@ def _group(d, block):
         _option(c, g)
     for host, port in hosts:
         name = hostport(host, port)
-        p = Proxy(name, host, port, "dns", "proxy")
+        p = Upstream(name, host, port, "dns", "proxy")
         p.read_timeout = READ_TIMEOUT
         url = check_url(host, g.hc_port, g.hc_path) if g.hc_path else ""
         g.hosts.append(policy.Host(name, p, url))

@@ -4,7 +4,7 @@ query, and what happens when the host fails.
 Each ``proxy`` directive of a server block is a ``Group`` (1.4's
 staticUpstream); the first directive's ``ProxyPlugin`` holds them all and
 gives a name to the group with the longest matching **FROM**, as 1.4 did.
-``_Exchange`` is one client query: the waiter of the upstream engine's
+``_Query`` is one client query: the waiter of the upstream engine's
 connections, trying hosts until one answers, none is left up, or
 ``TRY_DURATION`` has passed.
 """
@@ -189,10 +189,10 @@ class ProxyPlugin(Plugin):
         g = self.group_for(req.qname)
         if g is None:
             return self.next.serve(req)
-        return _Exchange(self, g, req).run()
+        return _Query(self, g, req).run()
 
 
-class _Exchange:
+class _Query:
     """The attempts for one client query (1.4's ServeDNS loop, as
     callbacks).  The engine's connections call ``reply`` or ``fail``."""
 

@@ -22,7 +22,7 @@ class Host:
 
     def __init__(self, name, proxy, check_url=""):
         self.name = name            # "IP:port", the metrics' ``to``
-        self.proxy = proxy          # the engine's Proxy
+        self.proxy = proxy          # the engine's Upstream
         self.fails = 0
         self.conns = 0
         self.check_url = check_url

@@ -12,16 +12,16 @@ owning plugin's name (``proxy_name``).
 from corednstw.core import dnswire as w
 from corednstw.core import metrics
 from corednstw.core.request import make_query
-from corednstw.engines.upstream.errors import UpstreamError
-from corednstw.engines.upstream.exchange import exchange
-from corednstw.engines.upstream.ids import new_id
-from corednstw.engines.upstream.replies import readable
-from corednstw.engines.upstream.transport import (
+from corednstw.engines.upstream.conn import (
     StreamConn,
     StreamFactory,
     UDPConn,
     grow_rcvbuf,
 )
+from corednstw.engines.upstream.errors import UpstreamError
+from corednstw.engines.upstream.exchange import exchange
+from corednstw.engines.upstream.ids import new_id
+from corednstw.engines.upstream.replies import readable
 
 DEFAULT_EXPIRE = 10.0
 DEFAULT_READ_TIMEOUT = 2.0
@@ -46,7 +46,7 @@ CONN_MISSES = metrics.counter(
     ("proxy_name", "to", "proto"))
 
 
-class Proxy:
+class Upstream:
     """One upstream: its sockets, connection pool and health."""
 
     def __init__(self, addr, host, port, transport="dns", name="forward"):
@@ -288,7 +288,7 @@ class Proxy:
         self.hc_timer = self.reactor.callLater(self.hc_interval, self._check)
 
     def __repr__(self):
-        return "<Proxy %s>" % self.addr
+        return "<Upstream %s>" % self.addr
 
 
 def _unpackable(data):

@@ -4,7 +4,7 @@ streams.
 A query is handed to a connection with a *waiter*: an object with
 ``reply(data, conn)`` and ``fail(exc, conn)`` (a plugin's per-query
 exchange).  Plain method calls, no Deferred per upstream query.  The
-connection's owner (a ``Proxy``) supplies the reactor, the clock, and
+connection's owner (a ``Upstream``) supplies the reactor, the clock, and
 takes stream connections back into its pool (``yield_conn``,
 ``forget_conn``).
 """

@@ -1,4 +1,4 @@
-"""``ZoneServer``: the serving logic shared by the file, auto and secondary
+"""``ZonePlugin``: the serving logic shared by the file, auto and secondary
 plugins (zone matching, answering from ZoneData, fallthrough, NOTIFY and
 the transferer hook), plus their shared ``reload`` option."""
 
@@ -15,7 +15,7 @@ from .zone import DELEGATION, NAME_ERROR, SERVER_FAILURE, SUCCESS
 
 
 @implementer(ITransferer)
-class ZoneServer(Plugin):
+class ZonePlugin(Plugin):
     """Serving shared by file, auto and secondary: ``self.zone_map`` maps
     an origin to its ZoneData (or None until loaded), ``self.fall`` is the
     fallthrough, ``names`` the origins matched longest first."""

@@ -122,9 +122,9 @@ class LookupTable(unittest.TestCase):
             self.assertIsNone(d.ask(q.to_wire()), middleware)
 
     def test_server_written_errors_skip_header_and_nsid(self):
-        # REFUSED for AXFR without transfer and for a name outside the
-        # zones (file last) are returned unwritten: CoreDNS's server
-        # writes them, so header's rules and NSID never apply (the
+        # REFUSED for AXFR without transfer and SERVFAIL for a name
+        # outside the zones (file last) are returned unwritten: CoreDNS's
+        # server writes them, so header's rules and NSID never apply (the
         # query's empty NSID option is only echoed, as SizeAndDo does).
         d = util.Direct(self, "example.org:0 org:0 {\n nsid test\n header"
                         " {\n response set aa ra\n }\n file %s/db."
@@ -134,10 +134,11 @@ class LookupTable(unittest.TestCase):
             q = util.make_query(name, qtype, use_edns=0, options=[
                 dns.edns.GenericOption(3, b"")])
             return cases.parse_reply(d.ask(q.to_wire(), proto))
-        for name, qtype, proto in (("example.org", "AXFR", "tcp"),
-                                   ("example.com.org", "A", "udp")):
+        for name, qtype, proto, rcode in (
+                ("example.org", "AXFR", "tcp", "REFUSED"),
+                ("example.com.org", "A", "udp", "SERVFAIL")):
             m = ask(name, qtype, proto)
-            cases.check_response(self, Case(name, qtype, rcode="REFUSED",
+            cases.check_response(self, Case(name, qtype, rcode=rcode,
                                             flags="QR RD"), m)
             self.assertEqual([o.to_wire() for o in m.options], [b""])
         # An answer file writes gets both.
@@ -167,10 +168,16 @@ class LookupTable(unittest.TestCase):
             ns=["loop.test. 3600 IN NS ns.loop.test."], flags="QR AA RD"),
             m)
 
-    def test_out_of_zone_refused_when_last(self):
+    def test_out_of_zone_servfail_when_last(self):
+        # The block takes the name, file does not, and nothing follows:
+        # CoreDNS's plugin.NextOrFailure, SERVFAIL ("no next plugin
+        # found"), checked over the wire against CoreDNS.  REFUSED is
+        # only for a name no block takes.
         d = util.Direct(self, "example.org:0 org:0 {\n    file %s/db."
                         "example.org example.org\n}\n" % ZONES)
         cases.run_direct(self, d, [Case("example.com.org", "A",
+                                        rcode="SERVFAIL", aa=False),
+                                   Case("example.net", "A",
                                         rcode="REFUSED", aa=False)])
 
 

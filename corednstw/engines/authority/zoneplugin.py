@@ -9,7 +9,7 @@ from corednstw.core import dnswire as w
 from corednstw.core import logger
 from corednstw.core.durations import parse_duration
 from corednstw.core.interfaces import ITransferer
-from corednstw.core.plugin import END, Plugin
+from corednstw.core.plugin import Plugin
 
 from .zone import DELEGATION, NAME_ERROR, SERVER_FAILURE, SUCCESS
 
@@ -46,8 +46,10 @@ class ZonePlugin(Plugin):
         return app.lookup(name, qtype, parent=req, do=req.do)
 
     def not_ours(self, req):
-        if self.next is END:
-            return unwritten_error(w.REFUSED)
+        """A name outside the zones goes on down the chain; at its end
+        the server answers SERVFAIL ("no next plugin found", CoreDNS's
+        plugin.NextOrFailure).  Only a name no block takes is REFUSED,
+        by the mux."""
         return self.next.serve(req)
 
     def serve(self, req):

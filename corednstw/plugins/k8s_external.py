@@ -320,26 +320,18 @@ def _fqdn(name):
 
 def setup(d, block):
     e = External(zones_from_args(d.args, block))
-    for c in d.children:
-        if c.name == "ttl":
-            if not c.args:
-                raise c.arg_error()
-            try:
-                t = int(c.args[0])
-            except ValueError as ex:
-                raise c.error('strconv.Atoi: parsing "%s": invalid syntax'
-                              % c.args[0]) from ex
-            if t < 0 or t > 3600:
-                raise c.error("ttl must be in range [0, 3600]: %d" % t)
-            e.ttl = t
-        elif c.name == "apex":
-            if not c.args:
-                raise c.arg_error()
-            e.apex = c.args[0]
-        elif c.name == "headless":
-            e.headless = True
-        elif c.name == "fallthrough":
-            e.fall = Fallthrough.parse(c.args)
-        else:
-            raise c.error("unknown property '%s'" % c.name)
+    d.read_options({
+        "ttl": lambda c: setattr(e, "ttl", _ttl(c)),
+        "apex": lambda c: setattr(e, "apex", c.between(1)[0]),
+        "headless": lambda c: setattr(e, "headless", True),
+        "fallthrough": lambda c: setattr(e, "fall",
+                                         Fallthrough.parse(c.args)),
+    })
     return e
+
+
+def _ttl(c):
+    """``ttl SECONDS``, 0 to 3600.  CoreDNS reads the first argument and
+    ignores any after it, so extra ones are no error here either."""
+    return c.integer(c.between(1)[0], lo=0, hi=3600,
+                     range_error="ttl must be in range [0, 3600]: %d")

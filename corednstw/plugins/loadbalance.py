@@ -27,13 +27,14 @@ from twisted.internet import task, threads
 from twisted.internet.defer import Deferred
 
 from corednstw.core import dnswire as w
-from corednstw.core import logger
-from corednstw.core.durations import format_duration, parse_duration
+from corednstw.core import goparse, logger
+from corednstw.core.durations import format_duration
 from corednstw.core.plugin import Plugin
 from corednstw.core.request import RawResponse, parse_response
 
 NAME = "loadbalance"
 DEFAULT_WEIGHT_RELOAD = 30.0
+POLICIES = ("round_robin", "weighted")
 
 _MAPPED = b"\x00" * 10 + b"\xff\xff"
 
@@ -133,7 +134,7 @@ class Weights:
                 continue
             fields = line.split()
             if len(fields) == 1:
-                if _parse_ip(fields[0]) is not None:
+                if goparse.parse_ip(fields[0]) is not None:
                     raise ValueError(
                         'wrong domain name:"%s" in weight file %s. (Maybe a '
                         'missing weight value?)' % (fields[0], self.path))
@@ -143,7 +144,7 @@ class Weights:
                 dname = dname.lower()
                 domains.setdefault(dname, [])
             elif len(fields) == 2:
-                ip = _parse_ip(fields[0])
+                ip = goparse.parse_ip(fields[0])
                 if ip is None:
                     raise ValueError('wrong IP address:"%s" in weight file %s'
                                      % (fields[0], self.path))
@@ -154,7 +155,9 @@ class Weights:
                 if not dname:
                     raise ValueError("missing domain name in weight file %s"
                                      % self.path)
-                domains[dname].append((ip, int(value)))
+                # IPv4 and IPv4-mapped both give 4 bytes, as _ip_bytes
+                # gives the addresses of answers.
+                domains[dname].append((ip.packed, int(value)))
             else:
                 raise ValueError('could not parse weight line:"%s" in weight '
                                  'file %s' % (line, self.path))
@@ -210,14 +213,6 @@ class Weights:
         if i:
             addr[0], addr[i] = addr[i], addr[0]
         return cname + rest + addr + mx
-
-
-def _parse_ip(text):
-    try:
-        ip = ipaddress.ip_address(text)
-    except ValueError:
-        return None
-    return _ip_bytes(ip.packed)
 
 
 def _changes(types, key, shuffled):
@@ -547,43 +542,57 @@ def _decoded(resp):
 
 
 def setup(d, block):
-    weights = None
+    policy = "round_robin"
+    if d.args:
+        policy = d.choice(d.args[0], POLICIES, "unknown policy: %s")
+    if policy == "weighted":
+        return LoadBalance(weights=_weighted(d, block))
+    if len(d.args) > 1:
+        raise d.error("unknown property for %s" % policy)
     prefer = []
-    args = d.args
-    if args and args[0] not in ("round_robin", "weighted"):
-        raise d.error("unknown policy: %s" % args[0])
-    if args and args[0] == "round_robin" and len(args) > 1:
-        raise d.error("unknown property for %s" % args[0])
-    if args and args[0] == "weighted":
-        if len(args) < 2:
-            raise d.error("missing weight file argument")
-        if len(args) > 2:
-            raise d.error("unexpected argument(s)")
-        path = block.path(args[1])
-        reload = DEFAULT_WEIGHT_RELOAD
-        for c in d.children:
-            if c.name != "reload":
-                raise c.error("unknown property '%s'" % c.name)
-            if not c.args:
-                raise c.error("reload duration value is missing")
-            if len(c.args) > 1:
-                raise c.error("unexpected argument")
-            try:
-                reload = parse_duration(c.args[0], strict=True)
-            except ValueError as e:
-                raise c.error("invalid reload duration '%s'"
-                              % c.args[0]) from e
-        weights = Weights(path, max(reload, 0.0))
-        return LoadBalance(weights=weights)
-    for c in d.children:
-        if c.name != "prefer":
-            raise c.error("unknown property '%s'" % c.name)
-        for cidr in c.args:
-            try:
-                if "/" not in cidr:
-                    raise ValueError(cidr)
-                prefer.append(ipaddress.ip_network(cidr, strict=False))
-            except ValueError as e:
-                raise c.error('invalid CIDR "%s": invalid CIDR address: %s'
-                              % (cidr, cidr)) from e
+    d.read_options({
+        "prefer": lambda c: prefer.extend(_cidr(c, a) for a in c.args),
+    })
     return LoadBalance(prefer=Prefer(prefer) if prefer else None)
+
+
+def _weighted(d, block):
+    """``weighted WEIGHTFILE { reload DURATION }``: the file's weights."""
+    if len(d.args) < 2:
+        raise d.error("missing weight file argument")
+    if len(d.args) > 2:
+        raise d.error("unexpected argument(s)")
+    weights = Weights(block.path(d.args[1]))
+    d.read_options({
+        "reload": lambda c: setattr(weights, "reload", _reload(c)),
+    })
+    return weights
+
+
+def _reload(c):
+    """How often the weight file is re-read (0: never; a negative
+    duration counts as 0).  CoreDNS words a missing value, an extra one
+    and a malformed one each its own way, naming the value alone."""
+    if len(c.args) > 1:
+        raise c.error("unexpected argument")
+    text = c.one("reload duration value is missing")
+    error = "invalid reload duration '%s'" % text
+    return max(c.duration(text, error=_fixed(error)), 0.0)
+
+
+def _fixed(message):
+    """``message`` as a reader's error format, whole: the reader formats
+    Go's reason into its format, and this message leaves it out."""
+    return message.replace("%", "%%") + "%.0s"
+
+
+def _cidr(c, text):
+    """A network of ``prefer``, written as Go's net.ParseCIDR wants it
+    (with the prefix length)."""
+    try:
+        if "/" not in text:
+            raise ValueError(text)
+        return ipaddress.ip_network(text, strict=False)
+    except ValueError as e:
+        raise c.error('invalid CIDR "%s": invalid CIDR address: %s'
+                      % (text, text)) from e

@@ -94,22 +94,23 @@ class Local(Plugin):
 
 
 def setup(d, block):
-    if d.args:
-        raise d.arg_error()
-    prefix = True
-    for c in d.children:
-        if c.name != "localhost_prefix":
-            raise c.error("unknown property '%s'" % c.name)
-        if len(c.args) != 1:
-            raise c.arg_error()
-        if c.args[0] == "on":
-            prefix = True
-        elif c.args[0] == "off":
-            prefix = False
-        else:
-            raise c.error("localhost_prefix expects 'on' or 'off', got %s"
-                          % _go_quote(c.args[0]))
-    return Local(prefix)
+    d.no_args()
+    local = Local()
+    d.read_options({
+        "localhost_prefix": lambda c: setattr(local, "localhost_prefix",
+                                              _on_off(c)),
+    })
+    return local
+
+
+def _on_off(c):
+    """``on`` or ``off``; CoreDNS quotes a refused value as Go's %q does,
+    which the choice reader's plain ``%s`` cannot, so it is checked here."""
+    text = c.one()
+    if text not in ("on", "off"):
+        raise c.error("localhost_prefix expects 'on' or 'off', got %s"
+                      % _go_quote(text))
+    return text == "on"
 
 
 def _go_quote(s):

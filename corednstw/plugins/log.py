@@ -305,6 +305,11 @@ def _scope(name):
     return (name if name.endswith(".") else name + ".").lower()
 
 
+def _classes(c):
+    """``class CLASS...``: the response classes to log."""
+    return [c.choice(a, CLASSES, "invalid Class: %s") for a in c.between(1)]
+
+
 def setup(d, block):
     rules = []
     args = list(d.args)
@@ -320,15 +325,7 @@ def setup(d, block):
         for a in args:
             rules.append([_scope(a), fmt])
     classes = set()
-    for c in d.children:
-        if c.name != "class":
-            raise c.error("unknown property '%s'" % c.name)
-        if not c.args:
-            raise c.arg_error()
-        for a in c.args:
-            if a not in CLASSES:
-                raise c.error("invalid Class: %s" % a)
-            classes.add(a)
+    d.read_options({"class": lambda c: classes.update(_classes(c))})
     if not classes:
         classes = {"all"}
     new = [Rule(scope, fmt, classes) for scope, fmt in rules]

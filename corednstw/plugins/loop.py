@@ -146,8 +146,7 @@ def _join(host, port):
 
 
 def setup(d, block):
-    if d.args:
-        raise d.arg_error()
+    d.no_args()
     zone = "."
     if block.keys:
         from corednstw.core import names

@@ -105,8 +105,6 @@ def _raw_has_extra(raw):
 
 
 def setup(d, block):
-    if d.args:
-        raise d.arg_error()
-    if d.children:
-        raise d.children[0].error("unknown property '%s'" % d.children[0].name)
+    d.no_args()
+    d.no_block()
     return Minimal()

@@ -35,21 +35,18 @@ def default_count():
 def setup(d, block):
     if d.children:
         raise d.error("Unexpected token '{', expecting argument")
-    if len(d.args) > 1:
-        raise d.arg_error()
-    if not d.args:
-        count = default_count()
-    else:
-        try:
-            count = int(d.args[0])
-        except ValueError as e:
-            raise d.error('invalid num sockets: strconv.Atoi: parsing "%s": '
-                          'invalid syntax' % d.args[0]) from e
-        if count < 1:
-            raise d.error("num sockets can not be zero or negative: %d"
-                          % count)
-        if count > MAX:
-            raise d.error("num sockets exceeds maximum (%d): %d"
-                          % (MAX, count))
+    args = d.between(0, 1)
+    count = _count(d, args[0]) if args else default_count()
     block.settings["multisocket"] = count
     return Multisocket(count)
+
+
+def _count(d, text):
+    """NUM_SOCKETS, 1 to MAX; CoreDNS words the two bounds differently,
+    so the upper one is checked here."""
+    count = d.integer(text, lo=1, error="invalid num sockets: %s",
+                      range_error="num sockets can not be zero or "
+                                  "negative: %d")
+    if count > MAX:
+        raise d.error("num sockets exceeds maximum (%d): %d" % (MAX, count))
+    return count

@@ -63,7 +63,5 @@ class Nsid(Plugin):
 
 
 def setup(d, block):
-    if d.children:
-        raise d.children[0].error("unknown property '%s'"
-                                  % d.children[0].name)
+    d.no_block()
     return Nsid(" ".join(d.args) if d.args else hostname())

@@ -130,9 +130,7 @@ class On(Plugin):
 
 def parse(d):
     """One ``on`` line as a Hook (CoreDNS's messages)."""
-    if not d.args:
-        raise d.arg_error()
-    event = d.args[0].lower()
+    event = d.between(1)[0].lower()
     if event not in EVENTS:
         raise d.error("Wrong event name or event not supported: '%s'"
                       % d.args[0])

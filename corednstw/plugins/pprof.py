@@ -305,24 +305,27 @@ def _check_address(d, address):
 
 
 def setup(d, block):
-    if len(d.args) > 1:
-        raise d.arg_error()
-    address = d.args[0] if d.args else DEFAULT_ADDRESS
+    args = d.between(0, 1)
+    address = args[0] if args else DEFAULT_ADDRESS
     _check_address(d, address)
-    rate = 0
-    for c in d.children:
-        if c.name != "block":
-            raise c.error("unknown property '%s'" % c.name)
-        if len(c.args) > 1:
-            raise c.arg_error()
-        rate = 1
-        if c.args:
-            try:
-                rate = int(c.args[0])
-            except ValueError as e:
-                raise c.error("property '%s' invalid integer value '%s'"
-                              % ("block", c.args[0])) from e
-            if rate <= 0:
-                raise c.error("property 'block' invalid integer value "
-                              "'%s'" % c.args[0])
-    return Pprof(address, rate)
+    p = Pprof(address)
+    d.read_options({"block": lambda c: setattr(p, "rate", _rate(c))})
+    return p
+
+
+def _rate(c):
+    """``block [RATE]``: frames kept per allocation traceback, 1 when
+    not given.  CoreDNS refuses a bad RATE naming the value alone, not
+    Go's reason, and so does a non-positive one here."""
+    args = c.between(0, 1)
+    if not args:
+        return 1
+    error = _fixed("property 'block' invalid integer value '%s'" % args[0])
+    return c.integer(args[0], lo=1, error=error, range_error=error)
+
+
+def _fixed(message):
+    """``message`` as a reader's error format, whole: the reader formats
+    Go's reason (or the value) into its format, and this message leaves
+    it out."""
+    return message.replace("%", "%%") + "%.0s"

@@ -6,8 +6,7 @@ deprecation notice."""
 
 import os
 
-from corednstw.core import logger
-from corednstw.core.durations import parse_duration
+from corednstw.core import goparse, logger
 from corednstw.core.plugin import Fallthrough, zones_from_args
 from corednstw.plugins.kubernetes import selector as sel
 from corednstw.plugins.kubernetes import upstream as up
@@ -35,11 +34,8 @@ def setup(d, block):
     if not any(not is_reverse(z) for z in zones):
         raise d.error("non-reverse zone name must be used")
     k = Kubernetes(zones)
-    for c in d.children:
-        option = OPTIONS.get(c.name)
-        if option is None:
-            raise c.error("unknown property '%s'" % c.name)
-        option(c, k, block)
+    d.read_options({name: (lambda c, f=option: f(c, k, block))
+                    for name, option in OPTIONS.items()})
     _check(d, k, zones)
     _default_scheme(k.conn_opts)
     return k
@@ -75,55 +71,62 @@ def _default_scheme(opts):
         opts["endpoint"] = scheme + endpoint
 
 
-def _no_args(c):
-    if c.args:
-        raise c.arg_error()
+def _fixed(message):
+    """``message`` as a reader's error format, whole: the reader formats
+    Go's reason into its format, and this message names the value
+    alone."""
+    return _literal(message) + "%.0s"
 
 
-def _one_or_more(c):
-    if not c.args:
-        raise c.arg_error()
+def _literal(text):
+    """``text`` inside a reader's error format, taken as it is."""
+    return text.replace("%", "%%")
+
+
+def _float(c, text, error):
+    """Go's strconv.ParseFloat, refused with ``error``: the Directive has
+    no reader of floats, and only apiserver_qps takes one."""
+    try:
+        return goparse.parse_float(text)
+    except ValueError as e:
+        raise c.error(error) from e
 
 
 # -- the options, one function each: (line, plugin, block) --------------------
 
 def _endpoint_pod_names(c, k, block):
-    _no_args(c)
+    c.no_args()
     k.podnames = True
 
 
 def _pods(c, k, block):
-    if len(c.args) != 1:
-        raise c.arg_error()
-    if c.args[0] not in POD_MODES:
-        raise c.error("wrong value for pods: %s,  must be one of: "
-                      "disabled, verified, insecure" % c.args[0])
-    k.pod_mode = c.args[0]
+    k.pod_mode = c.choice(c.one(), POD_MODES, "wrong value for pods: %s,  "
+                          "must be one of: disabled, verified, insecure")
 
 
 def _namespaces(c, k, block):
-    _one_or_more(c)
-    k.namespaces.update(c.args)
+    k.namespaces.update(c.between(1))
 
 
 def _endpoint(c, k, block):
-    _one_or_more(c)
-    if len(c.args) > 1:
+    """Only the first endpoint is used, as in CoreDNS (with its warning
+    when there are more)."""
+    args = c.between(1)
+    if len(args) > 1:
         logger.warning("kubernetes", "Multiple endpoints have been "
                        "deprecated, only the first specified endpoint "
-                       "'%s' is used" % c.args[0])
-    k.conn_opts["endpoint"] = c.args[0]
+                       "'%s' is used" % args[0])
+    k.conn_opts["endpoint"] = args[0]
 
 
 def _tls(c, k, block):
-    if len(c.args) != 3:
-        raise c.arg_error()
-    k.conn_opts["tls"] = tuple(c.args)
+    k.conn_opts["tls"] = tuple(c.exactly(3))
 
 
 def _labels(c, k, block):
-    _one_or_more(c)
-    text = " ".join(c.args)
+    """labels and namespace_labels: a selector, checked now so a typo
+    fails the configuration rather than every watch."""
+    text = " ".join(c.between(1))
     try:
         sel.parse(text)
     except sel.SelectorError as e:
@@ -141,39 +144,39 @@ def _fallthrough(c, k, block):
 
 
 def _ttl(c, k, block):
-    _one_or_more(c)
-    try:
-        t = int(c.args[0])
-    except ValueError as e:
-        raise c.error("invalid ttl %r" % c.args[0]) from e
-    if t < 0 or t > 3600:
-        raise c.error("ttl must be in range [0, 3600]: %d" % t)
-    k.ttl = t
+    """Seconds, 0 to 3600; the first argument counts, as in CoreDNS."""
+    text = c.between(1)[0]
+    k.ttl = c.integer(text, lo=0, hi=3600,
+                      error=_fixed("invalid ttl %r" % text),
+                      range_error="ttl must be in range [0, 3600]: %d")
 
 
 def _noendpoints(c, k, block):
-    _no_args(c)
+    c.no_args()
     k.endpoints = False
 
 
 def _zonal(c, k, block):
-    _no_args(c)
+    c.no_args()
     k.zonal = True
 
 
 def _ignore(c, k, block):
+    """``ignore empty_service``; CoreDNS accepts the option bare, as a
+    no-op."""
     if c.args:
-        if c.args[0] != "empty_service":
-            raise c.error("unable to parse ignore value: '%s'" % c.args[0])
+        c.choice(c.args[0], ("empty_service",),
+                 "unable to parse ignore value: '%s'")
         k.ignore_empty = True
 
 
 def _kubeconfig(c, k, block):
-    if len(c.args) not in (1, 2):
-        raise c.arg_error()
-    k.conn_opts["kubeconfig"] = c.args[0]
-    k.conn_opts["context"] = c.args[1] if len(c.args) == 2 else None
-    problem = kubeconfig_error(*c.args)
+    """``kubeconfig PATH [CONTEXT]``, checked now as client-go checks it
+    when CoreDNS sets the plugin up."""
+    args = c.between(1, 2)
+    k.conn_opts["kubeconfig"] = args[0]
+    k.conn_opts["context"] = args[1] if len(args) == 2 else None
+    problem = kubeconfig_error(*args)
     if problem:
         raise c.error(problem)
 
@@ -183,22 +186,23 @@ def _multicluster(c, k, block):
 
 
 def _startup_timeout(c, k, block):
-    _one_or_more(c)
-    try:
-        k.startup_timeout = parse_duration(c.args[0])
-    except ValueError as e:
-        raise c.error("failed to parse startup_timeout: %s, %s"
-                      % (c.args[0], e)) from e
+    """A duration (a bare number counts as seconds)."""
+    text = c.between(1)[0]
+    k.startup_timeout = c.duration(
+        text, strict=False,
+        error="failed to parse startup_timeout: %s, %%s" % _literal(text))
 
 
 def _apiserver(c, k, block):
-    if len(c.args) != 1:
-        raise c.arg_error()
+    """The API client's limits: apiserver_qps (a float), apiserver_burst
+    and apiserver_max_inflight (integers), none negative."""
     name = c.name
-    try:
-        v = float(c.args[0]) if name == "apiserver_qps" else int(c.args[0])
-    except ValueError as e:
-        raise c.error("invalid %s %r" % (name, c.args[0])) from e
+    text = c.one()
+    invalid = "invalid %s %r" % (name, text)
+    if name == "apiserver_qps":
+        v = _float(c, text, invalid)
+    else:
+        v = c.integer(text, error=_fixed(invalid))
     if v < 0:
         raise c.error("%s must be >= 0" % name)
     k.conn_opts[{"apiserver_qps": "qps", "apiserver_burst": "burst",
@@ -210,12 +214,9 @@ def _apiserver(c, k, block):
 def _resyncperiod(c, k, block):
     """Parsed as 1.5 did, then ignored: the informers' periodic resync
     only replayed the cache; our watches need none."""
-    _one_or_more(c)
-    try:
-        parse_duration(c.args[0], strict=True)
-    except ValueError as e:
-        raise c.error("unable to parse resync duration value: '%s': %s"
-                      % (c.args[0], e)) from e
+    text = c.between(1)[0]
+    c.duration(text, error="unable to parse resync duration value: "
+               "'%s': %%s" % _literal(text))
     c.deprecated(RESYNC_GONE)
 
 
@@ -240,14 +241,13 @@ def _upstream(c, k, block):
 def _transfer(c, k, block):
     """``transfer to ADDRESS...``: the kubernetes zones may be transferred
     to these addresses, as a transfer plugin with them would allow."""
-    if not c.args:
-        raise c.arg_error()
-    if c.args[0] == "from":
+    args = c.between(1)
+    if args[0] == "from":
         raise c.error("can't use `transfer from` when not being a "
                       "secondary")
-    if c.args[0] != "to" or len(c.args) < 2:
+    if args[0] != "to" or len(args) < 2:
         raise c.arg_error()
-    for h in c.args[1:]:
+    for h in args[1:]:
         if h == "*":
             k.transfer_to.append(h)
             continue

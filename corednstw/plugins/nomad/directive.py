@@ -4,7 +4,7 @@ from the environment as Nomad's Go client takes them (NOMAD_ADDR,
 NOMAD_TOKEN, NOMAD_REGION)."""
 
 import os
-import re
+from types import SimpleNamespace
 
 from corednstw.core.names import fqdn
 
@@ -13,45 +13,38 @@ from .plugin import DEFAULT_ADDRESS, DEFAULT_TTL, Nomad
 
 def setup(d, block):
     zone = d.args[0] if d.args else "service.nomad"
-    addresses = []
-    token = None
-    flt = ""
-    ttl = DEFAULT_TTL
-    for c in d.children:
-        key = c.name.lower()
-        if key == "address":
-            if not c.args:
-                raise c.error("at least one address is required")
-            addresses.extend(c.args)
-        elif key == "filter":
-            flt = _one(c, "exactly one filter is required")
-        elif key == "token":
-            token = _one(c, "exactly one token is required")
-        elif key == "ttl":
-            ttl = _ttl(c)
-        else:
-            raise c.error("unknown property '%s'" % key)
-    if not addresses:
-        addresses = [os.environ.get("NOMAD_ADDR") or DEFAULT_ADDRESS]
+    o = SimpleNamespace(addresses=[], token=None, filter="", ttl=DEFAULT_TTL)
+    d.read_options(_any_case({
+        "address": lambda c: o.addresses.extend(
+            c.between(1, error="at least one address is required")),
+        "filter": lambda c: setattr(
+            o, "filter", c.one("exactly one filter is required")),
+        "token": lambda c: setattr(
+            o, "token", c.one("exactly one token is required")),
+        "ttl": lambda c: setattr(o, "ttl", _ttl(c)),
+    }), unknown=None)
+    addresses = o.addresses or [os.environ.get("NOMAD_ADDR")
+                                or DEFAULT_ADDRESS]
+    token = o.token
     if token is None:
         token = os.environ.get("NOMAD_TOKEN", "")
-    return Nomad(fqdn(zone), addresses, token, flt, ttl,
+    return Nomad(fqdn(zone), addresses, token, o.filter, o.ttl,
                  region=os.environ.get("NOMAD_REGION", ""))
 
 
-def _one(c, message):
-    if len(c.args) != 1:
-        raise c.error(message)
-    return c.args[0]
+def _any_case(handlers):
+    """``handlers`` for names in any case: CoreDNS lowercases an option's
+    name before matching it, and names an unknown one lowercased."""
+    def other(c):
+        name = c.name.lower()
+        if name not in handlers:
+            raise c.error("unknown property '%s'" % name)
+        handlers[name](c)
+    return {**handlers, None: other}
 
 
 def _ttl(c):
     """Whole seconds in [0, 3600] (Go's strconv.Atoi)."""
-    text = _one(c, "exactly one ttl value is required")
-    if not re.fullmatch(r"[+-]?\d+", text):
-        raise c.error('error parsing ttl: strconv.Atoi: parsing "%s": '
-                      'invalid syntax' % text)
-    t = int(text)
-    if t < 0 or t > 3600:
-        raise c.error("ttl must be in range [0, 3600]: %d" % t)
-    return t
+    return c.integer(c.one("exactly one ttl value is required"), lo=0,
+                     hi=3600, error="error parsing ttl: %s",
+                     range_error="ttl must be in range [0, 3600]: %d")

@@ -3,7 +3,6 @@ registrations of ``SERVICE.NAMESPACE.<zone>`` and answers them as A, AAAA
 or SRV records, as CoreDNS's plugin does (no cache: put *cache* in front).
 """
 
-import ipaddress
 from urllib.parse import quote
 
 from twisted.internet import defer
@@ -11,6 +10,7 @@ from zope.interface import implementer
 
 from corednstw.core import dnswire as w
 from corednstw.core import logger, metrics
+from corednstw.core.goparse import parse_ip
 from corednstw.core.interfaces import IReadiness
 from corednstw.core.plugin import Plugin
 from corednstw.engines.hosted import FIRST_RETRY, error_text
@@ -220,15 +220,3 @@ def trim_zone(qname, zone_labels):
     if len(labels) <= zone_labels:
         return None
     return labels[:len(labels) - zone_labels]
-
-
-def parse_ip(text):
-    """An address as Go's net.ParseIP reads it (an IPv4-mapped IPv6
-    address counts as IPv4), or None."""
-    try:
-        ip = ipaddress.ip_address(text)
-    except ValueError:
-        return None
-    if ip.version == 6 and ip.ipv4_mapped is not None:
-        return ip.ipv4_mapped
-    return ip

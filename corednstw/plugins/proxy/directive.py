@@ -20,7 +20,6 @@ import os
 import weakref
 
 from corednstw.core import logger, names
-from corednstw.core.durations import parse_duration
 from corednstw.engines.upstream import Upstream, hostport
 from corednstw.plugins.proxy import policy
 from corednstw.plugins.proxy.health import check_url
@@ -75,8 +74,7 @@ def _group(d, block):
     if len(hosts) > MAX_UPSTREAMS:
         raise d.error("more than %d TOs configured: %d"
                       % (MAX_UPSTREAMS, len(hosts)))
-    for c in d.children:
-        _option(c, g)
+    _read_options(d, g)
     for host, port in hosts:
         name = hostport(host, port)
         p = Upstream(name, host, port, "dns", "proxy")
@@ -88,98 +86,69 @@ def _group(d, block):
 
 # -- options ------------------------------------------------------------------
 
-def _option(c, g):
-    handler = _OPTIONS.get(c.name)
-    if handler is None:
-        raise c.error("unknown property '%s'" % c.name)
-    handler(c, list(c.args), g)
+def _read_options(d, g):
+    """The block's options into the group; 1.4 read the first argument
+    of an option and ignored any after it."""
+    d.read_options({
+        "policy": lambda c: setattr(g, "policy", _policy(c)),
+        "fail_timeout": lambda c: setattr(g, "fail_timeout",
+                                          c.duration(c.between(1)[0])),
+        "max_fails": lambda c: setattr(g, "max_fails",
+                                       c.integer(c.between(1)[0])),
+        "health_check": lambda c: _health_check(c, g),
+        "except": lambda c: setattr(g, "ignored", _except(c)),
+        "spray": lambda c: setattr(g, "spray", True),
+        "protocol": lambda c: setattr(g, "force_tcp", _force_tcp(c)),
+    })
 
 
-def _policy(c, args, g):
-    if not args or args[0] not in policy.POLICIES:
-        raise c.arg_error(args[0] if args else None)
-    g.policy = policy.POLICIES[args[0]]()
+def _policy(c):
+    """A new policy object of the name; 1.4 refused an unknown name as
+    an argument error after it."""
+    name = c.between(1)[0]
+    if name not in policy.POLICIES:
+        raise c.arg_error(name)
+    return policy.POLICIES[name]()
 
 
-def _fail_timeout(c, args, g):
-    if not args:
-        raise c.arg_error()
-    g.fail_timeout = _duration(c, args[0])
-
-
-def _max_fails(c, args, g):
-    if not args:
-        raise c.arg_error()
-    try:
-        g.max_fails = int(args[0], 10)
-    except ValueError as e:
-        raise c.error('strconv.Atoi: parsing "%s": invalid syntax'
-                      % args[0]) from e
-
-
-def _health_check(c, args, g):
-    if not args:
-        raise c.arg_error()
+def _health_check(c, g):
+    """``health_check PATH:PORT [INTERVAL]`` (every 4s by default)."""
+    args = c.between(1)
     path, port = _split_host_port(args[0])
     if path is None:
         raise c.error("address %s: missing port in address" % args[0])
     g.hc_path, g.hc_port = path, port
     g.hc_interval = 4.0
     if len(args) > 1:
-        g.hc_interval = _duration(c, args[1])
+        g.hc_interval = c.duration(args[1])
         if g.hc_interval <= 0:
             raise c.error("non-positive interval for health_check: %s"
                           % args[1])
 
 
-def _except(c, args, g):
-    if not args:
-        raise c.arg_error()
-    g.ignored = []
-    for a in args:
-        g.ignored.extend(names.normalize(a))
+def _except(c):
+    """The names proxy leaves to the next plugins."""
+    return [z for a in c.between(1) for z in names.normalize(a)]
 
 
-def _spray(c, args, g):
-    g.spray = True
-
-
-def _protocol(c, args, g):
-    if not args:
-        raise c.arg_error()
+def _force_tcp(c):
+    """``protocol dns [force_tcp]``: whether to query over TCP.  The
+    other protocols of 1.4 are refused, saying what to use instead."""
+    args = c.between(1)
     kind = args[0]
     if kind == "dns":
         if len(args) > 1 and args[1:] != ["force_tcp"]:
             raise c.error("only force_tcp allowed as parameter to dns")
-        g.force_tcp = len(args) > 1
-    elif kind == "grpc":
+        return len(args) > 1
+    if kind == "grpc":
         raise c.error("protocol grpc needs the gRPC transport, which is "
                       "not built yet")
-    elif kind == "https_google":
+    if kind == "https_google":
         raise c.error("protocol https_google was removed in CoreDNS 1.2.0 "
                       "itself; use forward with a DNS-over-TLS upstream "
                       "(forward . tls://8.8.8.8 { tls_servername "
                       "dns.google })")
-    else:
-        raise c.error("invalid protocol: %s" % kind)
-
-
-_OPTIONS = {
-    "policy": _policy,
-    "fail_timeout": _fail_timeout,
-    "max_fails": _max_fails,
-    "health_check": _health_check,
-    "except": _except,
-    "spray": _spray,
-    "protocol": _protocol,
-}
-
-
-def _duration(c, text):
-    try:
-        return parse_duration(text, strict=True)
-    except ValueError as e:
-        raise c.error(str(e)) from e
+    raise c.error("invalid protocol: %s" % kind)
 
 
 # -- upstreams ----------------------------------------------------------------

@@ -205,6 +205,8 @@ def _qtype(c, token):
 
 
 def parse_policy(c):
+    """The Policy of one block line: its name is the action (in any case,
+    so it is no named option ``read_options`` could look up)."""
     action = ACTIONS.get(c.name.lower())
     if action is None:
         raise c.error("unexpected token %s; expect 'allow', 'block', "
@@ -246,6 +248,7 @@ def _normalized(t):
 
 
 def setup(d, block):
+    """Every line of the block is a policy, tried in Corefile order."""
     rule = Rule(zones_from_args(d.args, block),
                 [parse_policy(c) for c in d.children])
     for p in block.plugins:

@@ -19,8 +19,7 @@ class Any(Plugin):
 
 
 def setup(d, block):
-    if d.args:
-        raise d.arg_error()
-    if d.children:
-        raise d.children[0].error("unknown property '%s'" % d.children[0].name)
+    """``any``: no arguments, no block."""
+    d.no_args()
+    d.no_block()
     return Any()

@@ -13,6 +13,7 @@ holds go to the next plugin.
 
 import os
 import re
+import types
 
 from twisted.internet import task, threads
 
@@ -177,40 +178,54 @@ def walk(directory, regex, template, current, paths):
 
 
 def setup(d, block):
-    origins = zones_from_args(d.args, block)
-    directory = None
-    regex = re.compile(DEFAULT_REGEX)
-    template = DEFAULT_TEMPLATE
-    reload = 60.0
-    for c in d.children:
-        if c.name == "directory":
-            if not c.args or len(c.args) == 2 or len(c.args) > 3:
-                raise c.arg_error()
-            directory = block.path(c.args[0])
-            if os.path.exists(directory) and not os.access(directory,
-                                                           os.R_OK):
-                raise c.error("Unable to access root path '%s'" % directory)
-            if not os.path.exists(directory):
-                logger.warning("auto",
-                               "Directory does not exist: %s" % directory)
-            if len(c.args) == 3:
-                if len(c.args[1]) > MAX_REGEX:
-                    raise c.error("regexp too large")
-                try:
-                    regex = re.compile(c.args[1])
-                except re.error as e:
-                    raise c.error("error parsing regexp: %s" % e) from e
-                if regex.groups == 0:
-                    raise c.error("Need at least one sub expression")
-                template = c.args[2]
-        elif c.name == "reload":
-            reload = authority.reload_option(c)
-            if reload < 0:
-                raise c.error("invalid duration")
-        elif c.name == "upstream":
-            pass
-        else:
-            raise c.error("unknown property '%s'" % c.name)
-    if directory is None:
+    """The options apply in Corefile order; ``directory`` is required and
+    ``upstream`` accepted and ignored, as CoreDNS does."""
+    o = types.SimpleNamespace(directory=None, regex=re.compile(DEFAULT_REGEX),
+                              template=DEFAULT_TEMPLATE, reload=60.0)
+    d.read_options({
+        "directory": lambda c: _directory(c, block, o),
+        "reload": lambda c: setattr(o, "reload", _reload(c)),
+        "upstream": lambda c: None,
+    })
+    if o.directory is None:
         raise d.error("directory is required")
-    return Auto(origins, directory, regex, template, reload)
+    return Auto(zones_from_args(d.args, block), o.directory, o.regex,
+                o.template, o.reload)
+
+
+def _directory(c, block, o):
+    """``directory DIR [REGEXP ORIGIN_TEMPLATE]``: a directory that does
+    not exist yet is only warned about (it is scanned again later)."""
+    args = c.between(1, 3)
+    if len(args) == 2:
+        raise c.arg_error()
+    o.directory = block.path(args[0])
+    if os.path.exists(o.directory) and not os.access(o.directory, os.R_OK):
+        raise c.error("Unable to access root path '%s'" % o.directory)
+    if not os.path.exists(o.directory):
+        logger.warning("auto", "Directory does not exist: %s" % o.directory)
+    if len(args) == 3:
+        o.regex = _regex(c, args[1])
+        o.template = args[2]
+
+
+def _regex(c, text):
+    """REGEXP, which needs a group for the template to use."""
+    if len(text) > MAX_REGEX:
+        raise c.error("regexp too large")
+    try:
+        regex = re.compile(text)
+    except re.error as e:
+        raise c.error("error parsing regexp: %s" % e) from e
+    if regex.groups == 0:
+        raise c.error("Need at least one sub expression")
+    return regex
+
+
+def _reload(c):
+    """``reload DURATION``: how often the directory is scanned (0:
+    never again)."""
+    reload = authority.reload_option(c)
+    if reload < 0:
+        raise c.error("invalid duration")
+    return reload

@@ -200,12 +200,10 @@ def read_search(path):
 
 
 def setup(d, block):
-    if not d.args:
-        raise d.error("no resolv-conf specified")
-    resolv = d.args[-1]
-    zones = zones_from_args(d.args[:-1], block)
-    for c in d.children:
-        raise c.error("unknown property '%s'" % c.name)
+    """``autopath [ZONES...] RESOLV-CONF|@PLUGIN``: no block."""
+    *zones, resolv = d.between(1, error="no resolv-conf specified")
+    zones = zones_from_args(zones, block)
+    d.no_block()
     if resolv.startswith("@"):
         return AutoPath(zones, [], resolv[1:])
     try:

@@ -77,16 +77,18 @@ def _expand(d, items):
 
 
 def setup(d, block):
-    if not d.args:
-        raise d.arg_error()
-    addrs = _expand(d, d.args)
+    """``bind ADDRESS|IFACE... [{ except ADDRESS|IFACE... }]``."""
+    addrs = _expand(d, d.between(1))
     excluded = []
-    for child in d.children:
-        if child.name != "except":
-            raise d.error("unknown property '%s'" % child.name)
-        if not child.args:
-            raise child.arg_error()
-        excluded.extend(_expand(d, child.args))
+
+    def unknown(c):
+        # Reported at the bind line, not at the option's own line.
+        raise d.error("unknown property '%s'" % c.name)
+
+    d.read_options({
+        "except": lambda c: excluded.extend(_expand(d, c.between(1))),
+        None: unknown,
+    }, unknown=None)
     current = block.bind or []
     for a in addrs:
         if a not in current and a not in excluded:

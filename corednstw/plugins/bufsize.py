@@ -9,6 +9,7 @@ Queries without OPT are untouched; the size is never raised.
 import struct
 
 from corednstw.core import dnswire as w
+from corednstw.core.errors import CorefileError
 from corednstw.core.plugin import Plugin
 
 DEFAULT = 1232
@@ -49,17 +50,13 @@ class Bufsize(Plugin):
 
 
 def setup(d, block):
-    if d.children:
-        raise d.children[0].error("unknown property '%s'"
-                                  % d.children[0].name)
-    if not d.args:
+    """``bufsize [SIZE]``: no block, SIZE from 512 to 4096."""
+    d.no_block()
+    args = d.between(0, 1)
+    if not args:
         return Bufsize(DEFAULT)
-    if len(d.args) > 1:
-        raise d.arg_error()
     try:
-        size = int(d.args[0], 10)
-    except ValueError as e:
-        raise d.arg_error() from e
-    if size < 512 or size > 4096:
-        raise d.arg_error()
-    return Bufsize(size)
+        return Bufsize(d.integer(args[0], lo=512, hi=4096))
+    except CorefileError:
+        # CoreDNS answers every bad SIZE with its argument-count error.
+        raise d.arg_error() from None

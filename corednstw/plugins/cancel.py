@@ -11,7 +11,7 @@ answer CoreDNS writes when the chain returns an error without writing.
 
 from twisted.internet import defer
 
-from corednstw.core.durations import parse_duration
+from corednstw.core.errors import CorefileError
 from corednstw.core.plugin import Plugin
 
 DEFAULT = 5.001
@@ -48,20 +48,16 @@ def _cancelled(failure):
 
 
 def setup(d, block):
-    if d.children:
-        raise d.children[0].error("unknown property '%s'"
-                                  % d.children[0].name)
-    if not d.args:
+    """``cancel [TIMEOUT]``: no block, a positive Go duration."""
+    d.no_block()
+    args = d.between(0, 1)
+    if not args:
         return Cancel(DEFAULT)
-    if len(d.args) > 1:
-        raise d.arg_error()
-    arg = d.args[0]
     try:
-        if arg.isdigit() and arg != "0":
-            raise ValueError(arg)   # Go durations need a unit
-        timeout = parse_duration(arg)
-    except ValueError as e:
-        raise d.error('invalid duration: "%s"' % arg) from e
+        timeout = d.duration(args[0])
+    except CorefileError:
+        # CoreDNS quotes the TIMEOUT it cannot read, not Go's reason.
+        raise d.error('invalid duration: "%s"' % args[0]) from None
     if timeout <= 0:
-        raise d.error('invalid negative duration: "%s"' % arg)
+        raise d.error('invalid negative duration: "%s"' % args[0])
     return Cancel(timeout)

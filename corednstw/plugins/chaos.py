@@ -74,8 +74,8 @@ class Chaos(Plugin):
 
 
 def setup(d, block):
-    if d.children:
-        raise d.children[0].error("unknown property '%s'" % d.children[0].name)
+    """``chaos [VERSION] [AUTHORS...]``: no block."""
+    d.no_block()
     args = d.args
     if not args:
         return Chaos("CoreDNS-" + COREDNS_VERSION, OWNERS)

@@ -40,10 +40,8 @@ def hexdump(data, prefix="debug: "):
 
 
 def setup(d, block):
-    if d.args:
-        raise d.arg_error()
-    if d.children:
-        raise d.children[0].error("unknown property '%s'"
-                                  % d.children[0].name)
+    """``debug``: no arguments, no block."""
+    d.no_args()
+    d.no_block()
     block.debug = True
     return Debug()

@@ -120,21 +120,15 @@ def _prefix(c, text):
 
 
 def setup(d, block):
+    """``dns64 [PREFIX] { prefix PREFIX; translate_all; allow_ipv4 }``;
+    the flags take no value (any given is ignored, as before)."""
     p = DNS64()
-    if len(d.args) > 1:
-        raise d.arg_error()
-    if d.args:
-        p.prefix = _prefix(d, d.args[0])
-    for c in d.children:
-        if c.name == "prefix":
-            if len(c.args) != 1:
-                raise c.arg_error()
-            p.prefix = _prefix(c, c.args[0])
-        elif c.name == "translate_all":
-            p.translate_all = True
-        elif c.name == "allow_ipv4":
-            p.allow_ipv4 = True
-        else:
-            raise c.error("unknown property '%s'" % c.name)
+    for prefix in d.between(0, 1):
+        p.prefix = _prefix(d, prefix)
+    d.read_options({
+        "prefix": lambda c: setattr(p, "prefix", _prefix(c, c.one())),
+        "translate_all": lambda c: setattr(p, "translate_all", True),
+        "allow_ipv4": lambda c: setattr(p, "allow_ipv4", True),
+    })
     return p
 

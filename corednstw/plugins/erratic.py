@@ -10,11 +10,13 @@ AND, not modulo, and so do we).  It answers every query itself and reports
 ready only while its query count is 3 or 4.
 """
 
+import functools
+
 from twisted.internet import task
 from zope.interface import implementer
 
 from corednstw.core import dnswire as w
-from corednstw.core.durations import parse_duration
+from corednstw.core.errors import CorefileError
 from corednstw.core.interfaces import IReadiness
 from corednstw.core.plugin import Plugin
 from corednstw.core.request import NoReply, Response
@@ -92,59 +94,59 @@ class Erratic(Plugin):
         return ["a.example.org.", "b.example.org.", ""]
 
 
-def _amount(c, arg):
-    try:
-        n = int(arg, 10)
-    except ValueError as e:
-        raise c.error('strconv.ParseInt: parsing "%s": invalid syntax'
-                      % arg) from e
+def _amount(c, text):
+    """An AMOUNT: Go's 32-bit ParseInt, and not negative."""
+    n = c.integer(text, func="ParseInt", bits=32)
     if n < 0:
-        raise c.error('illegal amount value given "%s"' % arg)
-    if n >= 1 << 31:
-        raise c.error('strconv.ParseInt: parsing "%s": value out of range'
-                      % arg)
+        raise c.error('illegal amount value given "%s"' % text)
     return n
 
 
+def _drop(e, c):
+    """``drop [AMOUNT]``: one query in AMOUNT goes unanswered."""
+    for amount in c.between(0, 1):
+        e.drop = _amount(c, amount)
+
+
+def _delay(e, c):
+    """``delay [AMOUNT [DURATION]]``: one query in AMOUNT (2) waits
+    DURATION (100ms; a bare number is seconds)."""
+    args = c.between(0, 2)
+    e.delay, e.duration = 2, 0.1
+    if args:
+        e.delay = _amount(c, args[0])
+    if len(args) > 1:
+        try:
+            e.duration = c.duration(args[1], strict=False)
+        except CorefileError:
+            # Go's word for every DURATION it cannot read.
+            raise c.error('time: invalid duration "%s"' % args[1]) from None
+
+
+def _truncate(e, c):
+    """``truncate [AMOUNT]``: one answer in AMOUNT (2) is truncated."""
+    e.truncate = 2
+    for amount in c.between(0, 1):
+        e.truncate = _amount(c, amount)
+
+
+def _large(e, c):
+    """``large``: A answers carry 30 records (any value is ignored)."""
+    e.large = True
+
+
+_OPTIONS = {"drop": _drop, "delay": _delay, "truncate": _truncate,
+            "large": _large}
+
+
 def setup(d, block):
-    if d.args:
-        raise d.arg_error()
+    """``erratic { ... }``: no arguments; options in Corefile order."""
+    d.no_args()
     e = Erratic()
-    seen_drop = False
-    for c in d.children:
-        args = c.args
-        if c.name == "drop":
-            if len(args) > 1:
-                raise c.arg_error()
-            if not args:
-                continue
-            e.drop = _amount(c, args[0])
-            seen_drop = True
-        elif c.name == "delay":
-            if len(args) > 2:
-                raise c.arg_error()
-            e.delay, e.duration = 2, 0.1
-            if not args:
-                continue
-            e.delay = _amount(c, args[0])
-            if len(args) > 1:
-                try:
-                    e.duration = parse_duration(args[1])
-                except ValueError as exc:
-                    raise c.error('time: invalid duration "%s"'
-                                  % args[1]) from exc
-        elif c.name == "truncate":
-            if len(args) > 1:
-                raise c.arg_error()
-            e.truncate = 2
-            if not args:
-                continue
-            e.truncate = _amount(c, args[0])
-        elif c.name == "large":
-            e.large = True
-        else:
-            raise c.error("unknown property '%s'" % c.name)
-    if (e.delay > 0 or e.truncate > 0) and not seen_drop:
-        # delay or truncate without an explicit drop amount: no drops.
+    d.read_options({name: functools.partial(read, e)
+                    for name, read in _OPTIONS.items()})
+    if (e.delay > 0 or e.truncate > 0) and not any(
+            c.name == "drop" and c.args for c in d.children):
+        # delay or truncate without a drop AMOUNT: no drops at all.
         e.drop = 0
     return e

@@ -13,7 +13,7 @@ import re
 
 from corednstw.core import dnswire as w
 from corednstw.core import logger
-from corednstw.core.durations import format_duration, parse_duration
+from corednstw.core.durations import format_duration
 from corednstw.core.plugin import END, Plugin, is_deferred
 from corednstw.core.request import Response
 
@@ -133,30 +133,30 @@ class Errors(Plugin):
 
 
 def setup(d, block):
-    if len(d.args) > 1:
-        raise d.arg_error()
-    if d.args and d.args[0] != "stdout":
-        raise d.error("invalid log file: %s" % d.args[0])
+    """``errors [stdout] { stacktrace; consolidate ... }``."""
+    for target in d.between(0, 1):
+        if target != "stdout":
+            raise d.error("invalid log file: %s" % target)
     patterns = []
-    for c in d.children:
-        if c.name == "stacktrace":
-            block.settings["stacktrace"] = True
-        elif c.name == "consolidate":
-            patterns.append(_consolidate(c))
-        else:
-            raise c.error("Syntax error: Unexpected token '%s', expecting "
-                          "'Unknown field %s'" % (c.name, c.name))
+    d.read_options({
+        "stacktrace": lambda c: block.settings.update(stacktrace=True),
+        "consolidate": lambda c: patterns.append(_consolidate(c)),
+        None: _unknown,
+    }, unknown=None)
     return Errors(patterns)
 
 
+def _unknown(c):
+    """CoreDNS's words for an option it does not know (they name it
+    twice)."""
+    raise c.error("Syntax error: Unexpected token '%s', expecting "
+                  "'Unknown field %s'" % (c.name, c.name))
+
+
 def _consolidate(c):
-    args = c.args
-    if len(args) < 2 or len(args) > 4:
-        raise c.arg_error()
-    try:
-        period = parse_duration(args[0], strict=True)
-    except ValueError as e:
-        raise c.error(str(e)) from e
+    """``consolidate DURATION REGEXP [LEVEL] [show_first]``."""
+    args = c.between(2, 4)
+    period = c.duration(args[0])
     if len(args[1]) > MAX_REGEXP_LEN:
         raise c.error("regex pattern too long: %d > %d"
                       % (len(args[1]), MAX_REGEXP_LEN))

@@ -3,6 +3,8 @@ CLIENT_ID; secret CLIENT_SECRET; subscription SUBSCRIPTION_ID;
 environment ENVIRONMENT; fallthrough [ZONES...]; access private|public;
 endpoint URL [LOGIN_URL] }`` with CoreDNS's checks and messages."""
 
+import functools
+
 from corednstw.core.names import normalize_name
 from corednstw.core.plugin import Fallthrough
 from corednstw.engines.authority import go_quote
@@ -10,34 +12,30 @@ from corednstw.engines.hosted import HostedZone
 
 from .plugin import ENVIRONMENTS, Azure, Credentials, Zone
 
-_CREDENTIALS = {"tenant": "tenant", "client": "client", "secret": "secret",
-                "subscription": "subscription"}
+_CREDENTIALS = ("tenant", "client", "secret", "subscription")
 
 
 def setup(d, block):
+    """The options apply in Corefile order; the four credentials must all
+    be given (managed identities are not supported)."""
     hosted = _zones(d)
     creds = Credentials()
     fall = Fallthrough()
-    for c in d.children:
-        if c.name in _CREDENTIALS:
-            if not c.args:
-                raise c.arg_error()
-            setattr(creds, _CREDENTIALS[c.name], c.args[0])
-        elif c.name == "environment":
-            _environment(c, creds)
-        elif c.name == "fallthrough":
-            fall = Fallthrough.parse(c.args)
-        elif c.name == "access":
-            _access(c, hosted)
-        elif c.name == "endpoint":
-            if not c.args or len(c.args) > 2:
-                raise c.arg_error()
-            creds.management = c.args[0]
-            creds.login = c.args[-1]
-        else:
-            raise c.error("unknown property: %s" % go_quote(c.name))
-    missing = [k for k in ("tenant", "client", "secret", "subscription")
-               if not getattr(creds, k)]
+
+    def fallthrough(c):
+        nonlocal fall
+        fall = Fallthrough.parse(c.args)
+
+    d.read_options({
+        **{name: functools.partial(_credential, creds, name)
+           for name in _CREDENTIALS},
+        "environment": lambda c: _environment(c, creds),
+        "fallthrough": fallthrough,
+        "access": lambda c: _access(c, hosted),
+        "endpoint": lambda c: _endpoint(c, creds),
+        None: _unknown,
+    }, unknown=None)
+    missing = [k for k in _CREDENTIALS if not getattr(creds, k)]
     if missing:
         raise d.error("%s must be set: managed identities are not "
                       "supported" % ", ".join(missing))
@@ -59,24 +57,41 @@ def _zones(d):
     return hosted
 
 
+def _unknown(c):
+    """CoreDNS quotes an option it does not know, Go style."""
+    raise c.error("unknown property: %s" % go_quote(c.name))
+
+
+def _credential(creds, name, c):
+    """``tenant|client|secret|subscription VALUE`` (values after the
+    first are ignored, as before)."""
+    setattr(creds, name, c.between(1)[0])
+
+
 def _environment(c, creds):
-    if not c.args:
-        raise c.arg_error()
-    env = ENVIRONMENTS.get(c.args[0].upper())
+    """``environment NAME``: an Azure cloud's login and management
+    endpoints, its name matched without case."""
+    name = c.between(1)[0].upper()
+    env = ENVIRONMENTS.get(name)
     if env is None:
         raise c.error("cannot set azure environment: %s" % go_quote(
             "autorest/azure: There is no cloud environment matching the "
-            "name %s" % go_quote(c.args[0].upper())))
+            "name %s" % go_quote(name)))
     creds.login, creds.management = env
     creds.resource = env[1]
 
 
 def _access(c, hosted):
-    if not c.args:
-        raise c.arg_error()
-    access = c.args[0]
-    if access not in ("public", "private"):
-        raise c.error("invalid access value: can be public/private, found: "
-                      "%s" % access)
+    """``access public|private``: which of Azure's DNS APIs every zone
+    is read from."""
+    access = c.choice(c.between(1)[0], ("public", "private"), error=(
+        "invalid access value: can be public/private, found: %s"))
     for hz in hosted:
         hz.ref.private = access == "private"
+
+
+def _endpoint(c, creds):
+    """``endpoint URL [LOGIN_URL]``: the management URL and the login URL
+    (the management one when it is not given)."""
+    args = c.between(1, 2)
+    creds.management, creds.login = args[0], args[-1]

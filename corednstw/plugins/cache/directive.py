@@ -1,197 +1,195 @@
 """cache's Corefile stanza: sizes, TTL bounds, prefetch, serve_stale and
 its policy, servfail, disable and keepttl (CoreDNS's cache/setup.go)."""
 
-from corednstw.core import names
-from corednstw.core.durations import parse_duration
+import functools
+
+from corednstw.core import goparse, names
+from corednstw.core.errors import CorefileError
 from corednstw.core.plugin import zones_from_args
 from corednstw.engines.response import DENIAL, SUCCESS
 from corednstw.plugins.cache.plugin import Cache
 
 
-def _int(c, text):
-    try:
-        return int(text, 10)
-    except ValueError as e:
-        raise c.error('strconv.Atoi: parsing "%s": invalid syntax'
-                      % text) from e
-
-
-def _dur(c, text):
-    try:
-        return parse_duration(text, strict=True)
-    except ValueError as e:
-        raise c.error(str(e)) from e
-
-
 def setup(d, block):
+    """``cache [TTL] [ZONES...] { ... }``: the options apply in Corefile
+    order, each to the one Cache."""
     ca = Cache()
-    args = list(d.args)
-    if args:
-        try:
-            ttl = int(args[0], 10)
-        except ValueError:
-            ttl = None
-        if ttl is not None:
-            if ttl <= 0:
-                raise d.error("cache TTL can not be zero or negative: %d"
-                              % ttl)
-            ca.pttl = ca.nttl = ttl
-            args = args[1:]
-    ca.zones = zones_from_args(args, block)
-    policy_line = stale_line = None
-    for c in d.children:
-        a = list(c.args)
-        if c.name in (SUCCESS, DENIAL):
-            if not a or len(a) > 3:
-                raise c.arg_error()
-            cap = _int(c, a[0])
-            ttl = mn = None
-            if len(a) > 1:
-                ttl = _int(c, a[1])
-                if ttl <= 0:
-                    raise c.error("cache TTL can not be zero or negative: "
-                                  "%d" % ttl)
-            if len(a) > 2:
-                mn = _int(c, a[2])
-                if mn < 0:
-                    raise c.error("cache min TTL can not be negative: %d"
-                                  % mn)
-            if c.name == SUCCESS:
-                ca.pcap = cap
-                ca.pttl = ttl if ttl is not None else ca.pttl
-                ca.minpttl = mn if mn is not None else ca.minpttl
-            else:
-                ca.ncap = cap
-                ca.nttl = ttl if ttl is not None else ca.nttl
-                ca.minnttl = mn if mn is not None else ca.minnttl
-        elif c.name == "prefetch":
-            if not a or len(a) > 3:
-                raise c.arg_error()
-            amount = _int(c, a[0])
-            if amount < 0:
-                raise c.error("prefetch amount should be positive: %d"
-                              % amount)
-            ca.prefetch = amount
-            if len(a) > 1:
-                ca.window = _dur(c, a[1])
-            if len(a) > 2:
-                pct = a[2]
-                if not pct.endswith("%"):
-                    raise c.error("last character of percentage should be "
-                                  "`%%`, but is: %r" % pct[-1:])
-                num = _int(c, pct[:-1])
-                if num < 10 or num > 90:
-                    raise c.error("percentage should fall in range "
-                                  "[10, 90]: %d" % num)
-                ca.percentage = num
-        elif c.name == "serve_stale":
-            stale_line = c
-            _parse_stale(c, a, ca)
-        elif c.name == "serve_stale_policy":
-            if policy_line is not None:
-                raise c.error("serve_stale_policy can only be specified "
-                              "once")
-            policy_line = c
-            if len(a) != 1:
-                raise c.arg_error()
-            if a[0].lower() != "prefer_positive":
-                raise c.error("invalid serve_stale_policy: %s" % a[0])
-            ca.prefer_positive = True
-        elif c.name == "servfail":
-            if len(a) != 1:
-                raise c.arg_error()
-            dur = _dur(c, a[0])
-            if dur < 0:
-                raise c.error("invalid negative ttl for servfail")
-            if dur > 300:
-                raise c.error("caching SERVFAIL responses over 5 minutes is "
-                              "not permitted")
-            ca.failttl = dur
-        elif c.name == "disable":
-            if not a:
-                raise c.arg_error()
-            zs = []
-            for z in a[1:]:
-                if not names.is_domain_name(z):
-                    raise c.error("invalid disabled zone: %s" % z)
-                zs.append(names.normalize_name(z))
-            zs = zs or ["."]
-            if a[0] == DENIAL:
-                ca.nexcept = zs
-            elif a[0] == SUCCESS:
-                ca.pexcept = zs
-            else:
-                raise c.error('cache type for disable must be "success" or '
-                              '"denial"')
-        elif c.name == "keepttl":
-            if a:
-                raise c.arg_error()
-            ca.keepttl = True
-        else:
-            raise c.arg_error()
-    if policy_line is not None and stale_line is None:
-        raise policy_line.error("serve_stale_policy requires serve_stale")
+    ca.zones = zones_from_args(_leading_ttl(d, ca), block)
+    d.read_options({name: functools.partial(read, ca)
+                    for name, read in _OPTIONS.items()}, unknown=None)
+    lines = {c.name: c for c in d.children}
+    policy = lines.get("serve_stale_policy")
+    if policy is not None and "serve_stale" not in lines:
+        raise policy.error("serve_stale_policy requires serve_stale")
     ca.zlabel = ",".join(ca.zones)
     ca.build()
     return ca
 
 
-def _parse_stale(c, a, ca):
-    if len(a) > 5:
-        raise c.arg_error()
-    ca.stale_up_to = 3600.0
-    ca.stale_ttl = 0
-    ca.stale_recheck = 0.0
-    if a:
-        dur = _dur(c, a[0])
-        if dur < 0:
+def _leading_ttl(d, ca):
+    """The zone arguments.  A first argument Go's Atoi reads is instead
+    the TTL capping both caches (CoreDNS tells the two apart that way)."""
+    args = list(d.args)
+    try:
+        ttl = goparse.atoi(args[0])
+    except (IndexError, ValueError):
+        return args
+    if ttl <= 0:
+        raise d.error("cache TTL can not be zero or negative: %d" % ttl)
+    ca.pttl = ca.nttl = ttl
+    return args[1:]
+
+
+def _sizes(c, ttl, minttl):
+    """(CAPACITY, TTL, MINTTL) of a ``success|denial CAPACITY [TTL
+    [MINTTL]]`` line; ``ttl`` and ``minttl`` where it gives none."""
+    args = c.between(1, 3)
+    capacity = c.integer(args[0])
+    if len(args) > 1:
+        ttl = c.integer(args[1], lo=1, range_error="cache TTL can not be "
+                        "zero or negative: %d")
+    if len(args) > 2:
+        minttl = c.integer(args[2], lo=0, range_error="cache min TTL can "
+                           "not be negative: %d")
+    return capacity, ttl, minttl
+
+
+def _success(ca, c):
+    """``success``: the positive cache's size and TTL bounds."""
+    ca.pcap, ca.pttl, ca.minpttl = _sizes(c, ca.pttl, ca.minpttl)
+
+
+def _denial(ca, c):
+    """``denial``: the denial cache's size and TTL bounds."""
+    ca.ncap, ca.nttl, ca.minnttl = _sizes(c, ca.nttl, ca.minnttl)
+
+
+def _prefetch(ca, c):
+    """``prefetch AMOUNT [DURATION [PERCENTAGE%]]``: refresh an item
+    asked AMOUNT times in DURATION when PERCENTAGE of its TTL is left."""
+    args = c.between(1, 3)
+    ca.prefetch = c.integer(args[0], lo=0, range_error="prefetch amount "
+                            "should be positive: %d")
+    if len(args) > 1:
+        ca.window = c.duration(args[1])
+    if len(args) > 2:
+        pct = args[2]
+        if not pct.endswith("%"):
+            raise c.error("last character of percentage should be `%%`, "
+                          "but is: %r" % pct[-1:])
+        ca.percentage = c.integer(pct[:-1], lo=10, hi=90, range_error=(
+            "percentage should fall in range [10, 90]: %d"))
+
+
+def _serve_stale(ca, c):
+    """``serve_stale [DURATION [immediate|verify [TIMEOUT] [TTL
+    [RECHECK]]]]``: answer from expired items for DURATION (1h); with
+    ``verify`` only after the upstream failed to answer in TIMEOUT."""
+    args = c.between(0, 5)
+    ca.stale_up_to, ca.stale_ttl, ca.stale_recheck = 3600.0, 0, 0.0
+    ca.verify_stale, ca.verify_timeout = False, 0.0
+    if args:
+        ca.stale_up_to = c.duration(args[0])
+        if ca.stale_up_to < 0:
             raise c.error("invalid negative duration for serve_stale")
-        ca.stale_up_to = dur
-    ca.verify_stale = False
-    ca.verify_timeout = 0.0
-    if len(a) > 1:
-        mode = a[1].lower()
-        if mode not in ("immediate", "verify"):
-            raise c.error("invalid value for serve_stale refresh mode: %s"
-                          % mode)
+    if len(args) > 1:
+        mode = c.choice(args[1].lower(), ("immediate", "verify"), error=(
+            "invalid value for serve_stale refresh mode: %s"))
         ca.verify_stale = mode == "verify"
-    rest = a[2:]
+    rest = args[2:]
     if ca.verify_stale and rest:
-        try:
-            t = parse_duration(rest[0], strict=True)
-        except ValueError as e:
-            raise c.error("invalid serve_stale verify timeout: %s"
-                          % rest[0]) from e
-        if t < 0:
-            raise c.error("invalid negative timeout for serve_stale verify")
-        ca.verify_timeout = t
-        rest = rest[1:]
+        ca.verify_timeout = _stale_duration(
+            c, rest.pop(0), "verify timeout",
+            "invalid negative timeout for serve_stale verify")
     elif not ca.verify_stale and len(rest) > 2:
         raise c.arg_error()
     if rest:
-        try:
-            t = parse_duration(rest[0], strict=True)
-        except ValueError as e:
-            raise c.error("invalid serve_stale response TTL: %s"
-                          % rest[0]) from e
-        if t < 0:
-            raise c.error("invalid negative response TTL for serve_stale")
-        if t != int(t):
+        ttl = _stale_duration(c, rest[0], "response TTL",
+                              "invalid negative response TTL for "
+                              "serve_stale")
+        if ttl != int(ttl):
             raise c.error("serve_stale response TTL must be a whole number "
                           "of seconds")
-        if t > 0xFFFFFFFF:
+        if ttl > 0xFFFFFFFF:
             raise c.error("serve_stale response TTL exceeds the DNS TTL "
                           "range")
-        ca.stale_ttl = int(t)
+        ca.stale_ttl = int(ttl)
     if len(rest) > 1:
-        try:
-            t = parse_duration(rest[1], strict=True)
-        except ValueError as e:
-            raise c.error("invalid serve_stale failure recheck: %s"
-                          % rest[1]) from e
-        if t < 0:
-            raise c.error("invalid negative failure recheck for serve_stale")
-        if t > 300:
+        ca.stale_recheck = _stale_duration(
+            c, rest[1], "failure recheck",
+            "invalid negative failure recheck for serve_stale")
+        if ca.stale_recheck > 300:
             raise c.error("serve_stale failure recheck cannot exceed 5 "
                           "minutes")
-        ca.stale_recheck = t
+
+
+def _stale_duration(c, text, what, negative):
+    """One of serve_stale's later durations: refused naming the value (not
+    Go's reason), and with ``negative`` when below zero."""
+    try:
+        value = c.duration(text)
+    except CorefileError:
+        raise c.error("invalid serve_stale %s: %s" % (what, text)) from None
+    if value < 0:
+        raise c.error(negative)
+    return value
+
+
+def _serve_stale_policy(ca, c):
+    """``serve_stale_policy prefer_positive``, given once: a stale
+    positive answer wins over a fresh denial."""
+    if ca.prefer_positive:
+        raise c.error("serve_stale_policy can only be specified once")
+    if c.one().lower() != "prefer_positive":
+        raise c.error("invalid serve_stale_policy: %s" % c.args[0])
+    ca.prefer_positive = True
+
+
+def _servfail(ca, c):
+    """``servfail DURATION``: how long a SERVFAIL is cached (at most 5
+    minutes)."""
+    ttl = c.duration(c.one())
+    if ttl < 0:
+        raise c.error("invalid negative ttl for servfail")
+    if ttl > 300:
+        raise c.error("caching SERVFAIL responses over 5 minutes is not "
+                      "permitted")
+    ca.failttl = ttl
+
+
+def _disable(ca, c):
+    """``disable success|denial [ZONES...]``: that cache stores nothing
+    for ZONES (every zone)."""
+    kind, *zones = c.between(1)
+    disabled = [_disabled_zone(c, z) for z in zones] or ["."]
+    if kind == DENIAL:
+        ca.nexcept = disabled
+    elif kind == SUCCESS:
+        ca.pexcept = disabled
+    else:
+        raise c.error('cache type for disable must be "success" or '
+                      '"denial"')
+
+
+def _disabled_zone(c, zone):
+    if not names.is_domain_name(zone):
+        raise c.error("invalid disabled zone: %s" % zone)
+    return names.normalize_name(zone)
+
+
+def _keepttl(ca, c):
+    """``keepttl``: answers keep the TTL they were stored with."""
+    c.no_args()
+    ca.keepttl = True
+
+
+def _unknown(ca, c):
+    """CoreDNS refuses an unknown option with its argument-count error."""
+    raise c.arg_error()
+
+
+_OPTIONS = {SUCCESS: _success, DENIAL: _denial, "prefetch": _prefetch,
+            "serve_stale": _serve_stale,
+            "serve_stale_policy": _serve_stale_policy,
+            "servfail": _servfail, "disable": _disable,
+            "keepttl": _keepttl, None: _unknown}

@@ -3,6 +3,7 @@
 and messages."""
 
 import json
+import types
 
 from corednstw.core.names import normalize_name
 from corednstw.core.plugin import Fallthrough
@@ -13,26 +14,26 @@ from .plugin import KNOWN_TYPES, SUPPORTED_TYPES, CloudDNS, Zone
 
 
 def setup(d, block):
+    """The options apply in Corefile order; ``upstream`` is accepted and
+    ignored, as CoreDNS does."""
+    o = types.SimpleNamespace(credentials=None, endpoint=None,
+                              fall=Fallthrough())
     hosted = _zones(d)
-    credentials = None
-    endpoint = None
-    fall = Fallthrough()
-    for c in d.children:
-        if c.name == "upstream":
-            pass        # accepted and ignored, as CoreDNS does
-        elif c.name == "credentials":
-            if not c.args:
-                raise c.arg_error()
-            credentials = read_credentials(c, block.path(c.args[0]))
-        elif c.name == "fallthrough":
-            fall = Fallthrough.parse(c.args)
-        elif c.name == "endpoint":
-            if len(c.args) != 1:
-                raise c.arg_error()
-            endpoint = c.args[0]
-        else:
-            raise c.error("unknown property %s" % go_quote(c.name))
-    return CloudDNS(hosted, credentials, fall, endpoint)
+    d.read_options({
+        "upstream": lambda c: None,
+        "credentials": lambda c: setattr(o, "credentials", read_credentials(
+            c, block.path(c.between(1)[0]))),
+        "fallthrough": lambda c: setattr(o, "fall",
+                                         Fallthrough.parse(c.args)),
+        "endpoint": lambda c: setattr(o, "endpoint", c.one()),
+        None: _unknown,
+    }, unknown=None)
+    return CloudDNS(hosted, o.credentials, o.fall, o.endpoint)
+
+
+def _unknown(c):
+    """CoreDNS quotes an option it does not know, Go style."""
+    raise c.error("unknown property %s" % go_quote(c.name))
 
 
 def _zones(d):

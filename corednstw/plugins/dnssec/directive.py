@@ -15,13 +15,14 @@ def parse(d, block):
     zones = zones_from_args(d.args, block)
     keys = []
     capacity = DEFAULT_CAPACITY
-    for c in d.children:
-        if c.name == "key":
-            keys.extend(_keys(c, block))
-        elif c.name == "cache_capacity":
-            capacity = _capacity(c)
-        else:
-            raise c.error("unknown property '%s'" % c.name)
+
+    def cache_capacity(c):
+        """``cache_capacity N``: Go's Atoi (values after N ignored)."""
+        nonlocal capacity
+        capacity = c.integer(c.between(1)[0])
+
+    d.read_options({"key": lambda c: keys.extend(_keys(c, block)),
+                    "cache_capacity": cache_capacity})
     for k in keys:
         if not any(match([k.name], z) for z in zones):
             raise d.error("key %s (keyid: %d) can not sign any of the "
@@ -29,22 +30,9 @@ def parse(d, block):
     return zones, keys, capacity
 
 
-def _capacity(c):
-    if not c.args:
-        raise c.arg_error()
-    v = c.args[0]
-    try:
-        return int(v, 10)
-    except ValueError as e:
-        raise c.error('strconv.Atoi: parsing "%s": invalid syntax'
-                      % v) from e
-
-
 def _keys(c, block):
     """The keys of one ``key SOURCE NAME...`` line."""
-    if not c.args:
-        raise c.arg_error()
-    source, names = c.args[0], c.args[1:]
+    source, *names = c.between(1)
     if source not in ("file", "aws_secretsmanager"):
         return []       # CoreDNS ignores other sources without a word
     if not names:

@@ -3,7 +3,9 @@
 SOCKET [full] { ...; tls CERT KEY [CA] }``."""
 
 import socket
+import types
 
+from corednstw.core.errors import CorefileError
 from corednstw.plugins.dnstap.output import (
     MAX_QUEUE,
     MAX_WRITE_BUFFER,
@@ -30,20 +32,64 @@ def _endpoint(d, text, listen):
 
 
 def _multiple(d, text, what, units, top):
+    """WRITEBUFFER or QUEUE: a count of ``units`` from 1 to ``top``."""
     try:
-        v = int(text)
-    except ValueError as e:
-        raise d.error("dnstap: invalid %s %r" % (what, text)) from e
-    if v < 1 or v > top:
+        value = d.integer(text)
+    except CorefileError:
+        # CoreDNS quotes the count, not Go's reason.
+        raise d.error("dnstap: invalid %s %r" % (what, text)) from None
+    if value < 1 or value > top:
         raise d.error("dnstap: %s must be between 1 and %d (%s): %d"
-                      % (what, top, units, v))
-    return v
+                      % (what, top, units, value))
+    return value
+
+
+def _value(c):
+    """The one value of ``identity``, ``version`` or ``extra``; a wrong
+    count is reported after the option's name."""
+    if len(c.args) != 1:
+        raise c.arg_error(c.name)
+    return c.args[0]
+
+
+def _options(d, listen):
+    """The block's settings, read in Corefile order."""
+    from corednstw import COREDNS_VERSION
+    o = types.SimpleNamespace(
+        identity=socket.gethostname().encode(),
+        version=("CoreDNS-" + COREDNS_VERSION).encode(),
+        extra="", skipverify=False, certs=None)
+
+    def skipverify(c):
+        c.no_args()
+        o.skipverify = True
+
+    def tls(c):
+        """``tls CERT KEY [CA]``: a listener's certificate."""
+        if not listen:
+            raise d.error("tls directive only valid for listeners")
+        if len(c.args) < 2:
+            raise d.error("tls requires cert and key file paths")
+        o.certs = c.between(2, 3)
+
+    def unknown(c):
+        # Reported at the dnstap line, not at the option's own line.
+        raise d.error("unknown property '%s'" % c.name)
+
+    d.read_options({
+        "skipverify": skipverify,
+        "tls": tls,
+        "identity": lambda c: setattr(o, "identity", _value(c).encode()),
+        "version": lambda c: setattr(o, "version", _value(c).encode()),
+        "extra": lambda c: setattr(o, "extra", _value(c)),
+        None: unknown,
+    }, unknown=None)
+    return o
 
 
 def setup(d, block):
-    args = list(d.args)
-    if not args:
-        raise d.arg_error()
+    """``dnstap [listen] SOCKET [full] [WRITEBUFFER] [QUEUE] { ... }``."""
+    args = d.between(1)
     listen = args[0] == "listen"
     if listen:
         if len(args) < 2:
@@ -60,47 +106,19 @@ def setup(d, block):
                           MAX_QUEUE)
     kind, address = _endpoint(d, args[0], listen)
     full = len(args) >= 2 and args[1] == "full"
-    from corednstw import COREDNS_VERSION
-    identity = socket.gethostname().encode()
-    version = ("CoreDNS-" + COREDNS_VERSION).encode()
-    extra = ""
-    skipverify = False
-    certs = None
-    for c in d.children:
-        if c.name == "skipverify":
-            if c.args:
-                raise c.arg_error()
-            skipverify = True
-        elif c.name == "tls":
-            if not listen:
-                raise d.error("tls directive only valid for listeners")
-            if len(c.args) < 2:
-                raise d.error("tls requires cert and key file paths")
-            if len(c.args) > 3:
-                raise c.arg_error()
-            certs = list(c.args)
-        elif c.name in ("identity", "version", "extra"):
-            if len(c.args) != 1:
-                raise c.arg_error(c.name)
-            if c.name == "identity":
-                identity = c.args[0].encode()
-            elif c.name == "version":
-                version = c.args[0].encode()
-            else:
-                extra = c.args[0]
-        else:
-            raise d.error("unknown property '%s'" % c.name)
+    o = _options(d, listen)
     if listen:
         tls = None
         if kind == "tls":
-            if certs is None:
+            if o.certs is None:
                 raise d.error("TLS listener requires cert and key files")
-            tls = _server_tls(d, block, certs, skipverify)
+            tls = _server_tls(d, block, o.certs, o.skipverify)
         output = Listener(kind, address, tls)
     else:
-        tls = _client_tls(address[0], skipverify) if kind == "tls" else None
+        tls = (_client_tls(address[0], o.skipverify) if kind == "tls"
+               else None)
         output = Output(kind, address, queue, writebuf, tls)
-    return Dnstap(output, full, identity, version, extra)
+    return Dnstap(output, full, o.identity, o.version, o.extra)
 
 
 def _client_tls(host, skipverify):

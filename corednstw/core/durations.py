@@ -18,7 +18,8 @@ def parse_duration(text, strict=False):
     if not t:
         raise ValueError("empty duration")
     if re.fullmatch(r"\d+", t):
-        if strict and t.strip("0"):
+        # Go takes a bare "0" alone ("00" lacks a unit, as "5" does).
+        if strict and t != "0":
             raise ValueError('time: missing unit in duration "%s"' % text)
         return float(t)
     if strict and not re.fullmatch(r"[+-]?(?:(?:\d+(?:\.\d*)?|\.\d+)"
@@ -28,6 +29,8 @@ def parse_duration(text, strict=False):
     if t[0] in "+-":
         sign = -1.0 if t[0] == "-" else 1.0
         t = t[1:]
+    if t == "0":
+        return 0.0
     pos = 0
     total = 0.0
     while pos < len(t):

@@ -178,10 +178,29 @@ class RestrictedTest(PlainTest):
                                   ConnectionError)
 
     def test_tcp_header_in_pieces(self):
-        pass
+        """A header from a source outside ``allow`` is refused however
+        it arrives: byte by byte, the connection is still closed."""
+        header = v2("192.0.2.11", 1111)
+        q = dns.message.make_query("example.org.", "A")
+
+        def run():
+            with socket.create_connection(("127.0.0.1", self.port),
+                                          timeout=5) as s:
+                s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                # Closed while the header comes in (a reset or broken
+                # pipe) or after it: ConnectionError either way.
+                for b in header:
+                    s.sendall(bytes([b]))
+                s.sendall(frame(q))
+                return read_frame(s)
+        return self.assertFailure(threads.deferToThread(run),
+                                  ConnectionError)
 
     def test_tcp_local_command_keeps_the_peer(self):
-        pass
+        """Even a LOCAL header (no address claimed) is a header: from a
+        source outside ``allow`` the connection is refused."""
+        return self.assertFailure(
+            self.tcp(v2("192.0.2.10", 4242, local=True)), ConnectionError)
 
     @defer.inlineCallbacks
     def test_udp_v2(self):

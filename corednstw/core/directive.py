@@ -31,6 +31,18 @@ from corednstw.core.errors import CorefileError
 UNKNOWN_PROPERTY = "unknown property '%s'"
 
 
+def _word(fmt, text, reason):
+    """A plugin's wording of a refused value.  ``{text}`` (the value as
+    written) and ``{reason}`` (Go's error text) are filled in; a format
+    without them but with ``%s`` gets Go's text there; a plain message is
+    used as it is."""
+    if "{" in fmt:
+        return fmt.format(text=text, reason=reason)
+    if "%" in fmt:
+        return fmt % reason
+    return fmt
+
+
 @dataclass(eq=False)
 class Directive:
     """One line of a server block (or of a directive's block).
@@ -124,13 +136,14 @@ class Directive:
             else:
                 value = goparse.parse_int(text, bits, func)
         except ValueError as e:
-            raise self.error(error % e if error else str(e)) from e
+            raise self.error(_word(error, text, e) if error else str(e)) \
+                from e
         if (lo is not None and value < lo) or (hi is not None
                                                and value > hi):
             if range_error is None:
                 raise self.error('strconv.%s: parsing "%s": value out of '
                                  "range" % (func, text))
-            raise self.error(range_error % value)
+            raise self.error(_word(range_error, text, value))
         return value
 
     def duration(self, text, strict=True, error=None, lo=None,
@@ -142,10 +155,11 @@ class Directive:
         try:
             value = parse_duration(text, strict=strict)
         except ValueError as e:
-            raise self.error(error % e if error else str(e)) from e
+            raise self.error(_word(error, text, e) if error else str(e)) \
+                from e
         if lo is not None and value < lo:
-            raise self.error((range_error or "invalid duration: %s")
-                             % text)
+            raise self.error(_word(range_error or "invalid duration: %s",
+                                   text, text))
         return value
 
     def boolean(self, text, error=None):
@@ -153,36 +167,55 @@ class Directive:
         try:
             return goparse.parse_bool(text)
         except ValueError as e:
-            raise self.error(error % e if error else str(e)) from e
+            raise self.error(_word(error, text, e) if error else str(e)) \
+                from e
+
+    def number(self, text, error=None):
+        """A float as Go's strconv.ParseFloat(s, 64) reads it (``error``
+        words a refusal, see ``integer``)."""
+        try:
+            return goparse.parse_float(text)
+        except ValueError as e:
+            raise self.error(_word(error, text, e) if error else str(e)) \
+                from e
 
     def ip(self, text, error=None):
         """An address as Go's net.ParseIP reads it; ``error`` (a format
         given the text) when it is none."""
         ip = goparse.parse_ip(text)
         if ip is None:
-            raise self.error((error or "invalid IP address: %s") % text)
+            raise self.error(_word(error or "invalid IP address: %s", text,
+                                   text))
         return ip
 
     def choice(self, text, choices, error=None):
         """``text`` when it is one of ``choices``; else ``error`` (given
         the text)."""
         if text not in choices:
-            raise self.error((error or "unknown value '%s'") % text)
+            raise self.error(_word(error or "unknown value '%s'", text,
+                                   text))
         return text
 
     # -- option blocks --------------------------------------------------
 
     def read_options(self, handlers: Mapping[str, Callable[[Any], Any]],
-                     unknown: Optional[str] = UNKNOWN_PROPERTY) -> None:
+                     unknown: Optional[str] = UNKNOWN_PROPERTY,
+                     fold_case: bool = False,
+                     unknown_here: bool = False) -> None:
         """Hand each line of the block to ``handlers[line.name]`` in
         Corefile order.  A name without a handler is refused with
-        ``unknown`` (a format given the name); ``unknown=None`` hands it
-        to ``handlers[None]`` instead."""
+        ``unknown`` (a format given the name), at the option's line, or
+        at this directive's line with ``unknown_here`` (as CoreDNS reports
+        some); ``unknown=None`` hands it to ``handlers[None]`` instead.
+        ``fold_case``: option names in any case (CoreDNS lower-cases
+        them for a few plugins)."""
         for c in self.children:
-            handler = handlers.get(c.name)
+            name = c.name.lower() if fold_case else c.name
+            handler = handlers.get(name)
             if handler is None:
                 if unknown is None and None in handlers:
                     handlers[None](c)
                     continue
-                raise c.error((unknown or UNKNOWN_PROPERTY) % c.name)
+                at = self if unknown_here else c
+                raise at.error((unknown or UNKNOWN_PROPERTY) % c.name)
             handler(c)

@@ -375,20 +375,14 @@ def setup(d, block):
     origins = zones_from_args(d.args, block)
     primaries = []
     fall = None
-    has_transfer = False
-
-    def transfer(c):
-        nonlocal has_transfer
-        primaries.extend(_primaries(c))
-        has_transfer = True
 
     def fallthrough(c):
         nonlocal fall
         fall = Fallthrough.parse(c.args)
 
-    d.read_options({"transfer": transfer, "fallthrough": fallthrough,
-                    "catalog": _catalog})
-    if not has_transfer:
+    d.read_options({"transfer": lambda c: primaries.extend(_primaries(c)),
+                    "fallthrough": fallthrough, "catalog": _catalog})
+    if not primaries:   # a transfer line names one at least
         raise d.error("secondary zones require a transfer from property")
     existing = block.plugin("secondary")
     plugin = existing if existing is not None else Secondary()

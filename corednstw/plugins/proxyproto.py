@@ -11,7 +11,7 @@ other sources get ``default`` (``ignore`` unless set).  The policy goes to
 
 import ipaddress
 
-from corednstw.core.durations import parse_duration
+from corednstw.core import goparse
 from corednstw.core.plugin import Plugin
 from corednstw.dnsserver import proxyprotocol
 
@@ -37,44 +37,48 @@ def _cidr(c, text):
 
 
 def _session_tracking(c, policy):
-    if not 1 <= len(c.args) <= 2:
-        raise c.arg_error()
+    """``udp_session_tracking DURATION [MAX_SESSIONS]``: how long a UDP
+    client's header is remembered, and for how many clients at most."""
+    args = c.between(1, 2)
+    policy.ttl = c.duration(args[0], error='udp_session_tracking: invalid '
+                            'duration "%s": %%s' % args[0].replace("%", "%%"))
+    if len(args) == 2:
+        policy.max_sessions = _max_sessions(c, args[1])
+
+
+def _max_sessions(c, text):
+    """A positive count; CoreDNS words a bad number and a non-positive one
+    alike, without Go's text."""
     try:
-        policy.ttl = parse_duration(c.args[0])
-    except ValueError as e:
-        raise c.error('udp_session_tracking: invalid duration "%s": '
-                      'time: invalid duration "%s"'
-                      % (c.args[0], c.args[0])) from e
-    if len(c.args) == 2:
-        try:
-            n = int(c.args[1])
-        except ValueError:
-            n = 0
-        if n <= 0:
-            raise c.error('udp_session_tracking: invalid max sessions "%s": '
-                          'must be a positive integer' % c.args[1])
-        policy.max_sessions = n
+        n = goparse.atoi(text)
+    except ValueError:
+        n = 0
+    if n <= 0:
+        raise c.error('udp_session_tracking: invalid max sessions "%s": '
+                      'must be a positive integer' % text)
+    return n
+
+
+def _default(c, policy):
+    """``default use|ignore|reject|skip`` (any case): the policy of the
+    sources ``allow`` does not list."""
+    value = c.one().lower()
+    if value not in proxyprotocol.POLICIES:
+        raise c.arg_error()
+    policy.default = value
+    policy.default_set = True
 
 
 def setup(d, block):
     if "proxyproto" in block.settings:
         raise d.error("proxy protocol already configured for this server "
                       "instance")
-    if d.args:
-        raise d.arg_error()
+    d.no_args()
     policy = proxyprotocol.Policy()
-    for c in d.children:
-        if c.name == "allow":
-            policy.nets.extend(_cidr(c, a) for a in c.args)
-        elif c.name == "default":
-            if len(c.args) != 1 or c.args[0].lower() not in \
-                    proxyprotocol.POLICIES:
-                raise c.arg_error()
-            policy.default = c.args[0].lower()
-            policy.default_set = True
-        elif c.name == "udp_session_tracking":
-            _session_tracking(c, policy)
-        else:
-            raise c.error("unknown option '%s'" % c.name)
+    d.read_options({
+        "allow": lambda c: policy.nets.extend(_cidr(c, a) for a in c.args),
+        "default": lambda c: _default(c, policy),
+        "udp_session_tracking": lambda c: _session_tracking(c, policy),
+    }, unknown="unknown option '%s'")
     block.settings["proxyproto"] = policy
     return ProxyProto(policy)

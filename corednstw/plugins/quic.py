@@ -22,36 +22,27 @@ class QUIC(Plugin):
         self.settings = settings
 
 
-def integer_option(c, zero=False):
-    """The one positive (or, with ``zero``, non-negative) integer
-    argument of an option, with CoreDNS's messages."""
-    if len(c.args) != 1:
-        raise c.arg_error()
-    try:
-        n = int(c.args[0])
-    except ValueError as e:
-        raise c.error("invalid %s value '%s': strconv.Atoi: parsing \"%s\": "
-                      "invalid syntax" % (c.name, c.args[0], c.args[0])
-                      ) from e
-    if n < 0 or (n == 0 and not zero):
-        raise c.error("%s must be a %s integer: %d" % (
-            c.name, "non-negative" if zero else "positive", n))
-    return n
-
-
 def options(d, names, zero=False):
-    """{option: value} of the directive's block of integer options."""
-    if d.args:
-        raise d.arg_error()
+    """{option: value} of the directive's block of integer options, each
+    given at most once: positive, or with ``zero`` non-negative (the
+    https3 and grpc_server limits, where 0 means none)."""
+    d.no_args()
+    kind = "non-negative" if zero else "positive"
     values = {}
-    for c in d.children:
-        if c.name not in names:
-            raise c.error("unknown property '%s'" % c.name)
-        n = integer_option(c, zero)
+
+    def option(c):
+        text = c.one()
+        n = c.integer(text, lo=0 if zero else 1,
+                      error="invalid %s value '%s': %%s"
+                      % (c.name, text.replace("%", "%%")),
+                      range_error="%s must be a %s integer: %%d"
+                      % (c.name, kind))
         if c.name in values:
             raise c.error("%s already defined for this server block"
                           % c.name)
         values[c.name] = n
+
+    d.read_options(dict.fromkeys(names, option))
     return values
 
 

@@ -16,7 +16,6 @@ import random
 
 from corednstw.core import logger, metrics
 from corednstw.core.dump import digest
-from corednstw.core.durations import parse_duration
 from corednstw.core.errors import CorefileError
 from corednstw.core.plugin import Plugin
 
@@ -99,17 +98,13 @@ def _first_reload(cfg):
 
 
 def setup(d, block):
-    if len(d.args) > 2:
-        raise d.arg_error()
-    interval = DEFAULT_INTERVAL
-    jitter = DEFAULT_JITTER
-    try:
-        if d.args:
-            interval = parse_duration(d.args[0])
-        if len(d.args) > 1:
-            jitter = parse_duration(d.args[1])
-    except ValueError as e:
-        raise d.error(str(e)) from e
+    """``reload [INTERVAL] [JITTER]``: the interval, jittered once here so
+    that servers started together do not all read their files at once."""
+    args = d.between(0, 2)
+    interval = d.duration(args[0], strict=False) if args else \
+        DEFAULT_INTERVAL
+    jitter = d.duration(args[1], strict=False) if len(args) > 1 else \
+        DEFAULT_JITTER
     if interval < MIN_INTERVAL:
         raise d.error("interval value must be greater or equal to 2s")
     if jitter != 0 and jitter < MIN_JITTER:

@@ -21,12 +21,9 @@ class Root(Plugin):
 
 
 def setup(d, block):
-    if len(d.args) != 1:
-        raise d.arg_error()
-    if d.children:
-        raise d.children[0].error("unknown property '%s'"
-                                  % d.children[0].name)
-    root = d.args[0]
+    """``root PATH``: one argument, no block."""
+    root = d.one()
+    d.no_block()
     try:
         os.stat(root)
     except FileNotFoundError:

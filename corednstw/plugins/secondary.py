@@ -350,34 +350,39 @@ class Secondary(authority.ZonePlugin):
         self.check(sz).addCallbacks(done, failed)
 
 
+def _primaries(c):
+    """``transfer from ADDRESS...``: the primaries to transfer from (no
+    ``*``: each is asked by address)."""
+    if c.between(1)[0] != "from":
+        raise c.error("unknown property %s" % c.args[0])
+    primaries = []
+    for a in c.between(2)[1:]:
+        if a == "*":
+            raise c.error("can't use '*' in transfer from")
+        try:
+            primaries.append(parse_peer(a))
+        except ValueError as e:
+            raise c.error("not an IP address or file: %s" % a) from e
+    return primaries
+
+
+def _catalog(c):
+    """Named, so that it is refused as unsupported, not unknown."""
+    raise c.error("catalog zones are not supported yet")
+
+
 def setup(d, block):
     origins = zones_from_args(d.args, block)
     primaries = []
     fall = None
-    has_transfer = False
-    for c in d.children:
-        if c.name == "transfer":
-            if not c.args:
-                raise c.arg_error()
-            if c.args[0] != "from":
-                raise c.error("unknown property %s" % c.args[0])
-            if len(c.args) < 2:
-                raise c.arg_error()
-            for a in c.args[1:]:
-                if a == "*":
-                    raise c.error("can't use '*' in transfer from")
-                try:
-                    primaries.append(parse_peer(a))
-                except ValueError as e:
-                    raise c.error("not an IP address or file: %s" % a) from e
-            has_transfer = True
-        elif c.name == "fallthrough":
-            fall = Fallthrough.parse(c.args)
-        elif c.name == "catalog":
-            raise c.error("catalog zones are not supported yet")
-        else:
-            raise c.error("unknown property '%s'" % c.name)
-    if not has_transfer:
+
+    def fallthrough(c):
+        nonlocal fall
+        fall = Fallthrough.parse(c.args)
+
+    d.read_options({"transfer": lambda c: primaries.extend(_primaries(c)),
+                    "fallthrough": fallthrough, "catalog": _catalog})
+    if not primaries:   # a transfer line names one at least
         raise d.error("secondary zones require a transfer from property")
     existing = block.plugin("secondary")
     plugin = existing if existing is not None else Secondary()

@@ -180,8 +180,9 @@ class Shed(Plugin):
 
 
 def setup(d, block):
-    if d.args:
-        raise d.arg_error()
+    """``shed`` takes nothing, and serves only plain DNS blocks (the
+    stack sits on a UDP socket)."""
+    d.no_args()
     if d.children:
         raise d.error("shed takes no options")
     for key in block.keys:

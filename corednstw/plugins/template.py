@@ -26,11 +26,12 @@ A CNAME answer to an A or AAAA query is followed through the server
 
 import re
 import struct
+from functools import partial
 
 from twisted.internet import defer
 
 from corednstw.core import dnswire as w
-from corednstw.core import metrics
+from corednstw.core import goparse, metrics
 from corednstw.core.plugin import Fallthrough, Plugin, match, zones_from_args
 from corednstw.core.request import Response
 from corednstw.engines import expressions as ex
@@ -392,21 +393,22 @@ def _parse_rr(text):
 # -- setup -------------------------------------------------------------------
 
 def setup(d, block):
-    if len(d.args) < 2:
-        raise d.arg_error()
-    qclass = CLASSES.get(d.args[0])
+    """``template CLASS TYPE [ZONE...] { ... }``: the expressions and
+    templates are compiled here, so a bad one fails the configuration."""
+    args = d.between(2)
+    qclass = CLASSES.get(args[0])
     if qclass is None:
-        raise d.error("invalid query class %s" % d.args[0])
-    qtype = _type(d.args[1])
+        raise d.error("invalid query class %s" % args[0])
+    qtype = _type(args[1])
     if qtype is None:
-        raise d.error("invalid RR class %s" % d.args[1])
-    t = Template(qclass, qtype, zones_from_args(d.args[2:], block))
+        raise d.error("invalid RR class %s" % args[1])
+    t = Template(qclass, qtype, zones_from_args(args[2:], block))
     env = _base_env()
-    for c in d.children:
-        handler = _OPTIONS.get(c.name)
-        if handler is None:
-            raise c.arg_error(c.name)
-        handler(t, c, env)
+    # An unknown option is CoreDNS's argument error, after its name.
+    d.read_options({name: partial(handler, t, env=env)
+                    for name, handler in _OPTIONS.items()},
+                   unknown="Wrong argument count or unexpected line ending "
+                           "after '%s'")
     t.finish_setup()
     return t
 
@@ -436,14 +438,8 @@ def _group(scope, key):
     return ""
 
 
-def _need_args(c):
-    if not c.args:
-        raise c.arg_error()
-    return c.args
-
-
 def _opt_match(t, c, env):
-    for source in _need_args(c):
+    for source in c.between(1):
         try:
             rx = goregexp.compile(source)
         except goregexp.RegexpError as e:
@@ -455,7 +451,7 @@ def _opt_match(t, c, env):
 
 def _section(index):
     def handler(t, c, env):
-        for source in _need_args(c):
+        for source in c.between(1):
             try:
                 tmpl = gotemplate.compile(source, gotemplate.COREDNS_FUNCS)
             except ex.ExpressionError as e:
@@ -467,9 +463,7 @@ def _section(index):
 
 
 def _opt_var(t, c, env):
-    if len(c.args) < 2:
-        raise c.arg_error()
-    name = c.args[0]
+    name = c.between(2)[0]
     if not _VAR_NAME.match(name):
         raise c.error("invalid variable name %r" % name)
     if name in env or name in ex.EXPR_BUILTINS or name in ex.KEYWORDS:
@@ -480,7 +474,7 @@ def _opt_var(t, c, env):
 
 
 def _opt_expr(t, c, env):
-    t.exprs.append(_compile(c, " ".join(_need_args(c)), env))
+    t.exprs.append(_compile(c, " ".join(c.between(1)), env))
 
 
 def _compile(c, source, env):
@@ -492,9 +486,7 @@ def _compile(c, source, env):
 
 
 def _opt_rcode(t, c, env):
-    if len(c.args) != 1:
-        raise c.arg_error()
-    code = c.args[0]
+    code = c.one()
     try:
         if code != code.upper():
             raise ValueError(code)
@@ -504,13 +496,16 @@ def _opt_rcode(t, c, env):
 
 
 def _opt_ederror(t, c, env):
-    if len(c.args) not in (1, 2):
-        raise c.arg_error()
-    code = c.args[0]
-    if not code.isdigit() or int(code) > 0xFFFF:
-        raise c.error("error parsing extended DNS error code %s" % code)
-    reason = c.args[1] if len(c.args) == 2 else ""
-    t.ede = (EDE, struct.pack("!H", int(code)) + reason.encode())
+    """``ederror CODE [REASON]``: the code is Go's ParseUint of 16 bits,
+    read by hand since the refusal is worded without Go's text."""
+    args = c.between(1, 2)
+    try:
+        code = goparse.parse_uint(args[0], 16)
+    except ValueError as e:
+        raise c.error("error parsing extended DNS error code %s"
+                      % args[0]) from e
+    reason = args[1] if len(args) == 2 else ""
+    t.ede = (EDE, struct.pack("!H", code) + reason.encode())
 
 
 def _opt_fallthrough(t, c, env):

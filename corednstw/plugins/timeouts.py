@@ -5,6 +5,7 @@ between 1s and 24h.  Stored in ``block.settings["timeouts"]`` (seconds, and
 the query count); the listener takes them from the blocks it serves.
 """
 
+from corednstw.core import goparse
 from corednstw.core.durations import format_duration, parse_duration
 from corednstw.core.plugin import Plugin
 
@@ -21,42 +22,46 @@ class Timeouts(Plugin):
         self.values = values
 
 
-def _max_queries(c):
-    """maxtcpqueries: -1 (unlimited, the default) or a positive count."""
+def _max_queries(c, values):
+    """maxtcpqueries: -1 (unlimited, the default) or a positive count.
+    Parsed with Go's Atoi by hand: the refusal is worded without Go's
+    text, which a reader's error format always includes."""
+    text = c.one()
     try:
-        n = int(c.args[0])
+        n = goparse.atoi(text)
     except ValueError as e:
-        raise c.error("invalid value for maxtcpqueries '%s'"
-                      % c.args[0]) from e
+        raise c.error("invalid value for maxtcpqueries '%s'" % text) from e
     if n == 0 or n < -1:
         raise c.error("maxtcpqueries provided '%d' needs to be -1 "
                       "(unlimited) or a positive integer" % n)
-    return n
+    values["maxtcpqueries"] = n
+
+
+def _timeout(c, values):
+    """read, write, idle: a duration between 1s and 24h, a bare number
+    being seconds.  CoreDNS reads the value before it looks at the name,
+    so an unknown name with a bad value gets the value's error (worded
+    without Go's text, as for maxtcpqueries)."""
+    arg = c.one()
+    if arg.lstrip("+-").isdigit():
+        arg += "s"
+    try:
+        secs = parse_duration(arg, strict=True)
+    except ValueError as e:
+        raise c.error("failed to parse duration '%s'" % arg) from e
+    if secs < MIN or secs > MAX:
+        raise c.error("timeout provided '%s' needs to be between 1 second "
+                      "and 24 hours" % format_duration(secs))
+    if c.name not in OPTIONS:
+        raise c.error("unknown option: '%s'" % c.name)
+    values[c.name] = secs
 
 
 def setup(d, block):
-    if d.args:
-        raise d.arg_error()
+    d.no_args()
     values = {}
-    for c in d.children:
-        if len(c.args) != 1:
-            raise c.arg_error()
-        if c.name == "maxtcpqueries":
-            values["maxtcpqueries"] = _max_queries(c)
-            continue
-        arg = c.args[0]
-        if arg.lstrip("+-").isdigit():
-            arg += "s"   # a bare number is seconds
-        try:
-            secs = parse_duration(arg)
-        except ValueError as e:
-            raise c.error("failed to parse duration '%s'" % arg) from e
-        if secs < MIN or secs > MAX:
-            raise c.error("timeout provided '%s' needs to be between 1 second "
-                          "and 24 hours" % format_duration(secs))
-        if c.name not in OPTIONS:
-            raise c.error("unknown option: '%s'" % c.name)
-        values[c.name] = secs
+    d.read_options({"maxtcpqueries": lambda c: _max_queries(c, values),
+                    None: lambda c: _timeout(c, values)}, unknown=None)
     if not values:
         raise d.error("timeouts block with no timeouts specified")
     block.settings["timeouts"] = values

@@ -24,17 +24,18 @@ class TLS(Plugin):
 def _client_auth(d):
     """The client_auth value of the directive's block (default nocert)."""
     auth = "nocert"
-    for c in d.children:
-        if c.name == "client_auth":
-            if len(c.args) != 1:
-                raise c.arg_error()
-            if c.args[0] not in tlsconfig.CLIENT_AUTH:
-                raise c.error("unknown authentication type '%s'" % c.args[0])
-            auth = c.args[0]
-        elif c.name == "keylog":
-            raise c.error("keylog: not supported")
-        else:
-            raise c.error("unknown option '%s'" % c.name)
+
+    def client_auth(c):
+        nonlocal auth
+        auth = c.choice(c.one(), tlsconfig.CLIENT_AUTH,
+                        "unknown authentication type '%s'")
+
+    def keylog(c):
+        """Named, so that it is refused as unsupported, not unknown."""
+        raise c.error("keylog: not supported")
+
+    d.read_options({"client_auth": client_auth, "keylog": keylog},
+                   unknown="unknown option '%s'")
     return auth
 
 
@@ -43,8 +44,7 @@ def setup(d, block):
         raise d.error("TLS already configured for this server instance")
     if not d.args:
         raise d.error("ACME certificates: not supported yet")
-    if len(d.args) > 3 or len(d.args) < 2:
-        raise d.arg_error()
+    d.between(2, 3)
     auth = _client_auth(d)
     files = [block.path(a) for a in d.args]
     try:

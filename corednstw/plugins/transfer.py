@@ -325,33 +325,37 @@ def parse_peer(text, default_port=53):
     return host, port
 
 
+def _peers(c):
+    """``to ADDRESS...``: the secondaries allowed to transfer (``*`` for
+    any), NOTIFYs going to every one with an address."""
+    peers = []
+    for h in c.between(1):
+        if h == "*":
+            peers.append(h)
+            continue
+        try:
+            peers.append(parse_peer(h))
+        except ValueError as e:
+            raise c.error("not an IP address or file: %s" % h) from e
+    return peers
+
+
 def setup(d, block):
     zones = zones_from_args(d.args, block)
     to = []
     source = None
-    for c in d.children:
-        if c.name == "to":
-            if not c.args:
-                raise c.arg_error()
-            for h in c.args:
-                if h == "*":
-                    to.append(h)
-                    continue
-                try:
-                    to.append(parse_peer(h))
-                except ValueError as e:
-                    raise c.error("not an IP address or file: %s" % h) from e
-        elif c.name == "source":
-            if len(c.args) != 1:
-                raise c.arg_error()
-            if source is not None:
-                raise c.error("source already specified")
-            try:
-                source = str(ipaddress.ip_address(c.args[0]))
-            except ValueError as e:
-                raise c.error('invalid source address "%s"' % c.args[0]) from e
-        else:
-            raise c.error('unknown property "%s"' % c.name)
+
+    def set_source(c):
+        """``source ADDRESS``, once: the address NOTIFYs are sent from."""
+        nonlocal source
+        text = c.one()
+        if source is not None:
+            raise c.error("source already specified")
+        source = str(c.ip(text, 'invalid source address "%s"'))
+
+    d.read_options({"to": lambda c: to.extend(_peers(c)),
+                    "source": set_source},
+                   unknown='unknown property "%s"')
     if not to:
         raise d.error("'to' is required")
     existing = block.plugin("transfer")

@@ -264,9 +264,7 @@ def _normalize(name):
 def _requirement(c, table):
     """The set a ``require``/``require_opcode`` line names; None for
     ``all``.  Any mistake is CoreDNS's argument error."""
-    if not c.args:
-        raise c.arg_error()
-    if c.args[0] == "all":
+    if c.between(1)[0] == "all":
         return None
     if c.args[0] == "none":
         return frozenset()
@@ -288,6 +286,11 @@ def _qtype(text):
         return None
 
 
+def _wrong(c):
+    """CoreDNS answers an unknown option with its argument error."""
+    raise c.arg_error()
+
+
 def setup(d, block):
     secrets = {}
     types = opcodes = frozenset()
@@ -297,26 +300,32 @@ def setup(d, block):
             raise c.arg_error()
         secrets[name] = secret
 
-    for c in d.children:
-        if c.name == "secret":
-            if len(c.args) != 2:
-                raise c.arg_error()
-            add(_normalize(c.args[0]), c.args[1], c)
-        elif c.name == "secrets":
-            if len(c.args) != 1:
-                raise c.arg_error()
-            try:
-                with open(block.path(c.args[0])) as fh:
-                    found = parse_key_file(fh.read())
-            except (OSError, ValueError) as e:
-                raise c.arg_error() from e
-            for name, secret in found.items():
-                add(name, secret, c)
-        elif c.name == "require":
-            types = _requirement(c, _qtype)
-        elif c.name == "require_opcode":
-            opcodes = _requirement(c, OPCODES.get)
-        else:
-            raise c.arg_error()
+    def secret(c):
+        name, value = c.exactly(2)
+        add(_normalize(name), value, c)
+
+    def secrets_file(c):
+        """``secrets FILE``: keys in BIND's key-file syntax; a file that
+        does not read is CoreDNS's argument error too."""
+        path = block.path(c.one())
+        try:
+            with open(path) as fh:
+                found = parse_key_file(fh.read())
+        except (OSError, ValueError) as e:
+            raise c.arg_error() from e
+        for name, value in found.items():
+            add(name, value, c)
+
+    def require(c):
+        nonlocal types
+        types = _requirement(c, _qtype)
+
+    def require_opcode(c):
+        nonlocal opcodes
+        opcodes = _requirement(c, OPCODES.get)
+
+    d.read_options({"secret": secret, "secrets": secrets_file,
+                    "require": require, "require_opcode": require_opcode,
+                    None: _wrong}, unknown=None)
     return TSIGServer(zones_from_args(d.args, block), secrets, types,
                       opcodes)

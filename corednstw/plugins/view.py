@@ -55,19 +55,21 @@ class View(Plugin):
 
 
 def setup(d, block):
-    if len(d.args) != 1:
-        raise d.arg_error()
+    """``view NAME { expr EXPRESSION... }``: the expressions are compiled
+    here, so a bad one fails the configuration, not a query."""
+    view_name = d.one()
     env = ex.default_env()
     programs = []
-    for c in d.children:
-        if c.name != "expr":
-            raise c.error("unknown property '%s'" % c.name)
+
+    def expr(c):
         source = " ".join(c.args)
         try:
             programs.append(ex.compile_expr(source, env))
         except ex.ExpressionError as e:
             raise c.error("%s: %s" % (source, e)) from e
-    plugin = View(d.args[0], programs)
+
+    d.read_options({"expr": expr})
+    plugin = View(view_name, programs)
     block.filters.append(plugin.filter)
-    block.view = d.args[0]
+    block.view = view_name
     return plugin

@@ -73,6 +73,5 @@ def address_rdata(client, family):
 def setup(d, block):
     """Build the plugin from its Corefile directive ``d`` (``whoami``
     takes no arguments)."""
-    if d.args:
-        raise d.arg_error()
+    d.no_args()
     return Whoami()

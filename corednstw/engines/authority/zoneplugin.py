@@ -7,7 +7,6 @@ from zope.interface import implementer
 
 from corednstw.core import dnswire as w
 from corednstw.core import logger
-from corednstw.core.durations import parse_duration
 from corednstw.core.interfaces import ITransferer
 from corednstw.core.plugin import Plugin
 
@@ -132,10 +131,8 @@ def drop():
 
 
 def reload_option(c):
-    """The ``reload DURATION`` option of file and auto, in seconds."""
-    if not c.args:
-        raise c.error("reload duration value is expected")
-    try:
-        return parse_duration(c.args[0])
-    except ValueError as e:
-        raise c.error(str(e)) from e
+    """The ``reload DURATION`` option of file and auto, in seconds.  Read
+    leniently (a bare number is seconds), with this parser's error texts
+    rather than Go's, as before the typed readers."""
+    text = c.between(1, error="reload duration value is expected")[0]
+    return c.duration(text, strict=False)

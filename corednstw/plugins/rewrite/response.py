@@ -4,6 +4,7 @@
 import re
 
 from corednstw.core import dnswire as w
+from corednstw.core import goparse
 from corednstw.plugins.rewrite import match as m
 from corednstw.plugins.rewrite.rule import Rule
 
@@ -11,26 +12,17 @@ _MAX_TTL = 2147483647
 _DIGITS = re.compile(r"[0-9]+\Z")
 
 
-def _uint32(s):
-    if not _DIGITS.match(s):
-        raise ValueError(s)
-    v = int(s)
-    if v > 0xFFFFFFFF:
-        raise ValueError(s)
-    return v
-
-
 def parse_ttl(s):
     """(min, max) from ``N``, ``A-B``, ``-B`` or ``A-``; ValueError when
     invalid (``-`` alone and inverted ranges included)."""
     parts = s.split("-")
     if len(parts) == 1:
-        v = _uint32(s)
+        v = goparse.parse_uint(s, 32)
         return v, v
     if len(parts) != 2 or parts == ["", ""]:
         raise ValueError(s)
-    lo = _uint32(parts[0]) if parts[0] else 0
-    hi = _uint32(parts[1]) if parts[1] else _MAX_TTL
+    lo = goparse.parse_uint(parts[0], 32) if parts[0] else 0
+    hi = goparse.parse_uint(parts[1], 32) if parts[1] else _MAX_TTL
     if lo > hi:
         raise ValueError(s)
     return lo, hi

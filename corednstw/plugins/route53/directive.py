@@ -6,7 +6,6 @@ credentials PROFILE [FILENAME]; fallthrough [ZONES...]; refresh DURATION
 import re
 
 from corednstw.core import logger
-from corednstw.core.durations import parse_duration
 from corednstw.core.names import normalize_name
 from corednstw.core.plugin import Fallthrough
 from corednstw.engines.authority import go_quote
@@ -25,15 +24,25 @@ def setup(d, block):
     opts = Options()
     fall = Fallthrough()
     refresh = DEFAULT_REFRESH
-    for c in d.children:
-        if c.name == "fallthrough":
-            fall = Fallthrough.parse(c.args)
-        elif c.name == "refresh":
-            refresh = _refresh(c)
-        elif c.name == "upstream":
-            pass        # accepted and ignored, as CoreDNS does
-        else:
-            _credential_option(c, opts)
+
+    def set_fall(c):
+        nonlocal fall
+        fall = Fallthrough.parse(c.args)
+
+    def set_refresh(c):
+        nonlocal refresh
+        refresh = _refresh(c)
+
+    d.read_options({
+        "fallthrough": set_fall,
+        "refresh": set_refresh,
+        "upstream": lambda c: None,   # accepted and ignored, as CoreDNS
+        "aws_access_key": lambda c: _access_key(c, opts),
+        "aws_endpoint": lambda c: setattr(opts, "endpoint",
+                                          c.between(1)[0]),
+        "credentials": lambda c: _credentials(c, opts),
+        None: _unknown,
+    }, unknown=None)
     return Route53(hosted, opts, refresh, fall)
 
 
@@ -52,40 +61,34 @@ def _zones(d):
     return hosted
 
 
-def _credential_option(c, opts):
-    """aws_access_key, aws_endpoint and credentials (else an error)."""
-    if c.name == "aws_access_key":
-        if len(c.args) < 2:
-            raise c.error("invalid access key: '[%s]'" % " ".join(c.args))
-        opts.key_id, opts.secret = c.args[0], c.args[1]
-        logger.warning("route53", "Save aws_access_key in Corefile has been "
-                       "deprecated, please use other authentication methods "
-                       "instead")
-    elif c.name == "aws_endpoint":
-        if not c.args:
-            raise c.arg_error()
-        opts.endpoint = c.args[0]
-    elif c.name == "credentials":
-        if not c.args:
-            raise c.arg_error()
-        opts.profile = c.args[0]
-        if len(c.args) > 1:
-            opts.credentials_file = c.args[1]
-    else:
-        raise c.error("unknown property %s" % go_quote(c.name))
+def _access_key(c, opts):
+    """``aws_access_key ID SECRET``: deprecated, but still honoured."""
+    opts.key_id, opts.secret = c.between(
+        2, error="invalid access key: '[%s]'" % " ".join(c.args))[:2]
+    logger.warning("route53", "Save aws_access_key in Corefile has been "
+                   "deprecated, please use other authentication methods "
+                   "instead")
+
+
+def _credentials(c, opts):
+    """``credentials PROFILE [FILENAME]``: a shared-credentials profile."""
+    args = c.between(1)
+    opts.profile = args[0]
+    if len(args) > 1:
+        opts.credentials_file = args[1]
+
+
+def _unknown(c):
+    """CoreDNS quotes the unknown name Go's way (%q)."""
+    raise c.error("unknown property %s" % go_quote(c.name))
 
 
 def _refresh(c):
     """``refresh DURATION``: a Go duration, or bare seconds."""
-    if not c.args:
-        raise c.arg_error()
-    text = c.args[0]
+    text = c.between(1)[0]
     if re.fullmatch(r"[+-]?\d+", text):
         text += "s"
-    try:
-        seconds = parse_duration(text, strict=True)
-    except ValueError as e:
-        raise c.error("Unable to parse duration: %s" % e) from e
+    seconds = c.duration(text, error="Unable to parse duration: %s")
     if seconds <= 0:
         raise c.error("refresh interval must be greater than 0: %s"
                       % go_quote(text))

@@ -14,31 +14,29 @@ DEFAULT_DIRECTORY = "/var/lib/coredns"
 
 def parse(d, block):
     """The Signers of directive ``d``, one per zone."""
-    if not d.args:
-        raise d.arg_error()
-    dbfile = block.path(d.args[0])
+    args = d.between(1)
+    dbfile = block.path(args[0])
     if "\ufffd" in dbfile:
         raise d.error("dbfile %s contains invalid characters"
                       % _quote(dbfile))
-    origins = zones_from_args(d.args[1:], block)
+    origins = zones_from_args(args[1:], block)
     keys = []
     directory = DEFAULT_DIRECTORY
-    for c in d.children:
-        if c.name == "key":
-            keys.extend(_keys(c, block))
-        elif c.name == "directory":
-            if len(c.args) != 1:
-                raise c.error('can only be one argument after "directory"')
-            directory = os.path.normpath(block.path(c.args[0]))
-        else:
-            raise c.error("unknown property '%s'" % c.name)
+
+    def set_directory(c):
+        nonlocal directory
+        path = c.one('can only be one argument after "directory"')
+        directory = os.path.normpath(block.path(path))
+
+    d.read_options({"key": lambda c: keys.extend(_keys(c, block)),
+                    "directory": set_directory})
     return [Signer(dbfile, origin, keys, directory) for origin in origins]
 
 
 def _keys(c, block):
-    if not c.args:
-        raise c.arg_error()
-    source, names = c.args[0], c.args[1:]
+    """``key file NAME...``: the KSKs (or CSKs) read from those files."""
+    args = c.between(1)
+    source, names = args[0], args[1:]
     if source == "directory":
         raise c.error("directory: not implemented")
     if source != "file":

@@ -4,7 +4,7 @@ The options and their error texts are CoreDNS's.  Datadog is refused at
 setup: see docs/plugins/trace.md for the libraries checked.
 """
 
-from corednstw.core.durations import parse_duration
+from corednstw.core import goparse
 from corednstw.plugins.trace.plugin import Trace
 
 #: Endpoint types and their default endpoints.
@@ -25,76 +25,52 @@ def normalize_endpoint(kind, endpoint):
     return kind, endpoint
 
 
-def _uint(c, text):
-    try:
-        value = int(text, 10)
-    except ValueError:
-        value = -1
-    if value < 0 or not text.isdigit():
-        raise c.error('strconv.ParseUint: parsing "%s": invalid syntax'
-                      % text)
-    return value
+def _options(t):
+    """The handlers of the block's lines, each setting a field of the
+    Trace ``t`` (Go's parsers and texts, as CoreDNS reports them)."""
+    def every(c):
+        t.every = c.integer(c.one(), func="ParseUint")
 
+    def service(c):
+        t.service = c.one()
 
-def _int(c, text):
-    try:
-        return int(text, 10)
-    except ValueError as e:
-        raise c.error('strconv.Atoi: parsing "%s": invalid syntax'
-                      % text) from e
+    def client_server(c):
+        """Bare ``client_server`` turns it on."""
+        args = c.between(0, 1)
+        t.client_server = c.boolean(args[0]) if args else True
 
-
-def _bool(c, text):
-    """Go's strconv.ParseBool."""
-    if text in ("1", "t", "T", "TRUE", "true", "True"):
-        return True
-    if text in ("0", "f", "F", "FALSE", "false", "False"):
-        return False
-    raise c.error('strconv.ParseBool: parsing "%s": invalid syntax' % text)
-
-
-def _one(c):
-    if len(c.args) != 1:
-        raise c.arg_error()
-    return c.args[0]
-
-
-def _option(t, c):
-    """Apply one line of the block to the Trace ``t``."""
-    if c.name == "every":
-        t.every = _uint(c, _one(c))
-    elif c.name == "service":
-        t.service = _one(c)
-    elif c.name == "client_server":
-        if len(c.args) > 1:
-            raise c.arg_error()
-        t.client_server = _bool(c, c.args[0]) if c.args else True
-    elif c.name == "datadog_analytics_rate":
-        if len(c.args) > 1:
-            raise c.arg_error()
-        rate = 0.0
-        if c.args:
-            try:
-                rate = float(c.args[0])
-            except ValueError as e:
-                raise c.error('strconv.ParseFloat: parsing "%s": invalid '
-                              "syntax" % c.args[0]) from e
+    def analytics_rate(c):
+        """Bare ``datadog_analytics_rate`` resets it to 0."""
+        args = c.between(0, 1)
+        rate = _float(c, args[0]) if args else 0.0
         if not 0.0 <= rate <= 1.0:
             raise c.error("datadog analytics rate must be between 0 and 1, "
                           "'%f' is not supported" % rate)
         t.analytics_rate = rate
-    elif c.name == "zipkin_max_backlog_size":
-        t.max_backlog = _int(c, _one(c))
-    elif c.name == "zipkin_max_batch_size":
-        t.max_batch = _int(c, _one(c))
-    elif c.name == "zipkin_max_batch_interval":
-        text = _one(c)
-        try:
-            t.batch_interval = parse_duration(text)
-        except ValueError as e:
-            raise c.error('time: invalid duration "%s"' % text) from e
-    else:
-        raise c.error("unknown property '%s'" % c.name)
+
+    def max_backlog(c):
+        t.max_backlog = c.integer(c.one())
+
+    def max_batch(c):
+        t.max_batch = c.integer(c.one())
+
+    def batch_interval(c):
+        t.batch_interval = c.duration(c.one())
+
+    return {"every": every, "service": service,
+            "client_server": client_server,
+            "datadog_analytics_rate": analytics_rate,
+            "zipkin_max_backlog_size": max_backlog,
+            "zipkin_max_batch_size": max_batch,
+            "zipkin_max_batch_interval": batch_interval}
+
+
+def _float(c, text):
+    """Go's ParseFloat, which the Directive has no reader for."""
+    try:
+        return goparse.parse_float(text)
+    except ValueError as e:
+        raise c.error(str(e)) from e
 
 
 def _local_endpoint(block):
@@ -107,8 +83,7 @@ def _local_endpoint(block):
 
 
 def setup(d, block):
-    if len(d.args) > 2:
-        raise d.arg_error()
+    d.between(0, 2)
     kind = d.args[0].lower() if len(d.args) == 2 else "zipkin"
     endpoint = d.args[-1] if d.args else ""
     try:
@@ -116,8 +91,7 @@ def setup(d, block):
     except ValueError as e:
         raise d.error(str(e)) from e
     t = Trace(kind, url, DEFAULT_SERVICE)
-    for c in d.children:
-        _option(t, c)
+    d.read_options(_options(t))
     if kind == "datadog":
         raise d.error("tracing endpoint type 'datadog' is not supported "
                       "yet: use zipkin (see docs/plugins/trace.md)")

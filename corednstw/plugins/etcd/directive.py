@@ -60,13 +60,15 @@ def _path(c, o, block):
 
 def _endpoint(c, o, block):
     """One or more etcd URLs; a bare host:port means http://."""
+    urls = []
     for e in c.between(1):
         url = e if "://" in e else "http://" + e
         p = urlparse(url)
         if p.scheme not in ("http", "https") or not p.hostname:
             raise c.error("endpoint %s: only http:// and https:// "
                           "endpoints are supported" % e)
-    o.endpoints = [e if "://" in e else "http://" + e for e in c.args]
+        urls.append(url)
+    o.endpoints = urls
 
 
 def _credentials(c, o, block):

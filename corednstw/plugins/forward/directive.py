@@ -30,9 +30,7 @@ POLICIES = ("random", "round_robin", "sequential")
 def setup(d, block):
     """The Forward of one ``forward FROM TO... { options }`` directive."""
     f = Forward()
-    args = list(d.args)
-    if len(args) < 2:
-        raise d.arg_error()
+    args = d.between(2)
     zs = names.normalize(args[0])
     if not zs:
         raise d.error("unable to normalize '%s'" % args[0])

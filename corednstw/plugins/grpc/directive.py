@@ -17,14 +17,13 @@ MAX_UPSTREAMS = 15
 
 
 def setup(d, block):
-    if len(d.args) < 2:
-        raise d.arg_error()
+    args = d.between(2)
     g = GRPC()
-    zs = names.normalize(d.args[0])
+    zs = names.normalize(args[0])
     if not zs:
-        raise d.error("unable to normalize '%s'" % d.args[0])
+        raise d.error("unable to normalize '%s'" % args[0])
     g.from_ = zs[0]
-    for to in d.args[1:]:
+    for to in args[1:]:
         g.to.extend(_parse_to(d, to))
     if len(g.to) > MAX_UPSTREAMS:
         raise d.error("more than %d TOs configured: %d"

@@ -352,36 +352,34 @@ class _OptionReader:
         self.inline = []
 
     def handlers(self):
-        return {
-            "fallthrough": self.fallthrough,
-            "fallthrough_unsupported": self.fallthrough_unsupported,
-            "no_reverse": self.no_reverse,
-            "ttl": self.ttl_,
-            "reload": self.reload_,
-            None: self.entry,
-        }
+        """Option name -> reader: the ``opt_NAME`` methods, and ``entry``
+        for any other line."""
+        readers = {n[4:]: getattr(self, n) for n in dir(self)
+                   if n.startswith("opt_")}
+        readers[None] = self.entry
+        return readers
 
-    def fallthrough(self, c):
+    def opt_fallthrough(self, c):
         self.fall = Fallthrough.parse(c.args)
 
-    def fallthrough_unsupported(self, c):
+    def opt_fallthrough_unsupported(self, c):
         """Types other than A, AAAA and PTR go to the next plugin too
         (checked against ``fallthrough`` once the block is read)."""
         c.no_args()
         self.fall_unsupported = True
 
-    def no_reverse(self, c):
+    def opt_no_reverse(self, c):
         """No PTR records from the entries; CoreDNS ignores arguments."""
         self.reverse = False
 
-    def ttl_(self, c):
+    def opt_ttl(self, c):
         """The answers' TTL: Go's Atoi, 1 to 65535 seconds."""
         text = c.between(1, error="ttl needs a time in second")[0]
         self.ttl = c.integer(
             text, lo=1, hi=65535, error=_alone("ttl needs a number of second"),
             range_error=_alone("ttl provided is invalid"))
 
-    def reload_(self, c):
+    def opt_reload(self, c):
         """How often the file is checked for changes; 0 turns it off."""
         text = c.one("reload needs a duration (zero seconds to disable)")
         self.reload = c.duration(

@@ -172,48 +172,28 @@ class _OptionReader:
         self.f, self.o, self.block = f, o, block
 
     def handlers(self):
-        return {
-            "except": self.except_,
-            "max_fails": self.max_fails,
-            "max_connect_attempts": self.max_connect_attempts,
-            "health_check": self.health_check,
-            "force_tcp": self.force_tcp,
-            "prefer_udp": self.prefer_udp,
-            "tls": self.tls,
-            "tls_servername": self.tls_servername,
-            "expire": self.expire,
-            "max_age": self.max_age,
-            "max_idle_conns": self.max_idle_conns,
-            "read_timeout": self.read_timeout,
-            "policy": self.policy,
-            "max_concurrent": self.max_concurrent,
-            "next": self.next,
-            "next_on_nodata": self.next_on_nodata,
-            "failfast_all_unhealthy_upstreams": self.failfast,
-            "failover": self.failover,
-            "source_address": self.source_address,
-            "doh_method": self.doh_method,
-            "resolver": self.resolver,
-        }
+        """Option name -> reader: the ``opt_NAME`` methods."""
+        return {n[4:]: getattr(self, n) for n in dir(self)
+                if n.startswith("opt_")}
 
-    def except_(self, c):
+    def opt_except(self, c):
         """Names under FROM left to the next plugin; the line may repeat,
         each adds to the list."""
         for a in c.between(1):
             self.f.ignored.extend(names.normalize(a))
 
-    def max_fails(self, c):
+    def opt_max_fails(self, c):
         """Failed checks in a row before an upstream is down: a 32-bit
         unsigned number, refused with Go's ParseUint error as CoreDNS
         returns it."""
         self.f.maxfails = c.integer(c.one(), func="ParseUint", bits=32)
 
-    def max_connect_attempts(self, c):
+    def opt_max_connect_attempts(self, c):
         """A cap on the upstreams one query tries (unset: twice their
         number); read like ``max_fails``."""
         self.f.max_attempts = c.integer(c.one(), func="ParseUint", bits=32)
 
-    def health_check(self, c):
+    def opt_health_check(self, c):
         """``health_check DURATION [no_rec] [domain NAME]``: the interval
         resets the probe's name to the root, the flags after it change it.
         """
@@ -244,12 +224,12 @@ class _OptionReader:
         else:
             raise c.error("health_check: unknown option %s" % flag)
 
-    force_tcp = _flag("force_tcp")
-    prefer_udp = _flag("prefer_udp")
-    next_on_nodata = _flag("next_on_nodata")
-    failfast = _flag("failfast")
+    opt_force_tcp = _flag("force_tcp")
+    opt_prefer_udp = _flag("prefer_udp")
+    opt_next_on_nodata = _flag("next_on_nodata")
+    opt_failfast_all_unhealthy_upstreams = _flag("failfast")
 
-    def tls(self, c):
+    def opt_tls(self, c):
         """``tls [CERT KEY] [CA]``, paths relative to the root; the files
         must exist now (they are read once the upstreams are known)."""
         self.o.tls_args = [self.block.path(a) for a in c.between(0, 3)]
@@ -257,14 +237,14 @@ class _OptionReader:
             if not os.path.exists(a):
                 raise c.error("open %s: no such file or directory" % a)
 
-    def tls_servername(self, c):
+    def opt_tls_servername(self, c):
         self.o.servername = c.one()
 
-    def expire(self, c):
+    def opt_expire(self, c):
         """How long an unused connection to an upstream is kept."""
         self.o.expire = self._not_negative(c)
 
-    def max_age(self, c):
+    def opt_max_age(self, c):
         """The longest any connection lives, used or not (checked against
         ``expire`` once the block is read)."""
         self.o.max_age = self._not_negative(c)
@@ -278,11 +258,11 @@ class _OptionReader:
             raise c.error("%s can't be negative: %s" % (c.name, _godur(dur)))
         return dur
 
-    def max_idle_conns(self, c):
+    def opt_max_idle_conns(self, c):
         self.o.max_idle = c.integer(
             c.one(), lo=0, range_error="max_idle_conns can't be negative: %d")
 
-    def read_timeout(self, c):
+    def opt_read_timeout(self, c):
         """How long to wait for an upstream's answer; zero would fail
         every query, so CoreDNS wants it positive."""
         dur = c.duration(c.one())
@@ -290,38 +270,38 @@ class _OptionReader:
             raise c.error("read_timeout must be positive: %s" % _godur(dur))
         self.o.read_timeout = dur
 
-    def policy(self, c):
+    def opt_policy(self, c):
         """How upstreams are ordered per query; CoreDNS reads the first
         argument only."""
         self.f.policy = c.choice(c.between(1)[0], POLICIES,
                                  "unknown policy '%s'")
 
-    def max_concurrent(self, c):
+    def opt_max_concurrent(self, c):
         self.f.max_concurrent = c.integer(
             c.one(), lo=0, range_error="max_concurrent can't be negative: %d")
 
-    def next(self, c):
+    def opt_next(self, c):
         """Rcodes after which the next plugin is tried; lines add up."""
         self.f.next_rcodes = self.f.next_rcodes + _rcodes(c, c.between(1))
 
-    def failover(self, c):
+    def opt_failover(self, c):
         """Rcodes after which the next upstream is tried (never NOERROR:
         that would retry every answer); lines add up."""
         self.f.failover_rcodes = self.f.failover_rcodes + _rcodes(
             c, c.between(1), failover=True)
 
-    def source_address(self, c):
+    def opt_source_address(self, c):
         """The local address queries leave from, read as Go's ParseIP (an
         IPv4-mapped address binds as the IPv4 one)."""
         self.o.source = str(c.ip(c.one()))
 
-    def doh_method(self, c):
+    def opt_doh_method(self, c):
         method = c.one()
         if method not in ("GET", "POST"):
             raise c.error("doh_method must be either POST or GET")
         self.o.doh_method = method
 
-    def resolver(self, c):
+    def opt_resolver(self, c):
         """Where host names in TO are looked up (instead of the system)."""
         self.o.resolvers = [_resolver(c, a) for a in c.between(1)]
 

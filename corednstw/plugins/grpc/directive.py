@@ -48,31 +48,27 @@ class _OptionReader:
         self.tls_args = None
 
     def handlers(self):
-        return {
-            "except": self.except_,
-            "tls": self.tls,
-            "tls_servername": self.tls_servername,
-            "policy": self.policy,
-            "fallthrough": self.fallthrough,
-        }
+        """Option name -> reader: the ``opt_NAME`` methods."""
+        return {n[4:]: getattr(self, n) for n in dir(self)
+                if n.startswith("opt_")}
 
-    def except_(self, c):
+    def opt_except(self, c):
         """Names under FROM left to the next plugin (the last line wins,
         as in CoreDNS)."""
         self.g.ignored = [z for a in c.between(1)
                           for z in names.normalize(a)]
 
-    def tls(self, c):
+    def opt_tls(self, c):
         """``tls [CERT KEY] [CA]``, paths relative to the root."""
         self.tls_args = [self.block.path(a) for a in c.between(0, 3)]
 
-    def tls_servername(self, c):
+    def opt_tls_servername(self, c):
         self.g.servername = c.one()
 
-    def policy(self, c):
+    def opt_policy(self, c):
         self.g.policy = c.choice(c.one(), POLICIES, "unknown policy '%s'")
 
-    def fallthrough(self, c):
+    def opt_fallthrough(self, c):
         self.g.fall = Fallthrough.parse(c.args)
 
 

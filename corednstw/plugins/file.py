@@ -12,6 +12,7 @@ rules).
 """
 
 import os
+from types import SimpleNamespace
 
 from twisted.internet import task, threads
 
@@ -142,43 +143,43 @@ def load(path, origin, by_mtime=False):
     return data
 
 
-def setup(d, block):
-    if not d.args:
-        raise d.arg_error()
-    path = block.path(d.args[0])
-    origins = zones_from_args(d.args[1:], block)
-    reload = DEFAULT_RELOAD
-    by_mtime = False
-    fall = None
-    for c in d.children:
-        if c.name == "fallthrough":
-            fall = Fallthrough.parse(c.args)
-        elif c.name == "reload":
-            reload = authority.reload_option(c)
-        elif c.name == "reload_by_mtime":
-            by_mtime = True
-        elif c.name == "upstream":
-            pass        # accepted and ignored, as CoreDNS does
-        else:
-            raise c.error("unknown property '%s'" % c.name)
+def _options(d):
+    """The block's options: how often the file is re-read, whether by
+    modification time, and the fallthrough zones (None: unchanged, for a
+    second ``file`` line adding to the block's plugin)."""
+    o = SimpleNamespace(reload=DEFAULT_RELOAD, by_mtime=False, fall=None)
+    d.read_options({
+        "fallthrough": lambda c: setattr(o, "fall",
+                                         Fallthrough.parse(c.args)),
+        "reload": lambda c: setattr(o, "reload",
+                                    authority.reload_option(c)),
+        "reload_by_mtime": lambda c: setattr(o, "by_mtime", True),
+        "upstream": lambda c: None,     # accepted and ignored, as CoreDNS
+    })
+    return o
 
+
+def setup(d, block):
+    path = block.path(d.between(1)[0])
+    origins = zones_from_args(d.args[1:], block)
+    o = _options(d)
     existing = block.plugin("file")
     plugin = existing if existing is not None else File()
-    if fall is not None:
-        plugin.fall = fall
+    if o.fall is not None:
+        plugin.fall = o.fall
     open_error = None
     for origin in origins:
         data = None
         try:
-            data = load(path, origin, by_mtime)
+            data = load(path, origin, o.by_mtime)
         except authority.ZoneError as e:
             raise d.error(str(e)) from e
         except OSError as e:
             open_error = e
-        plugin.add(ZoneFile(origin, path, reload, by_mtime), data)
+        plugin.add(ZoneFile(origin, path, o.reload, o.by_mtime), data)
     if open_error is not None:
-        if reload == 0:
+        if o.reload == 0:
             raise d.error(_oserr(open_error))
         logger.warning("file", 'Failed to open "%s": trying again in %s' % (
-            _oserr(open_error), format_duration(reload)))
+            _oserr(open_error), format_duration(o.reload)))
     return None if existing is not None else plugin

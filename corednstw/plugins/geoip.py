@@ -219,14 +219,13 @@ _ASN_LABELS = (
 
 
 def setup(d, block):
-    if len(d.args) != 1:
-        raise d.arg_error()
-    edns0 = False
-    for c in d.children:
-        if c.name != "edns-subnet":
-            raise c.error('unknown property "%s"' % c.name)
-        edns0 = True
-    path = block.path(d.args[0])
+    db = d.exactly(1)[0]
+    # The one option, ``edns-subnet``, takes no value (CoreDNS reads no
+    # argument of it): look up the ECS address rather than the client's.
+    d.read_options({"edns-subnet": lambda c: None},
+                   unknown='unknown property "%s"')
+    edns0 = bool(d.children)
+    path = block.path(db)
     try:
         reader, provides = open_database(path)
     except DatabaseError as e:

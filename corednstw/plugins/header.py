@@ -102,17 +102,21 @@ def _rule_line(c):
     return selector, (c.args[0] if c.args else ""), c.args[1:]
 
 
+def _read_rule(c, rules):
+    """One rule line into ``rules`` (selector -> [(bit, state)])."""
+    selector, action, flags = _rule_line(c)
+    try:
+        rules[selector].extend(new_rules(action, flags))
+    except ValueError as e:
+        raise c.error("setting up rule: %s" % e) from e
+
+
 def setup(d, block):
-    if d.args:
+    d.no_args()
+    rules = {"query": [], "response": []}
+    # Every line is a rule; its selector is checked without regard to
+    # case, so the lines are not told apart by read_options' names.
+    d.read_options({None: lambda c: _read_rule(c, rules)}, unknown=None)
+    if not rules["query"] and not rules["response"]:
         raise d.arg_error()
-    query, response = [], []
-    for c in d.children:
-        selector, action, flags = _rule_line(c)
-        try:
-            rules = new_rules(action, flags)
-        except ValueError as e:
-            raise c.error("setting up rule: %s" % e) from e
-        (response if selector == "response" else query).extend(rules)
-    if not query and not response:
-        raise d.arg_error()
-    return Header(query, response)
+    return Header(rules["query"], rules["response"])

@@ -11,11 +11,13 @@ coredns_health_request_failures_total.  The request goes through the
 reactor like any client's, so a slow answer means a busy reactor.
 """
 
+from types import SimpleNamespace
+
 from twisted.internet import task
 from zope.interface import implementer
 
 from corednstw.core import logger, metrics
-from corednstw.core.durations import format_duration, parse_duration
+from corednstw.core.durations import format_duration
 from corednstw.core.interfaces import IHTTPEndpointOwner, ILameduck
 from corednstw.core.plugin import Plugin
 from corednstw.service import httpd
@@ -139,17 +141,30 @@ def _ok():
     return 200, "OK"
 
 
+def _alone(msg):
+    """A reader's error format that prints ``msg`` alone: the readers
+    give their formats Go's error text, which this error leaves out."""
+    return msg.replace("%", "%%") + "%.0s"
+
+
+def _lameduck(d, c):
+    """How long a stopping server keeps answering (a bare number counts
+    as seconds).  A bad value is reported at the ``health`` line, as its
+    unknown properties are (``_unknown``)."""
+    text = c.one()
+    return d.duration(text, strict=False, error=_alone(
+        "unable to parse lameduck duration value: '%s'" % text))
+
+
+def _unknown(d, c):
+    raise d.error("unknown property '%s'" % c.name)
+
+
 def setup(d, block):
     address = httpd.address_arg(d, DEFAULT_ADDRESS, children=True)
-    lameduck = 0.0
-    for c in d.children:
-        if c.name != "lameduck":
-            raise d.error("unknown property '%s'" % c.name)
-        if len(c.args) != 1:
-            raise c.arg_error()
-        try:
-            lameduck = parse_duration(c.args[0])
-        except ValueError as e:
-            raise d.error("unable to parse lameduck duration value: '%s'"
-                          % c.args[0]) from e
-    return Health(address, lameduck)
+    o = SimpleNamespace(lameduck=0.0)
+    d.read_options({
+        "lameduck": lambda c: setattr(o, "lameduck", _lameduck(d, c)),
+        None: lambda c: _unknown(d, c),
+    }, unknown=None)
+    return Health(address, o.lameduck)

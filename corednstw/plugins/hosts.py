@@ -20,7 +20,6 @@ What CoreDNS does and we follow:
   and make no PTR records.
 """
 
-import ipaddress
 import os
 import stat
 
@@ -28,7 +27,7 @@ from twisted.internet import task, threads
 
 from corednstw.core import dnswire as w
 from corednstw.core import logger, metrics
-from corednstw.core.durations import parse_duration
+from corednstw.core.goparse import parse_ip
 from corednstw.core.plugin import Fallthrough, Plugin, match, zones_from_args
 from corednstw.core.request import Response
 
@@ -46,21 +45,6 @@ RELOAD_TIMESTAMP = metrics.gauge(
 
 
 # -- parsing ------------------------------------------------------------------
-
-def parse_ip(text):
-    """An ipaddress object for a hosts-file address (IPv6 zone dropped;
-    IPv4-mapped IPv6 counts as IPv4, as Go's To4 does), or None."""
-    i = text.find("%")
-    if i >= 0:
-        text = text[:i]
-    try:
-        ip = ipaddress.ip_address(text)
-    except ValueError:
-        return None
-    if ip.version == 6 and ip.ipv4_mapped is not None:
-        return ip.ipv4_mapped
-    return ip
-
 
 class HostsMap:
     """Entries of one source (the file or the inline lines).
@@ -98,7 +82,7 @@ def parse(lines, origins, reverse=True):
         fields = line.split()
         if not fields:
             continue
-        ip = parse_ip(fields[0]) if len(fields) >= 2 else None
+        ip = parse_ip(fields[0], zone=True) if len(fields) >= 2 else None
         if ip is None:
             hmap.skipped.append((num, raw.strip()))
             continue
@@ -339,47 +323,71 @@ def setup(d, block):
             if stat.S_ISDIR(st.st_mode):
                 logger.warning(NAME, 'Hosts file "%s" is a directory' % path)
     zones = zones_from_args(args, block)
-    ttl = DEFAULT_TTL
-    reverse = True
-    reload = DEFAULT_RELOAD
-    fall = Fallthrough()
-    fall_unsupported = False
-    inline = []
-    for c in d.children:
-        if c.name == "fallthrough":
-            fall = Fallthrough.parse(c.args)
-        elif c.name == "fallthrough_unsupported":
-            if c.args:
-                raise c.arg_error()
-            fall_unsupported = True
-        elif c.name == "no_reverse":
-            reverse = False
-        elif c.name == "ttl":
-            if not c.args:
-                raise c.error("ttl needs a time in second")
-            try:
-                ttl = int(c.args[0])
-            except ValueError as e:
-                raise c.error("ttl needs a number of second") from e
-            if ttl <= 0 or ttl > 65535:
-                raise c.error("ttl provided is invalid")
-        elif c.name == "reload":
-            if len(c.args) != 1:
-                raise c.error("reload needs a duration (zero seconds to "
-                              "disable)")
-            try:
-                reload = parse_duration(c.args[0], strict=True)
-            except ValueError as e:
-                raise c.error("invalid duration for reload '%s'"
-                              % c.args[0]) from e
-            if reload < 0:
-                raise c.error("invalid negative duration for reload '%s'"
-                              % c.args[0])
-        elif not fall:
-            inline.append(" ".join([c.name] + list(c.args)))
-        else:
-            raise c.error("unknown property '%s'" % c.name)
-    if fall_unsupported and not fall:
+    o = _OptionReader()
+    d.read_options(o.handlers(), unknown=None)
+    if o.fall_unsupported and not o.fall:
         raise d.error("fallthrough_unsupported requires fallthrough")
-    return Hosts(path, zones, inline, ttl, reverse, reload, fall,
-                 fall_unsupported)
+    return Hosts(path, zones, o.inline, o.ttl, o.reverse, o.reload, o.fall,
+                 o.fall_unsupported)
+
+
+def _alone(msg):
+    """A reader's error format that prints ``msg`` alone: the readers
+    give their formats Go's error text or the value, and CoreDNS words
+    these hosts errors without either."""
+    return msg.replace("%", "%%") + "%.0s"
+
+
+class _OptionReader:
+    """hosts's block options, one method per option line; a line that
+    is no option is an inline hosts entry (until ``fallthrough``, after
+    which it is CoreDNS's unknown property)."""
+
+    def __init__(self):
+        self.ttl = DEFAULT_TTL
+        self.reverse = True
+        self.reload = DEFAULT_RELOAD
+        self.fall = Fallthrough()
+        self.fall_unsupported = False
+        self.inline = []
+
+    def handlers(self):
+        """Option name -> reader: the ``opt_NAME`` methods, and ``entry``
+        for any other line."""
+        readers = {n[4:]: getattr(self, n) for n in dir(self)
+                   if n.startswith("opt_")}
+        readers[None] = self.entry
+        return readers
+
+    def opt_fallthrough(self, c):
+        self.fall = Fallthrough.parse(c.args)
+
+    def opt_fallthrough_unsupported(self, c):
+        """Types other than A, AAAA and PTR go to the next plugin too
+        (checked against ``fallthrough`` once the block is read)."""
+        c.no_args()
+        self.fall_unsupported = True
+
+    def opt_no_reverse(self, c):
+        """No PTR records from the entries; CoreDNS ignores arguments."""
+        self.reverse = False
+
+    def opt_ttl(self, c):
+        """The answers' TTL: Go's Atoi, 1 to 65535 seconds."""
+        text = c.between(1, error="ttl needs a time in second")[0]
+        self.ttl = c.integer(
+            text, lo=1, hi=65535, error=_alone("ttl needs a number of second"),
+            range_error=_alone("ttl provided is invalid"))
+
+    def opt_reload(self, c):
+        """How often the file is checked for changes; 0 turns it off."""
+        text = c.one("reload needs a duration (zero seconds to disable)")
+        self.reload = c.duration(
+            text, error=_alone("invalid duration for reload '%s'" % text),
+            lo=0, range_error="invalid negative duration for reload '%s'")
+
+    def entry(self, c):
+        """An inline ``ADDRESS NAME...`` line."""
+        if self.fall:
+            raise c.error("unknown property '%s'" % c.name)
+        self.inline.append(" ".join([c.name] + list(c.args)))

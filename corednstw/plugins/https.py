@@ -6,6 +6,11 @@ that many are open.  Stored in ``block.settings["https"]``.
 """
 
 from corednstw.core.plugin import Plugin
+from corednstw.plugins.quic import options
+
+#: Read as quic's (and https3's, grpc_server's) listener options are,
+#: with the same words as CoreDNS.
+OPTIONS = ("max_connections",)
 
 
 class HTTPS(Plugin):
@@ -17,31 +22,6 @@ class HTTPS(Plugin):
 
 
 def setup(d, block):
-    if d.args:
-        raise d.arg_error()
-    values = {}
-    for c in d.children:
-        if c.name != "max_connections":
-            raise c.error("unknown property '%s'" % c.name)
-        if len(c.args) != 1:
-            raise c.arg_error()
-        try:
-            n = int(c.args[0])
-        except ValueError as e:
-            raise c.error("invalid max_connections value '%s': "
-                          "strconv.Atoi: parsing %s: invalid syntax"
-                          % (c.args[0], _quote(c.args[0]))) from e
-        if n < 0:
-            raise c.error("max_connections must be a non-negative integer: "
-                          "%d" % n)
-        if "max_connections" in values:
-            raise c.error("max_connections already defined for this server "
-                          "block")
-        values["max_connections"] = n
+    values = options(d, OPTIONS, zero=True)
     block.settings["https"] = values
     return HTTPS(values)
-
-
-def _quote(s):
-    """Go's %q of a plain string."""
-    return '"%s"' % s.replace("\\", "\\\\").replace('"', '\\"')

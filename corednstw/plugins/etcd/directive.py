@@ -14,6 +14,7 @@
 CoreDNS.  Certificates are read here, so a bad file fails the setup.
 """
 
+import functools
 from urllib.parse import urlparse
 
 from corednstw.core.durations import parse_duration
@@ -29,17 +30,15 @@ _TTL_FORMAT = ("invalid TTL format, use format like '30', '30s', '5m', "
 def setup(d, block):
     o = Options()
     o.zones = zones_from_args(d.args, block)
-    for c in d.children:
-        handler = _OPTIONS.get(c.name)
-        if handler is None:
-            raise c.error("unknown property '%s'" % c.name)
-        handler(c, o, block)
+    d.read_options({name: functools.partial(read, o=o, block=block)
+                    for name, read in _OPTIONS.items()})
     return Etcd(o)
 
 
 def _one_arg(c):
     """The single argument CoreDNS reads with NextArg; a second one on
-    the line would be read as the next property."""
+    the line would be read as the next property (hence not ``c.one()``,
+    whose error is the argument count)."""
     if not c.args:
         raise c.arg_error()
     if len(c.args) > 1:
@@ -48,7 +47,7 @@ def _one_arg(c):
 
 
 def _ignore(c, o, block):
-    pass
+    """Options CoreDNS still accepts but no longer acts on."""
 
 
 def _fallthrough(c, o, block):
@@ -60,31 +59,31 @@ def _path(c, o, block):
 
 
 def _endpoint(c, o, block):
-    if not c.args:
-        raise c.arg_error()
-    for e in c.args:
+    """One or more etcd URLs; a bare host:port means http://."""
+    urls = []
+    for e in c.between(1):
         url = e if "://" in e else "http://" + e
         p = urlparse(url)
         if p.scheme not in ("http", "https") or not p.hostname:
             raise c.error("endpoint %s: only http:// and https:// "
                           "endpoints are supported" % e)
-    o.endpoints = [e if "://" in e else "http://" + e for e in c.args]
+        urls.append(url)
+    o.endpoints = urls
 
 
 def _credentials(c, o, block):
-    if not c.args:
-        raise c.arg_error()
-    if len(c.args) != 2:
-        raise c.error("credentials requires 2 arguments, username and "
-                      "password")
-    o.username, o.password = c.args
+    """Username and password; none at all is CoreDNS's argument-count
+    error, any other count its own words."""
+    c.between(1)
+    o.username, o.password = c.exactly(
+        2, "credentials requires 2 arguments, username and password")
 
 
 def _tls(c, o, block):
-    args = [block.path(a) for a in c.args]
-    if len(args) > 3:
-        raise c.error("maximum of three arguments allowed for TLS config, "
-                      "found %d" % len(args))
+    """``tls [CERT KEY] [CA]``, read now so that a bad file fails the
+    setup."""
+    many = "maximum of three arguments allowed for TLS config, found %d"
+    args = [block.path(a) for a in c.between(0, 3, many % len(c.args))]
     try:
         trust, client = load_client_tls(args)
     except Exception as e:
@@ -93,6 +92,8 @@ def _tls(c, o, block):
 
 
 def _lease_ttl(attr):
+    """The reader of a lease bound: CoreDNS's own TTL syntax (a bare
+    number is seconds), so not ``c.duration``."""
     def handler(c, o, block):
         text = _one_arg(c)
         try:

@@ -12,6 +12,7 @@ synchronous.
 from twisted.internet import defer
 
 from corednstw.core import dnswire as w
+from corednstw.core.goparse import parse_ip
 from corednstw.core.names import fqdn, is_subdomain
 from corednstw.plugins.etcd import records as rec
 
@@ -254,7 +255,7 @@ def _target_addresses(q, target, lookups, extra):
 
 def cname(q, name, owner):
     services = q.services(name, exact=True)
-    if services and rec.parse_ip(services[0].host) is None:
+    if services and parse_ip(services[0].host) is None:
         return [rec.cname(services[0], owner, services[0].host)]
     return []
 
@@ -263,7 +264,7 @@ def ptr(q, name, owner):
     records = []
     seen = set()
     for serv in q.services(name, exact=True):
-        if rec.parse_ip(serv.host) is None and serv.host not in seen:
+        if parse_ip(serv.host) is None and serv.host not in seen:
             seen.add(serv.host)
             records.append(rec.ptr(serv, owner, serv.host))
     return records

@@ -17,10 +17,10 @@ Keys are domain names with the labels reversed under the prefix:
 ``/skydns/local/skydns/staging/service`` and everything below it.
 """
 
-import ipaddress
 import json
 
 from corednstw.core import dnswire as w
+from corednstw.core.goparse import parse_ip
 from corednstw.core.names import fqdn
 
 DEFAULT_PRIORITY = 10
@@ -83,20 +83,6 @@ class Service:
 
 class FormatError(Exception):
     """A value that is not a SkyDNS message."""
-
-
-def parse_ip(text):
-    """An IPv4 or IPv6 address as Go's net.ParseIP reads it (no zone,
-    IPv4-mapped IPv6 counting as IPv4), or None."""
-    if not text or "%" in text:
-        return None
-    try:
-        ip = ipaddress.ip_address(text)
-    except ValueError:
-        return None
-    if ip.version == 6 and ip.ipv4_mapped is not None:
-        return ip.ipv4_mapped
-    return ip
 
 
 def decode(key, value, lease=0):

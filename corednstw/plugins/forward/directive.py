@@ -11,7 +11,7 @@ import os
 
 from corednstw.core import dnswire as w
 from corednstw.core import logger, names
-from corednstw.core.durations import format_duration, parse_duration
+from corednstw.core.durations import format_duration
 from corednstw.engines.upstream import (
     DEFAULT_EXPIRE,
     DEFAULT_READ_TIMEOUT,
@@ -24,14 +24,13 @@ from corednstw.plugins.forward.resolve import dedup
 
 MAX_UPSTREAMS = 15
 DEFAULT_PORTS = {"dns": 53, "tls": 853, "https": 443}
+POLICIES = ("random", "round_robin", "sequential")
 
 
 def setup(d, block):
     """The Forward of one ``forward FROM TO... { options }`` directive."""
     f = Forward()
-    args = list(d.args)
-    if len(args) < 2:
-        raise d.arg_error()
+    args = d.between(2)
     zs = names.normalize(args[0])
     if not zs:
         raise d.error("unable to normalize '%s'" % args[0])
@@ -41,8 +40,7 @@ def setup(d, block):
                        % (args[0], zs[0]))
     f.from_ = zs[0]
     opts = _Options()
-    for c in d.children:
-        _parse_option(d, c, f, opts, block)
+    d.read_options(_OptionReader(f, opts, block).handlers())
     if opts.max_age and opts.max_age < opts.expire:
         raise d.error("max_age (%s) must not be less than expire (%s)"
                       % (format_duration(opts.max_age),
@@ -142,32 +140,6 @@ def _godur(seconds):
     return format_duration(seconds)
 
 
-def _duration(d, c, text, what):
-    try:
-        return parse_duration(text, strict=True)
-    except ValueError as e:
-        raise c.error(str(e)) from e
-
-
-def _uint(c, text):
-    try:
-        n = int(text, 10)
-    except ValueError as e:
-        raise c.error('strconv.ParseUint: parsing "%s": invalid syntax'
-                      % text) from e
-    if n < 0 or n >= 1 << 32:
-        raise c.error('strconv.ParseUint: parsing "%s": invalid syntax' % text)
-    return n
-
-
-def _int(c, text):
-    try:
-        return int(text, 10)
-    except ValueError as e:
-        raise c.error('strconv.Atoi: parsing "%s": invalid syntax'
-                      % text) from e
-
-
 def _rcodes(c, args, failover=False):
     out = []
     for a in args:
@@ -181,129 +153,157 @@ def _rcodes(c, args, failover=False):
     return tuple(out)
 
 
-def _parse_option(d, c, f, o, block):
-    name, args = c.name, list(c.args)
+def _flag(attr):
+    """The reader of an option without arguments that turns the
+    Forward's ``attr`` on."""
+    def read(self, c):
+        c.no_args()
+        setattr(self.f, attr, True)
+    return read
 
-    def want(n):
-        if len(args) != n:
-            raise c.arg_error()
 
-    if name == "except":
-        if not args:
-            raise c.arg_error()
-        for a in args:
-            f.ignored.extend(names.normalize(a))
-    elif name == "max_fails":
-        want(1)
-        f.maxfails = _uint(c, args[0])
-    elif name == "max_connect_attempts":
-        want(1)
-        f.max_attempts = _uint(c, args[0])
-    elif name == "health_check":
-        if not args:
-            raise c.arg_error()
-        dur = _duration(d, c, args[0], name)
+class _OptionReader:
+    """forward's block options, one method per option line, read into
+    the Forward ``f`` and the upstreams' options ``o``.  The checks and
+    their words are CoreDNS's parseBlock; split per option so that each
+    one's rule reads on its own."""
+
+    def __init__(self, f, o, block):
+        self.f, self.o, self.block = f, o, block
+
+    def handlers(self):
+        """Option name -> reader: the ``opt_NAME`` methods."""
+        return {n[4:]: getattr(self, n) for n in dir(self)
+                if n.startswith("opt_")}
+
+    def opt_except(self, c):
+        """Names under FROM left to the next plugin; the line may repeat,
+        each adds to the list."""
+        for a in c.between(1):
+            self.f.ignored.extend(names.normalize(a))
+
+    def opt_max_fails(self, c):
+        """Failed checks in a row before an upstream is down: a 32-bit
+        unsigned number, refused with Go's ParseUint error as CoreDNS
+        returns it."""
+        self.f.maxfails = c.integer(c.one(), func="ParseUint", bits=32)
+
+    def opt_max_connect_attempts(self, c):
+        """A cap on the upstreams one query tries (unset: twice their
+        number); read like ``max_fails``."""
+        self.f.max_attempts = c.integer(c.one(), func="ParseUint", bits=32)
+
+    def opt_health_check(self, c):
+        """``health_check DURATION [no_rec] [domain NAME]``: the interval
+        resets the probe's name to the root, the flags after it change it.
+        """
+        args = c.between(1)
+        dur = c.duration(args[0])
         if dur < 0:
             # Go prints the duration as nanoseconds here (%d).
             raise c.error("health_check can't be negative: %d"
                           % round(dur * 1e9))
-        o.hc_interval = dur
-        o.hc_domain = "."
+        self.o.hc_interval = dur
+        self.o.hc_domain = "."
         rest = args[1:]
         while rest:
-            opt = rest.pop(0)
-            if opt == "no_rec":
-                o.hc_rd = False
-            elif opt == "domain":
-                if not rest:
-                    raise c.arg_error()
-                dom = rest.pop(0)
-                if not names.is_domain_name(dom):
-                    raise c.error("health_check: invalid domain name %s"
-                                  % dom)
-                o.hc_domain = names.normalize_name(dom)
-            else:
-                raise c.error("health_check: unknown option %s" % opt)
-    elif name == "force_tcp":
-        want(0)
-        f.force_tcp = True
-    elif name == "prefer_udp":
-        want(0)
-        f.prefer_udp = True
-    elif name == "tls":
-        if len(args) > 3:
-            raise c.arg_error()
-        o.tls_args = [block.path(a) for a in args]
-        for a in o.tls_args:
+            self._health_check_flag(c, rest.pop(0), rest)
+
+    def _health_check_flag(self, c, flag, rest):
+        """One flag after the interval (``domain`` takes the next token
+        from ``rest``)."""
+        if flag == "no_rec":
+            self.o.hc_rd = False
+        elif flag == "domain":
+            if not rest:
+                raise c.arg_error()
+            dom = rest.pop(0)
+            if not names.is_domain_name(dom):
+                raise c.error("health_check: invalid domain name %s" % dom)
+            self.o.hc_domain = names.normalize_name(dom)
+        else:
+            raise c.error("health_check: unknown option %s" % flag)
+
+    opt_force_tcp = _flag("force_tcp")
+    opt_prefer_udp = _flag("prefer_udp")
+    opt_next_on_nodata = _flag("next_on_nodata")
+    opt_failfast_all_unhealthy_upstreams = _flag("failfast")
+
+    def opt_tls(self, c):
+        """``tls [CERT KEY] [CA]``, paths relative to the root; the files
+        must exist now (they are read once the upstreams are known)."""
+        self.o.tls_args = [self.block.path(a) for a in c.between(0, 3)]
+        for a in self.o.tls_args:
             if not os.path.exists(a):
                 raise c.error("open %s: no such file or directory" % a)
-    elif name == "tls_servername":
-        want(1)
-        o.servername = args[0]
-    elif name in ("expire", "max_age"):
-        want(1)
-        dur = _duration(d, c, args[0], name)
+
+    def opt_tls_servername(self, c):
+        self.o.servername = c.one()
+
+    def opt_expire(self, c):
+        """How long an unused connection to an upstream is kept."""
+        self.o.expire = self._not_negative(c)
+
+    def opt_max_age(self, c):
+        """The longest any connection lives, used or not (checked against
+        ``expire`` once the block is read)."""
+        self.o.max_age = self._not_negative(c)
+
+    @staticmethod
+    def _not_negative(c):
+        """A duration of zero or more; a negative one is refused printed
+        as Go prints it, which may differ from what was written."""
+        dur = c.duration(c.one())
         if dur < 0:
-            raise c.error("%s can't be negative: %s" % (name, _godur(dur)))
-        setattr(o, name, dur)
-    elif name == "max_idle_conns":
-        want(1)
-        n = _int(c, args[0])
-        if n < 0:
-            raise c.error("max_idle_conns can't be negative: %d" % n)
-        o.max_idle = n
-    elif name == "read_timeout":
-        want(1)
-        dur = _duration(d, c, args[0], name)
+            raise c.error("%s can't be negative: %s" % (c.name, _godur(dur)))
+        return dur
+
+    def opt_max_idle_conns(self, c):
+        self.o.max_idle = c.integer(
+            c.one(), lo=0, range_error="max_idle_conns can't be negative: %d")
+
+    def opt_read_timeout(self, c):
+        """How long to wait for an upstream's answer; zero would fail
+        every query, so CoreDNS wants it positive."""
+        dur = c.duration(c.one())
         if dur <= 0:
-            raise c.error("read_timeout must be positive: %s"
-                          % _godur(dur))
-        o.read_timeout = dur
-    elif name == "policy":
-        if not args:
-            raise c.arg_error()
-        if args[0] not in ("random", "round_robin", "sequential"):
-            raise c.error("unknown policy '%s'" % args[0])
-        f.policy = args[0]
-    elif name == "max_concurrent":
-        want(1)
-        n = _int(c, args[0])
-        if n < 0:
-            raise c.error("max_concurrent can't be negative: %d" % n)
-        f.max_concurrent = n
-    elif name == "next":
-        if not args:
-            raise c.arg_error()
-        f.next_rcodes = f.next_rcodes + _rcodes(c, args)
-    elif name == "next_on_nodata":
-        want(0)
-        f.next_on_nodata = True
-    elif name == "failfast_all_unhealthy_upstreams":
-        want(0)
-        f.failfast = True
-    elif name == "failover":
-        if not args:
-            raise c.arg_error()
-        f.failover_rcodes = f.failover_rcodes + _rcodes(c, args, True)
-    elif name == "source_address":
-        want(1)
-        try:
-            ip = ipaddress.ip_address(args[0])
-            # An IPv4-mapped address binds as the IPv4 address (Go's net.IP).
-            o.source = str(getattr(ip, "ipv4_mapped", None) or ip)
-        except ValueError as e:
-            raise c.error("invalid IP address: %s" % args[0]) from e
-    elif name == "doh_method":
-        want(1)
-        if args[0] not in ("GET", "POST"):
+            raise c.error("read_timeout must be positive: %s" % _godur(dur))
+        self.o.read_timeout = dur
+
+    def opt_policy(self, c):
+        """How upstreams are ordered per query; CoreDNS reads the first
+        argument only."""
+        self.f.policy = c.choice(c.between(1)[0], POLICIES,
+                                 "unknown policy '%s'")
+
+    def opt_max_concurrent(self, c):
+        self.f.max_concurrent = c.integer(
+            c.one(), lo=0, range_error="max_concurrent can't be negative: %d")
+
+    def opt_next(self, c):
+        """Rcodes after which the next plugin is tried; lines add up."""
+        self.f.next_rcodes = self.f.next_rcodes + _rcodes(c, c.between(1))
+
+    def opt_failover(self, c):
+        """Rcodes after which the next upstream is tried (never NOERROR:
+        that would retry every answer); lines add up."""
+        self.f.failover_rcodes = self.f.failover_rcodes + _rcodes(
+            c, c.between(1), failover=True)
+
+    def opt_source_address(self, c):
+        """The local address queries leave from, read as Go's ParseIP (an
+        IPv4-mapped address binds as the IPv4 one)."""
+        self.o.source = str(c.ip(c.one()))
+
+    def opt_doh_method(self, c):
+        method = c.one()
+        if method not in ("GET", "POST"):
             raise c.error("doh_method must be either POST or GET")
-        o.doh_method = args[0]
-    elif name == "resolver":
-        if not args:
-            raise c.arg_error()
-        o.resolvers = [_resolver(c, a) for a in args]
-    else:
-        raise c.error("unknown property '%s'" % name)
+        self.o.doh_method = method
+
+    def opt_resolver(self, c):
+        """Where host names in TO are looked up (instead of the system)."""
+        self.o.resolvers = [_resolver(c, a) for a in c.between(1)]
 
 
 def _resolver(c, arg):

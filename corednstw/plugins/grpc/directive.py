@@ -6,6 +6,7 @@ import os
 from corednstw.core import names
 from corednstw.core.plugin import Fallthrough
 from corednstw.plugins.forward.directive import (
+    POLICIES,
     _is_ip,
     _resolv_conf,
     _split_host_port,
@@ -13,52 +14,62 @@ from corednstw.plugins.forward.directive import (
 from corednstw.plugins.grpc.plugin import GRPC
 
 MAX_UPSTREAMS = 15
-POLICIES = ("random", "round_robin", "sequential")
 
 
 def setup(d, block):
-    if len(d.args) < 2:
-        raise d.arg_error()
+    args = d.between(2)
     g = GRPC()
-    zs = names.normalize(d.args[0])
+    zs = names.normalize(args[0])
     if not zs:
-        raise d.error("unable to normalize '%s'" % d.args[0])
+        raise d.error("unable to normalize '%s'" % args[0])
     g.from_ = zs[0]
-    for to in d.args[1:]:
+    for to in args[1:]:
         g.to.extend(_parse_to(d, to))
     if len(g.to) > MAX_UPSTREAMS:
         raise d.error("more than %d TOs configured: %d"
                       % (MAX_UPSTREAMS, len(g.to)))
-    tls_args = None
-    for c in d.children:
-        if c.name == "except":
-            if not c.args:
-                raise c.arg_error()
-            g.ignored = [z for a in c.args for z in names.normalize(a)]
-        elif c.name == "tls":
-            if len(c.args) > 3:
-                raise c.arg_error()
-            tls_args = [block.path(a) for a in c.args]
-        elif c.name == "tls_servername":
-            if len(c.args) != 1:
-                raise c.arg_error()
-            g.servername = c.args[0]
-        elif c.name == "policy":
-            if len(c.args) != 1:
-                raise c.arg_error()
-            if c.args[0] not in POLICIES:
-                raise c.error("unknown policy '%s'" % c.args[0])
-            g.policy = c.args[0]
-        elif c.name == "fallthrough":
-            g.fall = Fallthrough.parse(c.args)
-        else:
-            raise c.error("unknown property '%s'" % c.name)
-    if tls_args is not None:
+    reader = _OptionReader(g, block)
+    d.read_options(reader.handlers())
+    if reader.tls_args is not None:
         try:
-            g.credentials = _credentials(tls_args)
+            g.credentials = _credentials(reader.tls_args)
         except (OSError, ValueError) as e:
             raise d.error("could not load TLS files: %s" % e) from e
     return g
+
+
+class _OptionReader:
+    """grpc's block options, one method per option line, read into the
+    GRPC ``g``; the ``tls`` files are kept for the end of the block, when
+    the credentials are made from them."""
+
+    def __init__(self, g, block):
+        self.g, self.block = g, block
+        self.tls_args = None
+
+    def handlers(self):
+        """Option name -> reader: the ``opt_NAME`` methods."""
+        return {n[4:]: getattr(self, n) for n in dir(self)
+                if n.startswith("opt_")}
+
+    def opt_except(self, c):
+        """Names under FROM left to the next plugin (the last line wins,
+        as in CoreDNS)."""
+        self.g.ignored = [z for a in c.between(1)
+                          for z in names.normalize(a)]
+
+    def opt_tls(self, c):
+        """``tls [CERT KEY] [CA]``, paths relative to the root."""
+        self.tls_args = [self.block.path(a) for a in c.between(0, 3)]
+
+    def opt_tls_servername(self, c):
+        self.g.servername = c.one()
+
+    def opt_policy(self, c):
+        self.g.policy = c.choice(c.one(), POLICIES, "unknown policy '%s'")
+
+    def opt_fallthrough(self, c):
+        self.g.fall = Fallthrough.parse(c.args)
 
 
 def _parse_to(d, to):

@@ -75,7 +75,7 @@ class UpstreamFaults(Upstreams, unittest.TestCase):
             "        health_check 50ms\n        max_fails 2\n"
             "        read_timeout 2s\n    }" % (one.addr(), two.addr()))
         proxy = [p for p in self.app.config.plugins()
-                 if p.name == "forward"][0].proxies[0]
+                 if p.name == "forward"][0].upstreams[0]
         replies = yield defer.gatherResults(
             [ask(port, "a%d.example." % i) for i in range(50)])
         self.assertEqual(rcodes(replies), ["NOERROR"])

@@ -220,3 +220,273 @@ class PendingQueriesTest(unittest.TestCase):
         self.assertEqual({dns.message.from_wire(r).rcode() for r in replies},
                          {dns.rcode.NOERROR})
         self.assertEqual(up.count(qtype="A"), total)
+
+
+class _Slowloris(protocol.Protocol):
+    """Sends ``data`` one byte every ``interval`` seconds (a request that
+    never ends: each byte would restart an idle timer) and notes when the
+    server cuts it."""
+
+    def __init__(self, data, interval=0.1):
+        self.data = data
+        self.interval = interval
+        self.sent = 0
+        self.opened = self.closed = None
+        self.timer = None
+
+    def connectionMade(self):
+        self.opened = reactor.seconds()
+        self.drip()
+
+    def drip(self):
+        self.timer = None
+        if self.sent < len(self.data) - 1:
+            self.transport.write(self.data[self.sent:self.sent + 1])
+            self.sent += 1
+            self.timer = reactor.callLater(self.interval, self.drip)
+
+    def connectionLost(self, reason):
+        self.closed = reactor.seconds()
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
+
+
+def h2_bytes(headers, body=b"", end=True, size=None):
+    """What an HTTP/2 client sends for one request on stream 1: the
+    preface, its SETTINGS, HEADERS, then ``body`` as DATA (declared as
+    ``size`` bytes when given: a frame that never ends)."""
+    import h2.config
+    import h2.connection
+    conn = h2.connection.H2Connection(h2.config.H2Configuration(
+        client_side=True, header_encoding=None))
+    conn.initiate_connection()
+    conn.send_headers(1, headers, end_stream=end and not body)
+    out = conn.data_to_send()
+    if size is not None:
+        return out + struct.pack("!I", size)[1:] + b"\x00\x00" + \
+            struct.pack("!I", 1) + body
+    if body:
+        conn.send_data(1, body, end_stream=end)
+    return out + conn.data_to_send()
+
+
+def doh_get_path():
+    import base64
+    q = dns.message.make_query("www.example.org.", "A", id=0).to_wire()
+    return b"/dns-query?dns=" + base64.urlsafe_b64encode(q).rstrip(b"=")
+
+
+class _Listener:
+    """A DoH or gRPC listener with a read timeout of 1 s, and clients of
+    it."""
+
+    READ = 1.0
+
+    @defer.inlineCallbacks
+    def serve(self, scheme, limits, tls=True):
+        util.capture_log(self)
+        self.ca = None
+        text = ""
+        if tls:
+            _, self.ca, cert, key = tlsutil.certs(self)
+            text = "    tls %s %s\n" % (cert, key)
+        self.zones = util.write_files(self, {"db.example.org": ZONE})
+        self.app = yield util.start(
+            self, "%s://.:0 {\n    bind 127.0.0.1\n%s%s"
+                  "    timeouts {\n        read 1s\n        idle 20s\n"
+                  "    }\n    file %s/db.example.org example.org\n}\n"
+                  % (scheme, text, limits, self.zones))
+        [listener] = self.app.listeners.values()
+        self.front = listener.stream
+        self.port = listener.port
+
+    def connect(self, p, alpn=None):
+        factory = protocol.ClientFactory.forProtocol(lambda: p)
+        if self.ca is None:
+            c = reactor.connectTCP("127.0.0.1", self.port, factory)
+        else:
+            c = reactor.connectSSL("127.0.0.1", self.port, factory,
+                                   ssl.CertificateOptions(
+                                       acceptableProtocols=alpn))
+        self.addCleanup(c.disconnect)
+
+
+class SlowlorisTest(_Listener, unittest.TestCase):
+    """Clients hold every connection a DoH or gRPC listener allows and send
+    their requests a byte at a time.  Each request has the read timeout
+    (1 s here) to arrive, whatever bytes come meanwhile: the slow clients
+    are cut at that deadline (before it, every byte restarted the idle
+    timer and they held the listener for good) and a client waiting for
+    a connection gets its answer."""
+
+    SLOTS = 4
+
+    @defer.inlineCallbacks
+    def attack(self, requests, alpn, ask):
+        """``requests``: the bytes of each slow client; ``ask()``: the
+        waiting client's query (a Deferred of the parsed answer)."""
+        lorises = [_Slowloris(r) for r in requests]
+        for p in lorises:
+            self.connect(p, alpn)
+        yield util.wait_for(lambda: self.front.paused
+                            and len(self.front.connections) == self.SLOTS)
+        m = yield ask()
+        self.assertEqual(util.rrs(m),
+                         ["www.example.org. 3600 IN A 192.0.2.2"])
+        yield util.wait_for(lambda: all(p.closed for p in lorises), 15)
+        for p in lorises:
+            # Cut at the deadline, never before; the byte-a-time request
+            # would have taken far longer to arrive.
+            self.assertGreaterEqual(p.closed - p.opened, self.READ - 0.05)
+            self.assertLess(p.sent, len(p.data) - 1)
+
+    def doh(self, http2):
+        import httpx2
+        url = "https://127.0.0.1:%d%s" % (self.port, doh_get_path().decode())
+
+        def run():
+            with httpx2.Client(verify=False, http2=http2, timeout=10) as c:
+                r = c.get(url)
+                r.raise_for_status()
+                return dns.message.from_wire(r.content)
+        from twisted.internet import threads
+        return threads.deferToThread(run)
+
+    @defer.inlineCallbacks
+    def test_doh_http1(self):
+        yield self.serve("https", "    https {\n        max_connections "
+                         "%d\n    }\n" % self.SLOTS)
+        headers = (b"GET " + doh_get_path() + b" HTTP/1.1\r\nHost: x\r\n"
+                   b"X-Pad: " + b"a" * 1000 + b"\r\n\r\n")
+        body = (b"POST /dns-query HTTP/1.1\r\nHost: x\r\nContent-Length: "
+                b"1000\r\n\r\n" + b"\x00" * 1000)
+        yield self.attack([headers, body] * (self.SLOTS // 2),
+                          [b"http/1.1"], lambda: self.doh(False))
+
+    @defer.inlineCallbacks
+    def test_doh_http2(self):
+        yield self.serve("https", "    https {\n        max_connections "
+                         "%d\n    }\n" % self.SLOTS)
+        get = h2_bytes([(b":method", b"GET"), (b":scheme", b"https"),
+                        (b":authority", b"x"), (b":path", doh_get_path())])
+        post = h2_bytes([(b":method", b"POST"), (b":scheme", b"https"),
+                         (b":authority", b"x"), (b":path", b"/dns-query")],
+                        b"\x00" * 10, size=1000)
+        yield self.attack([get, post] * (self.SLOTS // 2), [b"h2"],
+                          lambda: self.doh(True))
+
+    @defer.inlineCallbacks
+    def test_grpc(self):
+        from twisted.internet import threads
+
+        from tests.support import grpcclient
+        yield self.serve("grpc", "    grpc_server {\n        max_connections"
+                         " %d\n    }\n" % self.SLOTS, tls=False)
+        post = h2_bytes([(b":method", b"POST"), (b":scheme", b"http"),
+                         (b":authority", b"x"),
+                         (b":path", b"/coredns.dns.DnsService/Query"),
+                         (b"content-type", b"application/grpc")],
+                        b"\x00", size=1000)
+        q = dns.message.make_query("www.example.org.", "A").to_wire()
+
+        def ask():
+            return threads.deferToThread(
+                grpcclient.query, self.port, q, timeout=10).addCallback(
+                    dns.message.from_wire)
+        yield self.attack([post] * self.SLOTS, None, ask)
+
+
+class _H2Client(protocol.Protocol):
+    """An HTTP/2 client on h2's state machine: the events it received."""
+
+    def __init__(self):
+        import h2.config
+        import h2.connection
+        self.conn = h2.connection.H2Connection(h2.config.H2Configuration(
+            client_side=True, header_encoding=None))
+        self.events = []
+        self.closed = None
+
+    def connectionMade(self):
+        self.conn.initiate_connection()
+        self.flush()
+
+    def dataReceived(self, data):
+        self.events.extend(self.conn.receive_data(data))
+        self.flush()
+
+    def flush(self):
+        out = self.conn.data_to_send()
+        if out:
+            self.transport.write(out)
+
+    def get(self, sid):
+        self.conn.send_headers(sid, [
+            (b":method", b"GET"), (b":scheme", b"https"),
+            (b":authority", b"x"), (b":path", doh_get_path())],
+            end_stream=True)
+        self.flush()
+
+    def answered(self, sid):
+        import h2.events
+        return any(type(e) is h2.events.StreamEnded and e.stream_id == sid
+                   for e in self.events)
+
+    def connectionLost(self, reason):
+        self.closed = reactor.seconds()
+
+
+class SlowStreamTest(_Listener, unittest.TestCase):
+    """HTTP/2 requests on a connection that sends whole frames."""
+
+    @defer.inlineCallbacks
+    def test_slow_body_resets_the_stream(self):
+        """A POST whose body comes a byte a frame: its stream is reset
+        (CANCEL) at the read timeout; the connection serves on."""
+        import h2.errors
+        import h2.events
+        from twisted.internet import task
+        yield self.serve("https", "")
+        client = _H2Client()
+        self.connect(client, [b"h2"])
+        yield util.wait_for(lambda: client.events)
+        client.conn.send_headers(1, [
+            (b":method", b"POST"), (b":scheme", b"https"),
+            (b":authority", b"x"), (b":path", b"/dns-query")])
+        client.flush()
+        began = reactor.seconds()
+
+        def drip():
+            client.conn.send_data(1, b"\x00")
+            client.flush()
+        dripping = task.LoopingCall(drip)
+        dripping.start(0.1)
+        self.addCleanup(lambda: dripping.running and dripping.stop())
+        resets = yield util.wait_for(lambda: [
+            e for e in client.events if type(e) is h2.events.StreamReset],
+            15)
+        dripping.stop()
+        self.assertGreaterEqual(reactor.seconds() - began, self.READ - 0.05)
+        self.assertEqual([(e.stream_id, e.error_code) for e in resets],
+                         [(1, h2.errors.ErrorCodes.CANCEL)])
+        client.get(3)
+        yield util.wait_for(lambda: client.answered(3))
+        self.assertIsNone(client.closed)
+
+    @defer.inlineCallbacks
+    def test_requests_now_and_then_keep_the_connection(self):
+        """Whole requests that come slowly, spread over more than the
+        read timeout, are answered on the same connection."""
+        from twisted.internet import task
+        yield self.serve("https", "")
+        client = _H2Client()
+        self.connect(client, [b"h2"])
+        yield util.wait_for(lambda: client.events)
+        streams = iter(range(1, 13, 2))
+        asking = task.LoopingCall(lambda: client.get(next(streams)))
+        asking.start(0.4).addErrback(lambda f: f.trap(StopIteration))
+        self.addCleanup(lambda: asking.running and asking.stop())
+        yield util.wait_for(lambda: all(client.answered(sid)
+                                        for sid in range(1, 13, 2)), 15)
+        self.assertIsNone(client.closed)

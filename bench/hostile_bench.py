@@ -5,12 +5,21 @@ latency while the attack runs.
     .venv/bin/python bench/hostile_bench.py pipeline [--connections 50]
         [--queries 1500] [--seconds 20] [--tls]
 
+    .venv/bin/python bench/hostile_bench.py quic-flood [--rate 2400]
+        [--seconds 20]
+
 ``pipeline``: each connection (TCP, or DoT with ``--tls``) sends its
 queries for a 63 KB TXT answer at once, then reads 4 KiB every 100 ms
 (slowly, but enough that the write timeout never ends it).  Meanwhile a
 UDP client asks for a small record every 10 ms.  Printed: the server's
 RSS before the attack and at its peak, the UDP latencies (p50, p99, the
 worst) and answers lost, the big answers the slow clients got.
+
+``quic-flood``: QUIC Initials at ``--rate`` a second on a DoQ listener,
+each for a connection ID of its own (copies of one real client's
+Initial, as a spoofing flood sends), while the UDP client asks the plain
+listener every 10 ms.  Printed: the UDP latencies, the Retries the flood
+got back, the server's RSS.
 
 The server runs pinned to core 0 and the clients on core 1, as in the
 other benchmarks.
@@ -30,7 +39,7 @@ import dns.message
 import dns.query
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from compare import percentile, rss_mb, stop  # noqa: E402
+from compare import cpu_seconds, percentile, rss_mb, stop  # noqa: E402
 from dnsperf_run import free_port, start_server, wait_answer  # noqa: E402
 from transports_bench import certificate  # noqa: E402
 
@@ -145,6 +154,79 @@ def pipeline(args, work):
         stop(proc)
 
 
+def _flood(quic_port, rate, seconds, out):
+    """Send the Initials (a process of its own: the prober's timings must
+    not wait on this loop); ``out`` gets (sent, datagrams back)."""
+    from aioquic.quic.configuration import QuicConfiguration
+    from aioquic.quic.connection import QuicConnection
+    config = QuicConfiguration(is_client=True, alpn_protocols=["doq"],
+                               server_name="localhost")
+    config.verify_mode = ssl.CERT_NONE
+    qc = QuicConnection(configuration=config)
+    qc.connect(("127.0.0.1", quic_port), now=time.time())
+    initial = bytearray(qc.datagrams_to_send(now=time.time())[0][0])
+    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    sock.setblocking(False)
+    sent = replies = 0
+    tick = 0.01
+    per_tick = max(1, int(rate * tick))
+    start = time.monotonic()
+    end = start + seconds
+    while time.monotonic() < end:
+        for _ in range(per_tick):
+            initial[6:14] = os.urandom(8)
+            try:
+                sock.sendto(initial, ("127.0.0.1", quic_port))
+                sent += 1
+            except BlockingIOError:
+                pass
+        while True:
+            try:
+                sock.recv(65535)
+                replies += 1
+            except BlockingIOError:
+                break
+        next_at = start + tick * (sent // per_tick)
+        time.sleep(max(0.0, next_at - time.monotonic()))
+    out.put((sent, replies, time.monotonic() - start))
+
+
+def quic_flood(args, work):
+    import multiprocessing
+    port, quic_port = free_port(), free_port()
+    cert, key = certificate(work)
+    text = (".:%d {\n    whoami\n}\nquic://.:%d {\n    tls %s %s\n"
+            "    whoami\n}\n" % (port, quic_port, cert, key))
+    proc = start_server(text, work, core="0")
+    try:
+        wait_answer(port)
+        probe = Prober(port)
+        probe.start()
+        time.sleep(1.0)
+        before = rss_mb(proc.pid)
+        cpu = cpu_seconds(proc.pid)
+        out = multiprocessing.Queue()
+        flood = multiprocessing.Process(
+            target=_flood, args=(quic_port, args.rate, args.seconds, out))
+        flood.start()
+        peak = before
+        while flood.is_alive() and out.empty():
+            peak = max(peak, rss_mb(proc.pid))
+            time.sleep(0.5)
+        sent, replies, elapsed = out.get()
+        cpu = cpu_seconds(proc.pid) - cpu
+        flood.join()
+        probe.running = False
+        probe.join()
+        print("QUIC flood: %d Initials in %.1f s (%.0f/s); %d datagrams "
+              "back (Retries)" % (sent, elapsed, sent / elapsed, replies))
+        print("server RSS: %.1f MiB before, %.1f MiB at the peak; CPU "
+              "%.0f%% of a core" % (before, peak, 100 * cpu / elapsed))
+        print("UDP meanwhile: %s" % probe.summary())
+    finally:
+        stop(proc)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = ap.add_subparsers(dest="attack", required=True)
@@ -153,11 +235,16 @@ def main():
     p.add_argument("--queries", type=int, default=1500)
     p.add_argument("--seconds", type=int, default=20)
     p.add_argument("--tls", action="store_true")
+    p = sub.add_parser("quic-flood")
+    p.add_argument("--rate", type=int, default=2400)
+    p.add_argument("--seconds", type=int, default=20)
     args = ap.parse_args()
+    os.sched_setaffinity(0, {1})
     with tempfile.TemporaryDirectory(prefix="hostile-") as work:
         if args.attack == "pipeline":
-            os.sched_setaffinity(0, {1})
             pipeline(args, work)
+        else:
+            quic_flood(args, work)
 
 
 if __name__ == "__main__":

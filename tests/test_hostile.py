@@ -490,3 +490,194 @@ class SlowStreamTest(_Listener, unittest.TestCase):
         yield util.wait_for(lambda: all(client.answered(sid)
                                         for sid in range(1, 13, 2)), 15)
         self.assertIsNone(client.closed)
+
+
+def quic_client(port):
+    """An aioquic client connection to 127.0.0.1:``port`` that has made
+    its first Initial."""
+    import ssl as pyssl
+    import time
+
+    from aioquic.quic.configuration import QuicConfiguration
+    from aioquic.quic.connection import QuicConnection
+    config = QuicConfiguration(is_client=True, alpn_protocols=["doq"],
+                               server_name="localhost")
+    config.verify_mode = pyssl.CERT_NONE
+    qc = QuicConnection(configuration=config)
+    qc.connect(("127.0.0.1", port), now=time.time())
+    return qc
+
+
+class _Initials(protocol.DatagramProtocol):
+    """Sends QUIC Initials and sorts what comes back.
+
+    ``flood`` sends copies of one client's Initial, each for a connection
+    ID of its own (what a spoofing client does: it never sees the
+    answers); ``validating`` starts real clients that answer a Retry with
+    its token, then go silent (what a flooding client that receives at
+    its address can do).  ``mark`` asks for a Version Negotiation: its
+    reply says the server has handled every datagram sent before."""
+
+    def __init__(self, port):
+        self.port = port
+        self.retries = 0
+        self.tokens = 0
+        self.marks = 0
+        self.clients = {}       # our connection ID -> client connection
+
+    def send(self, data):
+        self.transport.write(data, ("127.0.0.1", self.port))
+
+    def flood(self, n):
+        import os
+        initial = bytearray(quic_client(self.port).datagrams_to_send(
+            now=reactor.seconds())[0][0])
+        for _ in range(n):
+            initial[6:14] = os.urandom(8)       # the destination ID
+            self.send(bytes(initial))
+
+    def validating(self, n):
+        for _ in range(n):
+            qc = quic_client(self.port)
+            self.clients[qc.host_cid] = qc
+            for data, _ in qc.datagrams_to_send(now=reactor.seconds()):
+                self.send(data)
+
+    def mark(self):
+        import os
+        self.send(b"\xc0\x1a\x2a\x3a\x4a\x08" + os.urandom(8) + b"\x08"
+                  + os.urandom(8) + b"\x00" * 1200)
+
+    def datagramReceived(self, data, addr):
+        from aioquic.buffer import Buffer
+        from aioquic.quic.packet import QuicPacketType, pull_quic_header
+        header = pull_quic_header(Buffer(data=data), host_cid_length=8)
+        if header.version == 0:
+            self.marks += 1
+        elif header.packet_type == QuicPacketType.RETRY:
+            self.retries += 1
+            qc = self.clients.pop(header.destination_cid, None)
+            if qc is not None:
+                qc.receive_datagram(data, addr, now=reactor.seconds())
+                for out, _ in qc.datagrams_to_send(now=reactor.seconds()):
+                    self.send(out)
+                self.tokens += 1
+
+
+class QuicFloodTest(unittest.TestCase):
+    """A flood of Initials on a DoQ listener: past RETRY_AFTER handshakes
+    in progress (4 here) a new client gets a Retry and no connection
+    until it comes back with the token; handshakes in progress never pass
+    MAX_HANDSHAKES (8 here), and those never finished are forgotten at
+    the read timeout; a real client gets its answer all along.  Without
+    the bound each Initial made a connection that stayed for the idle
+    timeout."""
+
+    @defer.inlineCallbacks
+    def setUp(self):
+        util.capture_log(self)
+        _, _, cert, key = tlsutil.certs(self)
+        self.app = yield util.start(
+            self, "quic://.:0 {\n    bind 127.0.0.1\n    tls %s %s\n"
+                  "    timeouts {\n        read 2s\n    }\n    whoami\n}\n"
+                  % (cert, key))
+        self.port = self.app.port(transport="quic")
+        [listener] = self.app.listeners.values()
+        self.server = listener.stream
+        self.server.retry_after = 4
+        self.server.max_handshakes = 8
+        self.initials = _Initials(self.port)
+        udp = reactor.listenUDP(0, self.initials, interface="127.0.0.1")
+        self.addCleanup(udp.stopListening)
+
+    def handshaking(self):
+        return sum(1 for c in set(self.server.conns.values())
+                   if c.open and not c.admitted)
+
+    @defer.inlineCallbacks
+    def marked(self):
+        """Every datagram sent so far has been handled."""
+        before = self.initials.marks
+        self.initials.mark()
+        yield util.wait_for(lambda: self.initials.marks > before)
+
+    @defer.inlineCallbacks
+    def answered(self):
+        from twisted.internet import threads
+
+        from tests.support import doq
+        q = dns.message.make_query("example.org.", "A", id=0)
+        res = yield threads.deferToThread(
+            doq.exchange, self.port, [doq.prefixed(q.to_wire())])
+        [answer] = res.answers.values()
+        self.assertEqual(dns.message.from_wire(answer).rcode(),
+                         dns.rcode.NOERROR)
+
+    @defer.inlineCallbacks
+    def test_spoofed_flood_gets_retries(self):
+        self.initials.flood(40)
+        yield self.marked()
+        self.assertEqual(self.initials.retries, 36)
+        self.assertEqual(self.handshaking(), 4)
+        yield self.answered()       # past a Retry of its own
+        self.assertEqual(self.initials.retries, 36)
+        self.initials.flood(40)
+        yield self.marked()
+        self.assertLessEqual(self.handshaking(), 4)
+        self.assertGreaterEqual(self.initials.retries, 72)
+        yield util.wait_for(lambda: not self.server.conns, 10)
+        self.assertEqual(self.server.handshakes, 0)
+
+    @defer.inlineCallbacks
+    def test_validated_handshakes_capped(self):
+        self.initials.validating(12)
+        yield util.wait_for(lambda: self.initials.tokens == 8)
+        yield self.marked()
+        self.assertEqual(self.handshaking(), 8)
+        self.assertEqual(self.server.handshakes, 8)
+        # Never finished, they are forgotten at the read timeout; then a
+        # real client is served.
+        yield util.wait_for(lambda: not self.server.conns, 10)
+        self.assertEqual(self.server.handshakes, 0)
+        yield self.answered()
+
+
+class RetryTest(unittest.TestCase):
+    """The Retry packets and tokens of the DoQ listener."""
+
+    def test_packet_as_aioquic_encodes_it(self):
+        from aioquic.quic.packet import QuicProtocolVersion, encode_quic_retry
+
+        from corednstw.dnsserver import doq
+        for version in (QuicProtocolVersion.VERSION_1,
+                        QuicProtocolVersion.VERSION_2):
+            self.assertEqual(
+                doq.retry_packet(version, b"s" * 8, b"d" * 8, b"o" * 20,
+                                 b"token"),
+                encode_quic_retry(version=version, source_cid=b"s" * 8,
+                                  destination_cid=b"d" * 8,
+                                  original_destination_cid=b"o" * 20,
+                                  retry_token=b"token"))
+
+    def test_tokens(self):
+        from corednstw.dnsserver import doq
+        tokens = doq.RetryTokens()
+        addr = ("127.0.0.1", 5300)
+        token = tokens.create(addr, b"original", b"retrycid", 100.0)
+        self.assertEqual(tokens.validate(addr, b"retrycid", token, 101.0),
+                         b"original")
+        self.assertEqual(tokens.validate(addr, b"retrycid", token, 130.0),
+                         b"original")
+        for other in (
+                (("127.0.0.2", 5300), b"retrycid", token, 101.0),
+                (("127.0.0.1", 5301), b"retrycid", token, 101.0),
+                (addr, b"othercid", token, 101.0),
+                (addr, b"retrycid", token, 130.5),      # expired
+                (addr, b"retrycid", token, 99.0),       # from the future
+                (addr, b"retrycid", token[:-1] + bytes([token[-1] ^ 1]),
+                 101.0),
+                (addr, b"retrycid", token[:12], 101.0),
+                (addr, b"retrycid", b"", 101.0),
+                (addr, b"retrycid", doq.RetryTokens().create(
+                    addr, b"original", b"retrycid", 100.0), 101.0)):
+            self.assertIsNone(tokens.validate(*other), other[1:])

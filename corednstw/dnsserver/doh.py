@@ -60,7 +60,7 @@ class BadRequest(ValueError):
     """The HTTP request carries no DNS message we accept (400)."""
 
 
-class Exchange:
+class StreamRequest:
     """A DoH request arriving in pieces on an HTTP/2 or HTTP/3 stream:
     its pseudo-headers, then its body (kept up to a limit, counted past
     it), then asked of the listener's ``DoHResource``."""

@@ -171,7 +171,7 @@ class DoHH2(protocol.Protocol, TimeoutMixin):
     # -- events ---------------------------------------------------------
 
     def _request(self, event):
-        self.streams[event.stream_id] = doh.Exchange(event.headers)
+        self.streams[event.stream_id] = doh.StreamRequest(event.headers)
 
     def _data(self, event):
         self.conn.acknowledge_received_data(

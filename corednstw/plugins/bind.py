@@ -81,14 +81,10 @@ def setup(d, block):
     addrs = _expand(d, d.between(1))
     excluded = []
 
-    def unknown(c):
-        # Reported at the bind line, not at the option's own line.
-        raise d.error("unknown property '%s'" % c.name)
-
+    # An unknown option is reported at the bind line, as in CoreDNS.
     d.read_options({
         "except": lambda c: excluded.extend(_expand(d, c.between(1))),
-        None: unknown,
-    }, unknown=None)
+    }, unknown_here=True)
     current = block.bind or []
     for a in addrs:
         if a not in current and a not in excluded:

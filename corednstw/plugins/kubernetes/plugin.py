@@ -22,7 +22,7 @@ from corednstw.core.interfaces import (
 from corednstw.core.names import is_subdomain
 from corednstw.core.plugin import Plugin, is_deferred, match
 from corednstw.core.request import Response
-from corednstw.plugins.autopath import read_search
+from corednstw.engines.system import read_search
 from corednstw.plugins.kubernetes import answers
 from corednstw.plugins.kubernetes import external as ext
 from corednstw.plugins.kubernetes import records as rec

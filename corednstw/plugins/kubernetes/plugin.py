@@ -200,7 +200,7 @@ class Kubernetes(Plugin):
         ips = []
         if hosts:
             for h in hosts:
-                a = rec.address(h)
+                a = w.ip_rdata(h)
                 if a is not None:
                     ips.append(a[0])
         else:
@@ -490,7 +490,7 @@ class Kubernetes(Plugin):
             text = podname.replace("-", ".")
         else:
             text = podname.replace("-", ":")
-        a = rec.address(text)
+        a = w.ip_rdata(text)
         if mode == "insecure":
             if a is None:
                 return NAME_ERROR
@@ -525,7 +525,7 @@ class Kubernetes(Plugin):
             if r.endpoint or r.port or r.protocol:
                 return NAME_ERROR
             host = svc.external
-            if rec.address(host) is not None:
+            if w.ip_rdata(host) is not None:
                 return NAME_ERROR
             return [(w.CNAME, host, None, 0, None)]
         out = []

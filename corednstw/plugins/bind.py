@@ -8,6 +8,7 @@ lines add up, as in CoreDNS.
 import ipaddress
 import socket
 
+from corednstw.core import goparse
 from corednstw.core.plugin import Plugin
 
 
@@ -70,8 +71,8 @@ def _expand(d, items):
         if ifaces is None:
             ifaces = _known_interfaces()
         if a not in ifaces:
-            raise d.error("not a valid IP address or interface name: %q"
-                          .replace("%q", repr(a)))
+            raise d.error("not a valid IP address or interface name: %s"
+                          % goparse.quote(a))
         out.extend(interface_addresses(a))
     return out
 

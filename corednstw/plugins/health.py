@@ -148,23 +148,12 @@ def _ok():
     return 200, "OK"
 
 
-def _alone(msg):
-    """A reader's error format that prints ``msg`` alone: the readers
-    give their formats Go's error text, which this error leaves out."""
-    return msg.replace("%", "%%") + "%.0s"
-
-
 def _lameduck(d, c):
     """How long a stopping server keeps answering (a bare number counts
     as seconds).  A bad value is reported at the ``health`` line, as its
-    unknown properties are (``_unknown``)."""
-    text = c.one()
-    return d.duration(text, strict=False, error=_alone(
-        "unable to parse lameduck duration value: '%s'" % text))
-
-
-def _unknown(d, c):
-    raise d.error("unknown property '%s'" % c.name)
+    unknown properties are."""
+    return d.duration(c.one(), strict=False, error="unable to parse "
+                      "lameduck duration value: '{text}'")
 
 
 def setup(d, block):
@@ -172,6 +161,5 @@ def setup(d, block):
     o = SimpleNamespace(lameduck=0.0)
     d.read_options({
         "lameduck": lambda c: setattr(o, "lameduck", _lameduck(d, c)),
-        None: lambda c: _unknown(d, c),
-    }, unknown=None)
+    }, unknown_here=True)
     return Health(address, o.lameduck)

@@ -22,7 +22,7 @@ from corednstw.core.durations import format_duration
 from corednstw.core.plugin import Fallthrough, zones_from_args
 from corednstw.core.request import make_query, parse_response
 from corednstw.engines import authority
-from corednstw.plugins.transfer import parse_peer
+from corednstw.engines.transfer import parse_peer
 
 TIMEOUT = 10.0
 FIRST_RETRY = 0.25

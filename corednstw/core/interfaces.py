@@ -87,6 +87,15 @@ class IForwarderTap(Interface):
         """The reply ``wire`` received from ``upstream``."""
 
 
+class INotifier(Interface):
+    """Tells secondaries a zone changed (CoreDNS's transfer.Notify): the
+    transfer plugin, for the zone plugins of its block (file, auto,
+    secondary) to call after a reload of a zone."""
+
+    def notify(zone: str) -> Any:
+        """Send NOTIFY for ``zone`` to its peers; may return a Deferred."""
+
+
 class IInheritable(Interface):
     """Takes over the state of its predecessor across a reload (a
     kubernetes watch and store survive an unchanged block)."""

@@ -9,11 +9,14 @@ engine (``engines.transfer``) describes it, the batching of the records
 and the NOTIFYs.
 """
 
-from corednstw.core.interfaces import ITransferer
+from zope.interface import implementer
+
+from corednstw.core.interfaces import INotifier, ITransferer
 from corednstw.core.plugin import Plugin, zones_from_args
 from corednstw.engines.transfer import Outgoing, parse_peer
 
 
+@implementer(INotifier)
 class Transfer(Plugin):
     """Every ``transfer`` directive of a block, as one plugin."""
 

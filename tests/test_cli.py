@@ -31,7 +31,7 @@ class CheckTest(unittest.TestCase):
     def test_plugins(self):
         r = run("--plugins")
         self.assertEqual(r.returncode, 0)
-        self.assertIn("  dns.whoami\n", r.stdout)
+        self.assertIn("\nwhoami\n", r.stdout)
 
     def test_check_ok(self):
         d = util.write_files(self, {"Corefile": ".:1053 {\n    whoami\n}\n"})

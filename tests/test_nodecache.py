@@ -312,7 +312,10 @@ class NamespaceTest(unittest.TestCase):
         self.fail("timed out waiting for " + what)
 
     def rules(self):
-        out = self.nsrun("iptables-save").stdout
+        # Whichever backend node-cache chose (iptables-wrapper's choice).
+        saves = [s for s in ("iptables-legacy-save", "iptables-nft-save")
+                 if shutil.which(s)] or ["iptables-save"]
+        out = "".join(self.nsrun(s).stdout for s in saves)
         return [line for line in out.splitlines() if "NodeLocal DNS" in line]
 
     def metric(self, url, name):

@@ -9,6 +9,7 @@ helper does with EnsureRule(Prepend).
 """
 
 import dataclasses
+import shutil
 import subprocess
 
 SKIP_CONNTRACK = "NodeLocal DNS Cache: skip conntrack"
@@ -67,12 +68,34 @@ def rules(local_ips, port, health_port):
     return out
 
 
+def _count_rules(save):
+    try:
+        out = subprocess.run([save], capture_output=True, text=True,
+                             check=False).stdout
+    except OSError:
+        return 0
+    return sum(1 for line in out.splitlines() if line.startswith("-"))
+
+
+def mode():
+    """"-legacy", "-nft" or "": the backend the node's rules already use
+    (kube-proxy's), as node-cache's image decides with iptables-wrapper:
+    rules must go where the kernel path they belong to reads them."""
+    if not (shutil.which("iptables-legacy-save")
+            and shutil.which("iptables-nft-save")):
+        return ""
+    legacy, nft = (_count_rules("iptables-%s-save" % m)
+                   + _count_rules("ip6tables-%s-save" % m)
+                   for m in ("legacy", "nft"))
+    return "-legacy" if legacy > nft else "-nft"
+
+
 class IPTables:
     """iptables (or ip6tables) run as a command: no library speaks the
     kernel's nftables/xtables interface better than the tool itself."""
 
     def __init__(self, ipv6=False):
-        self.command = "ip6tables" if ipv6 else "iptables"
+        self.command = ("ip6tables" if ipv6 else "iptables") + mode()
 
     def _run(self, op, rule):
         return subprocess.run(

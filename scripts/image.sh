@@ -43,26 +43,41 @@ runtime = "runc"
 EOF
   export CONTAINERS_CONF="$work/containers.conf"
 fi
-ULIMITS=(--ulimit nofile=65536:65536 --ulimit nproc=4096:4096)
+# Explicit limits (the engines' defaults may exceed what this shell may
+# grant, and the runtime then refuses to start the container).
+nofile=$(ulimit -Hn); [ "$nofile" = unlimited ] && nofile=1048576
+[ "$nofile" -gt 65536 ] && nofile=65536
+ULIMITS=(--ulimit "nofile=$nofile:$nofile" --ulimit nproc=4096:4096)
 
 standin_base() {
   # python:3.11-slim's shape from Debian bookworm: python3 and pip on the
-  # PATH as python/pip, pip allowed to install system-wide.
+  # PATH as python/pip, pip allowed to install system-wide, no bytecode,
+  # and debian:bookworm-slim's dpkg filter (no documentation, manual pages
+  # or translations, now or from later installs).
   command -v debootstrap >/dev/null || { echo "image.sh: no registry and no debootstrap" >&2; exit 1; }
   local mirror root
   mirror=$(sed -n 's/^URIs: *\(http[^ ]*debian\)$/\1/p' /etc/apt/sources.list.d/debian.sources 2>/dev/null | head -1)
   mirror=${mirror:-http://deb.debian.org/debian}
-  root="$work/rootfs"
+  root="${work:?}/rootfs"
   echo "== stand-in $BASE from $mirror (debootstrap)"
   debootstrap --variant=minbase --include=python3,python3-pip,ca-certificates \
     bookworm "$root" "$mirror" >"$work/debootstrap.log" 2>&1 \
     || { tail -20 "$work/debootstrap.log" >&2; exit 1; }
-  rm -f "$root"/usr/lib/python3*/EXTERNALLY-MANAGED
-  ln -sf python3 "$root/usr/bin/python"
-  ln -sf pip3 "$root/usr/bin/pip"
-  chroot "$root" apt-get clean
-  rm -rf "$root"/var/lib/apt/lists/* "$root"/var/cache/apt/* "$root"/var/log/*
-  find "$root/usr/lib/python3.11" -name __pycache__ -prune -exec rm -rf {} +
+  rm -f "${root:?}"/usr/lib/python3*/EXTERNALLY-MANAGED
+  ln -sf python3 "${root:?}/usr/bin/python"
+  ln -sf pip3 "${root:?}/usr/bin/pip"
+  printf 'path-exclude /usr/share/%s\n' 'doc/*' 'groff/*' 'info/*' 'linda/*' \
+    'lintian/*' 'locale/*' 'man/*' >"${root:?}/etc/dpkg/dpkg.cfg.d/slim"
+  echo 'path-include /usr/share/doc/*/copyright' >>"${root:?}/etc/dpkg/dpkg.cfg.d/slim"
+  find "${root:?}/usr/share/doc" -mindepth 1 -not -name copyright -not -type d -delete
+  for d in groff info linda lintian locale man; do
+    rm -rf "${root:?}/usr/share/$d"
+    mkdir -p "${root:?}/usr/share/$d"
+  done
+  chroot "${root:?}" apt-get clean
+  rm -rf "${root:?}"/var/lib/apt/lists/* "${root:?}"/var/cache/apt/* "${root:?}"/var/log/*
+  find "${root:?}/usr/lib/python3.11" "${root:?}/usr/lib/python3/dist-packages" \
+    -name __pycache__ -prune -exec rm -rf {} +
   tar -C "$root" -c . | podman import \
     --change 'ENV LANG=C.UTF-8' --change 'CMD ["python3"]' - "$BASE" >/dev/null
 }
@@ -82,6 +97,8 @@ if command -v pip >/dev/null && pip config list >/dev/null 2>&1; then
   for p in $(sed -n 's/^[a-z-]* = //p' "$work/pip.conf" | tr ' ' '\n' | sed 's|^file://||' | grep '^/' || true); do
     [ -e "$p" ] || continue
     d=$p; [ -d "$d" ] || d=$(dirname "$p")
+    # A local index's pages link to files beside its simple/ directory.
+    [ "$(basename "$d")" = simple ] && d=$(dirname "$d")
     mounts+=(-v "$d:$d:ro")
   done
 fi

@@ -278,8 +278,8 @@ class UseTest(unittest.TestCase):
         with contextlib.redirect_stdout(out):
             self.assertEqual(tap.list_plugins(), 0)
         lines = out.getvalue().splitlines()
-        self.assertIn("  dns.alpha (corednstw-fake 1.0)", lines)
-        self.assertIn("  dns.whoami", lines)
+        self.assertIn("alpha (corednstw-fake 1.0)", lines)
+        self.assertIn("whoami", lines)
 
     def test_plugins_reports_broken_package(self):
         install(self, entry("alpha", after="nosuch"))

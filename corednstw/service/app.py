@@ -146,7 +146,7 @@ class App(service.Service):
 
     def _banner(self, cfg):
         """What CoreDNS prints at start: the server keys, then the version."""
-        from corednstw import COREDNS_VERSION
+        from corednstw.service.entry import version_lines
         seen = []
         for block in cfg.blocks:
             for key in block.keys:
@@ -155,8 +155,7 @@ class App(service.Service):
                     text = key.transport + "://" + text
                 if text not in seen:
                     seen.append(text)
-        for text in seen + ["CoreDNS-%s" % COREDNS_VERSION,
-                            "linux/python, corednstw"]:
+        for text in seen + version_lines():
             if not logger.quiet:
                 logger.raw(text)
 

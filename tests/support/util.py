@@ -22,6 +22,9 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(
 
 #: The twistd beside this interpreter (the service as a real process).
 TWISTD = os.path.join(os.path.dirname(sys.executable), "twistd")
+#: The console scripts: CoreDNS's command line and node-cache's.
+COREDNS = os.path.join(os.path.dirname(sys.executable), "coredns")
+NODE_CACHE = os.path.join(os.path.dirname(sys.executable), "node-cache")
 
 
 def free_port(host="127.0.0.1"):

@@ -50,6 +50,7 @@ class Health(Plugin):
         self._agent = None
         self._pool = None
         self._busy = False
+        self._checking = None
         self.url_text = None
 
     def http_endpoints(self):
@@ -97,6 +98,10 @@ class Health(Plugin):
         if self._loop is not None and self._loop.running:
             self._loop.stop()
         self._loop = None
+        if self._checking is not None:
+            # A check still connecting or waiting: cancelled, so no
+            # connection attempt or timeout outlives the plugin.
+            self._checking.cancel()
         if self._pool is not None:
             pool, self._pool = self._pool, None
             return pool.closeCachedConnections()
@@ -112,6 +117,7 @@ class Health(Plugin):
         from twisted.web.client import readBody
         d = self._agent.request(b"GET", self._uri)
         d.addCallback(readBody)
+        self._checking = d
         timer = app.reactor.callLater(TIMEOUT, d.cancel)
 
         def ok(_):
@@ -130,6 +136,7 @@ class Health(Plugin):
 
         def done(_):
             self._busy = False
+            self._checking = None
             if timer.active():
                 timer.cancel()
         d.addCallbacks(ok, failed)

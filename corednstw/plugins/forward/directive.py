@@ -3,7 +3,7 @@
 client settings; one engine ``Upstream`` per upstream.
 
 Host names are resolved when the plugin starts (``resolve``): their
-upstreams are made then, by the same ``ProxyMaker`` as the others.
+upstreams are made then, by the same ``UpstreamMaker`` as the others.
 """
 
 import ipaddress
@@ -60,20 +60,20 @@ def setup(d, block):
                 "both forward ('%s') and proxy level ('%s') TLS servernames "
                 "are set for upstream proxy '%s'" % (
                     opts.servername, sni, _label(trans, host, port)))
-    maker = ProxyMaker(d, opts, f.force_tcp)
+    maker = UpstreamMaker(d, opts, f.force_tcp)
     if any(trans != "dns" for trans, _h, _p, _s in seen):
         maker.load_tls()
     if any(not _is_ip(host) for _t, host, _p, _s in seen):
         # Host names: their upstreams are made once resolved, at start.
         f.to = seen
         f.resolvers = opts.resolvers
-        f.make_proxy = maker.make
+        f.make_upstream = maker.make
         return f
-    f.proxies = [maker.make(*h) for h in seen]
+    f.upstreams = [maker.make(*h) for h in seen]
     return f
 
 
-class ProxyMaker:
+class UpstreamMaker:
     """Makes the engine ``Upstream`` of one upstream with the stanza's
     options; the TLS files are read once, at setup."""
 

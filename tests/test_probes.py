@@ -268,6 +268,19 @@ class CorefileErrorTest(unittest.TestCase):
                           "address %s: missing port in address"
                           % (name, line.split()[1]), err)
 
+    def test_prometheus_options(self):
+        """runtime_metrics (1.14) takes no argument; other names are
+        refused with CoreDNS's words for prometheus."""
+        util.Direct(self, ".:0 {\n    prometheus localhost:0 {\n"
+                          "        runtime_metrics\n    }\n}\n")
+        for option, msg in (("runtime_metrics extra_arg",
+                             "Wrong argument count"),
+                            ("histograms", "unknown option: histograms")):
+            err = self.load_error(".:0 {\n    prometheus {\n        %s\n"
+                                  "    }\n}\n" % option)
+            self.assertIn("Corefile:3 - Error during parsing: "
+                          "plugin/prometheus: " + msg, err)
+
     @defer.inlineCallbacks
     def test_unknown_port_refused_when_listening(self):
         """``health bla:a`` passes setup, as CoreDNS's; listening fails."""

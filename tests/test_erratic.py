@@ -206,6 +206,14 @@ class ErraticSetupTest(unittest.TestCase):
         # A bare "drop" does not count as choosing drops.
         self.assertEqual(self.parsed("drop\ndelay"), (0, 2, 0, 0.1))
 
+    def test_arguments_ignored(self):
+        """CoreDNS's setup never reads the erratic line's arguments: its
+        own rewrite tests configure ``erratic . { drop 0 }``."""
+        for line in ("erratic . {\n        drop 0\n    }", "erratic a b"):
+            e = erratic_of(util.Direct(self, ".:0 {\n    %s\n}\n" % line))
+            self.assertEqual((e.drop, e.delay, e.truncate),
+                             (0 if "drop" in line else 2, 0, 0))
+
     def test_errors(self):
         cases = [
             ("drop -1", 'illegal amount value given "-1"'),

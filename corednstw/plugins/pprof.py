@@ -36,7 +36,6 @@ from zope.interface import implementer
 from corednstw.core import logger
 from corednstw.core.interfaces import IHTTPEndpointOwner
 from corednstw.core.plugin import Plugin
-from corednstw.service import httpd
 
 DEFAULT_ADDRESS = "localhost:6053"
 PATH = "/debug/pprof"
@@ -294,20 +293,10 @@ class Pprof(Plugin):
             self._traced = False
 
 
-def _check_address(d, address):
-    """Go's net.SplitHostPort: a port is required."""
-    try:
-        host, port = httpd.split_address(address, -1)
-    except ValueError as e:
-        raise d.error("address %s: invalid port" % address) from e
-    if port == -1:
-        raise d.error("address %s: missing port in address" % address)
-
-
 def setup(d, block):
     args = d.between(0, 1)
     address = args[0] if args else DEFAULT_ADDRESS
-    _check_address(d, address)
+    d.host_port(address)    # Go's net.SplitHostPort: a port is required
     p = Pprof(address)
     d.read_options({"block": lambda c: setattr(p, "rate", _rate(c))})
     return p

@@ -141,5 +141,15 @@ class Prometheus(Plugin):
                         (label, key.zone, block.view, p.name), 1)
 
 
+def _runtime_metrics(c):
+    """``runtime_metrics`` (1.14): CoreDNS then exports the whole Go
+    runtime/metrics set.  There is no Go runtime here; the Python process
+    and platform collectors are always exported, so it changes nothing."""
+    c.no_args()
+
+
 def setup(d, block):
-    return Prometheus(httpd.address_arg(d, DEFAULT_ADDRESS))
+    address = httpd.address_arg(d, DEFAULT_ADDRESS, children=True)
+    d.read_options({"runtime_metrics": _runtime_metrics},
+                   unknown="unknown option: %s")
+    return Prometheus(address)

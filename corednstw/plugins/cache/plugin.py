@@ -196,7 +196,9 @@ class Cache(Plugin):
             hf = 0x8400 | item.hflags  # QR, AA, RA as stored
             if item.ad and (do or rflags & w.AD):
                 hf |= w.AD
-            hf |= rflags & 0x7910   # opcode, RD, CD: SetReply's
+            hf |= rflags & 0x7800   # the opcode, and for a QUERY RD
+            if not hf & 0x7800:     # and CD: miekg's SetReply (a NOTIFY
+                hf |= rflags & (w.RD | w.CD)    # answered has neither)
         else:
             # The answer just received, written through as CoreDNS's
             # cache writes it: its own flags (a NOTIFY's reply has no RD).

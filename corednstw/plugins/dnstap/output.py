@@ -157,10 +157,11 @@ class Listener(protocol.ServerFactory):
 
     noisy = False
 
-    def __init__(self, kind, address, tls=None):
+    def __init__(self, kind, address, certs=None, skipverify=False):
         self.kind = kind
         self.address = address
-        self.tls = tls                # server TLS options (tls only)
+        self.certs = certs            # CERT KEY [CA] paths (tls only)
+        self.skipverify = skipverify
         self.clients = []
         self.port = None
         self.reactor = None
@@ -199,8 +200,14 @@ class Listener(protocol.ServerFactory):
             if self.kind == "unix":
                 self.port = reactor.listenUNIX(self.address, self)
             elif self.kind == "tls":
-                self.port = reactor.listenSSL(self.address[1], self, self.tls,
-                                              interface=self.address[0])
+                if self.certs is None:
+                    logger.warning(NAME, "TLS listener requires cert and "
+                                   "key files")
+                    return
+                self.port = reactor.listenSSL(
+                    self.address[1], self,
+                    server_tls(self.certs, self.skipverify),
+                    interface=self.address[0])
             else:
                 self.port = reactor.listenTCP(self.address[1], self,
                                               interface=self.address[0])
@@ -213,3 +220,19 @@ class Listener(protocol.ServerFactory):
             ds.append(defer.maybeDeferred(self.port.stopListening))
             self.port = None
         return defer.DeferredList(ds)
+
+
+def server_tls(paths, skipverify):
+    """Twisted server options from CERT KEY [CA]: with a CA (and without
+    skipverify) clients must show a certificate it signed."""
+    from twisted.internet import ssl
+    with open(paths[0], "rb") as f:
+        cert = f.read()
+    with open(paths[1], "rb") as f:
+        key = f.read()
+    pc = ssl.PrivateCertificate.loadPEM(cert + b"\n" + key)
+    if len(paths) > 2 and not skipverify:
+        with open(paths[2], "rb") as f:
+            ca = ssl.Certificate.loadPEM(f.read())
+        return pc.options(ca)
+    return pc.options()

@@ -46,12 +46,16 @@ DURATION = metrics.histogram(
 
 
 class Upstream:
-    """One TO: a grpcio channel and the unary call on it."""
+    """One TO: a grpcio channel and the unary call on it.  ``port`` None:
+    ``host`` is a whole target (``unix:///run/dns.sock``)."""
 
     def __init__(self, host, port, credentials, servername):
         import grpc
-        self.label = "%s:%d" % (host if ":" not in host else
-                                "[%s]" % host, port)
+        if port is None:
+            self.label = host
+        else:
+            self.label = "%s:%d" % (host if ":" not in host else
+                                    "[%s]" % host, port)
         options = []
         if servername:
             options.append(("grpc.ssl_target_name_override", servername))

@@ -355,6 +355,26 @@ def _parse_to(d, to):
     return [(trans, host, int(port) if port else default, sni)]
 
 
+def host_port_or_file(d, to):
+    """(transport, host, port) tuples of one address argument, as
+    CoreDNS's parse.HostPortOrFile reads it for the plugins that take
+    plain addresses (alternate, fanout): ``[scheme://]IP[:port]`` (the
+    scheme's default port when none is given) or a resolv.conf-style file
+    (its nameservers, port 53).  Host names are refused, with CoreDNS's
+    words; the caller decides which transports it takes."""
+    trans, rest = names.split_transport(to)
+    if not rest:
+        raise d.error('invalid address: "%s"' % to)
+    host, port = _split_host_port(rest)
+    if host is not None and _is_ip(host):
+        default = int(names.DEFAULT_PORTS.get(trans) or 53)
+        return [(trans, host, int(port) if port else default)]
+    servers = _resolv_conf(d, rest) if os.path.isfile(rest) else []
+    if not servers:
+        raise d.error('not an IP address or file: "%s"' % rest)
+    return [("dns", h, p) for h, p in servers]
+
+
 def _split_host_port(s):
     if s.startswith("["):
         end = s.find("]")

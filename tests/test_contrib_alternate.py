@@ -9,8 +9,14 @@ import dns.rrset
 from twisted.internet import defer
 from twisted.trial import unittest
 
-from tests.support import upstream, util
-from tests.support.contrib import README_CHECK, check_examples, installed
+from tests.support import util
+from tests.support.contrib import (
+    README_CHECK,
+    answer,
+    check_examples,
+    installed,
+    upstreams,
+)
 
 INSTALLED = installed("corednstw_alternate")
 if INSTALLED:
@@ -32,16 +38,6 @@ EXAMPLES = {
 }
 
 
-def _answer(address):
-    """An upstream handler answering every A query with ``address``."""
-    def handler(q, proto):
-        r = dns.message.make_response(q)
-        r.answer.append(dns.rrset.from_text(q.question[0].name, 30, "IN",
-                                            "A", address))
-        return r
-    return handler
-
-
 class AlternateServedTest(unittest.TestCase):
 
     if not INSTALLED:
@@ -50,22 +46,14 @@ class AlternateServedTest(unittest.TestCase):
     def test_readme_examples_check(self):
         check_examples(self, EXAMPLES)
 
-    def start_upstreams(self, n):
-        ups = []
-        for _ in range(n):
-            up = upstream.Upstream().start()
-            self.addCleanup(up.stop)
-            ups.append(up)
-        return ups
-
     @defer.inlineCallbacks
     def test_multiple_alternates(self):
         """The README's "Multiple alternates": NXDOMAIN goes to the first
         alternate, SERVFAIL and REFUSED to the second, other answers
         stand; over UDP and TCP."""
-        main, nx_alt, err_alt = self.start_upstreams(3)
-        nx_alt.handler = _answer("10.0.0.1")
-        err_alt.handler = _answer("10.0.0.2")
+        main, nx_alt, err_alt = upstreams(self, 3)
+        nx_alt.handler = answer("10.0.0.1")
+        err_alt.handler = answer("10.0.0.2")
         main.handler = lambda q, proto: _main(q)
         app = yield util.start(self, (
             ".:0 {\n    forward . %s\n    alternate NXDOMAIN . %s\n"
@@ -91,9 +79,9 @@ class AlternateServedTest(unittest.TestCase):
     @defer.inlineCallbacks
     def test_alternate_when_forward_fails(self):
         """Nothing answers forward: its SERVFAIL goes to the alternate."""
-        dead, alt = self.start_upstreams(2)
+        dead, alt = upstreams(self, 2)
         dead.silent = True
-        alt.handler = _answer("10.0.0.3")
+        alt.handler = answer("10.0.0.3")
         app = yield util.start(self, (
             ".:0 {\n    forward . %s {\n        read_timeout 100ms\n"
             "        max_fails 0\n    }\n"
@@ -107,8 +95,8 @@ class AlternateServedTest(unittest.TestCase):
         adds its EDNS0 option to what both upstreams get (rewrite runs
         before alternate in the chain, as in a CoreDNS build with
         alternate before forward)."""
-        main, alt = self.start_upstreams(2)
-        alt.handler = _answer("10.0.0.4")
+        main, alt = upstreams(self, 2)
+        alt.handler = answer("10.0.0.4")
         app = yield util.start(self, (
             ".:0 {\n    forward . %s\n    rewrite edns0 local set 0xffee "
             "0x61626364\n    alternate original NXDOMAIN . %s\n    log\n"
@@ -121,8 +109,8 @@ class AlternateServedTest(unittest.TestCase):
 
     @defer.inlineCallbacks
     def test_proxy_metrics(self):
-        main, alt = self.start_upstreams(2)
-        alt.handler = _answer("10.0.0.5")
+        main, alt = upstreams(self, 2)
+        alt.handler = answer("10.0.0.5")
         app = yield util.start(self, (
             ".:0 {\n    prometheus 127.0.0.1:0\n    forward . %s\n"
             "    alternate NXDOMAIN . %s\n}\n") % (main.addr(), alt.addr()))

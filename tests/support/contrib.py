@@ -30,3 +30,32 @@ def check_examples(testcase, examples, files=None):
             capture_output=True, text=True, cwd=d, timeout=60)
         testcase.assertEqual((r.returncode, r.stdout), (0, ""),
                              "example %r:\n%s" % (name, r.stderr))
+
+
+def upstreams(testcase, n):
+    """``n`` scriptable upstreams (tests.support.upstream), stopped at
+    cleanup."""
+    from tests.support.upstream import Upstream
+    ups = []
+    for _ in range(n):
+        up = Upstream().start()
+        testcase.addCleanup(up.stop)
+        ups.append(up)
+    return ups
+
+
+def answer(address, rcode=None):
+    """An upstream handler: an A record with ``address`` for every
+    question, or (``rcode`` given) that rcode and no records."""
+    import dns.message
+    import dns.rrset
+
+    def handler(q, proto):
+        r = dns.message.make_response(q)
+        if rcode is not None:
+            r.set_rcode(rcode)
+        else:
+            r.answer.append(dns.rrset.from_text(q.question[0].name, 30,
+                                                "IN", "A", address))
+        return r
+    return handler

@@ -22,6 +22,7 @@ from corednstw.plugins.forward.directive import (
     MAX_UPSTREAMS,
     host_port_or_file,
     setup,
+    tls_options,
 )
 from corednstw.plugins.forward.plugin import (
                                               DEADLINE,
@@ -32,4 +33,4 @@ from corednstw.plugins.forward.plugin import (
 
 __all__ = ["DEADLINE", "Forward", "HEALTHCHECK_BROKEN",
            "MAX_CONCURRENT_REJECTS", "MAX_UPSTREAMS", "host_port_or_file",
-           "setup"]
+           "setup", "tls_options"]

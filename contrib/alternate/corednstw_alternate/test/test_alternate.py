@@ -5,7 +5,6 @@ rules, through corednstw's configuration with no sockets
 import dns.edns
 import dns.message
 import dns.rdatatype
-from corednstw_alternate import RCODES, Alternate, Upstreams
 from twisted.internet import task
 from twisted.trial import unittest
 
@@ -14,6 +13,7 @@ from corednstw.core import dnswire as w
 from corednstw.core.errors import CorefileError
 from corednstw.core.request import Request, Response, make_query
 from corednstw.service.app import App
+from corednstw_alternate import RCODES, Alternate, Upstreams
 
 NXRRSET, BADNAME = RCODES["NXRRSET"], RCODES["BADNAME"]
 

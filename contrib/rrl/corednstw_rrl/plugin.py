@@ -103,13 +103,16 @@ class RRL(Plugin):
         tagged with the family (cached per address)."""
         p = self.prefixes.get(client)
         if p is None:
-            if ":" in client:
-                n = int.from_bytes(socket.inet_pton(socket.AF_INET6, client),
-                                   "big")
-                p = (6, n >> (128 - self.v6_prefix))
-            else:
-                n = int.from_bytes(socket.inet_aton(client), "big")
-                p = n >> (32 - self.v4_prefix)
+            try:
+                if ":" in client:
+                    n = int.from_bytes(socket.inet_pton(
+                        socket.AF_INET6, client.split("%", 1)[0]), "big")
+                    p = (6, n >> (128 - self.v6_prefix))
+                else:
+                    n = int.from_bytes(socket.inet_aton(client), "big")
+                    p = n >> (32 - self.v4_prefix)
+            except OSError:
+                p = client      # not an address: the client as it is
             if len(self.prefixes) >= self.max_table:
                 self.prefixes.clear()
             self.prefixes[client] = p

@@ -257,6 +257,22 @@ class FloodTest(Limiter):
                          (0, [], [], [], True))
 
 
+class PrefixTest(Limiter):
+    body = ("rrl {\n responses-per-second 1\n ipv4-prefix-length 16\n"
+            " ipv6-prefix-length 64\n}")
+
+    def test_prefixes(self):
+        p = self.rrl.prefix
+        self.assertEqual(p("10.1.2.3"), p("10.1.200.7"))
+        self.assertNotEqual(p("10.1.2.3"), p("10.2.2.3"))
+        self.assertEqual(p("2001:db8:0:1::5"), p("2001:db8:0:1:ff::1"))
+        self.assertNotEqual(p("2001:db8:0:1::5"), p("2001:db8:0:2::5"))
+        self.assertEqual(p("fe80::1%eth0"), p("fe80::2"))
+        self.assertEqual(p("not-an-address"), "not-an-address")
+        # An IPv4 prefix and an IPv6 one never share an account.
+        self.assertNotEqual(p("0.0.0.1"), p("::1"))
+
+
 class ReportOnlyTest(Limiter):
     body = ("rrl {\n responses-per-second 100\n slip-ratio 2\n"
             " report-only\n}")

@@ -26,6 +26,7 @@ if INSTALLED:
     from corednstw_rpz import HITS
     from corednstw_rpz.test.test_rpz import (  # noqa: F401
         PolicyTest,
+        ServeTest,
         SetupTest,
     )
 

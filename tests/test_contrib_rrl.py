@@ -17,6 +17,7 @@ if INSTALLED:
     from corednstw_rrl.test.test_rrl import (  # noqa: F401
         CategoryTest,
         FloodTest,
+        PrefixTest,
         ReportOnlyTest,
         RequestsTest,
         SetupTest,

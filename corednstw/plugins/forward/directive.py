@@ -109,7 +109,7 @@ class UpstreamMaker:
             p.hc_proto = "tcp"
         if trans != "dns":
             p.servername = sni or opts.servername or host
-            p.tls = _tls_options(self.material, p.servername,
+            p.tls = tls_options(self.material, p.servername,
                                  trans == "https")
         return p
 
@@ -361,7 +361,7 @@ def _is_hostname(s):
     return "/" not in s and "%" not in s and names.is_domain_name(s)
 
 
-def _tls_options(material, servername, http):
+def tls_options(material, servername, http):
     """Twisted client TLS options: CoreDNS's tls argument forms
     (``material``: trust root and client certificate), TLS 1.2 at least,
     the server certificate verified against ``servername``; ALPN offers

@@ -17,7 +17,7 @@ from corednstw.core import logger
 def install(app):
     reactor = app.reactor
 
-    interrupted = []
+    interrupted: list[bool] = []
 
     def graceful(signum, _frame):
         if signum == signal.SIGINT:

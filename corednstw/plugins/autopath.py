@@ -153,6 +153,7 @@ def _relabel(resp):
     CoreDNS's metrics), without touching an object others may hold."""
     if resp is None or isinstance(resp, NoReply) or resp.plugin == NAME:
         return resp
+    out: Response
     if resp.raw is not None:
         out = RawResponse.prebuilt(resp.raw, NAME)
     else:
@@ -193,7 +194,7 @@ def read_search(path):
                 search = fields[1:2]
             elif fields[0] == "search":
                 search = fields[1:]
-    out = []
+    out: list[str] = []
     for s in search:
         out.extend(normalize(s) or [s])
     return out

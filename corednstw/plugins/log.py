@@ -9,7 +9,9 @@ those of CoreDNS's replacer package; ``{duration}`` is seconds as Go's
 """
 
 import struct
+from collections.abc import Callable
 from decimal import Decimal
+from typing import Union
 
 from twisted.internet import defer
 
@@ -198,7 +200,7 @@ def compile_format(fmt):
     if s:
         pieces.append(s)
     # Merge neighbouring literals.
-    out = []
+    out: list[Union[str, Callable[..., str]]] = []
     for p in pieces:
         if isinstance(p, str) and out and isinstance(out[-1], str):
             out[-1] += p

@@ -4,6 +4,7 @@ SOCKET [full] { ...; tls CERT KEY [CA] }``."""
 
 import socket
 import types
+from typing import Union
 
 from corednstw.core.errors import CorefileError
 from corednstw.plugins.dnstap.output import (
@@ -107,6 +108,7 @@ def setup(d, block):
     kind, address = _endpoint(d, args[0], listen)
     full = len(args) >= 2 and args[1] == "full"
     o = _options(d, listen)
+    output: Union[Listener, Output]
     if listen:
         tls = None
         if kind == "tls":

@@ -11,6 +11,8 @@ address), ``ttl`` the kubernetes plugin's TTL.  For a reverse lookup
 ``host`` is ``service.namespace`` and ``target`` empty.
 """
 
+from typing import Any
+
 from corednstw.core import dnswire as w
 from corednstw.plugins.kubernetes import records as rec
 from corednstw.plugins.kubernetes.names import reverse_address
@@ -129,7 +131,7 @@ def services(k, zone, headless):
     (``_port._proto`` owner, PORT_PROTOCOL) with the endpoint's name as
     host."""
     svcs = []
-    groups = {}
+    groups: dict[tuple[str, str], list[Any]] = {}
     store = k.store
     ttl = k.ttl
     for key in sorted(store.services):

@@ -10,6 +10,7 @@ case back.
 
 import random
 import time
+from typing import Optional
 
 from twisted.internet import defer
 
@@ -81,7 +82,7 @@ class Forward(Plugin):
         #: Queries that came before the names were resolved, and why the
         #: last resolution failed.
         self.waiting = None
-        self.unresolved = "no upstream"
+        self.unresolved: Optional[str] = "no upstream"
         self.retry = None
 
     # -- life cycle -----------------------------------------------------------
@@ -164,7 +165,7 @@ class Forward(Plugin):
         """A query that came before the names of TO were resolved."""
         if self.unresolved is not None or self.waiting is None:
             return self._no_upstream()
-        d = defer.Deferred()
+        d: defer.Deferred[Optional[Response]] = defer.Deferred()
         # Never longer than a forwarded query may take.
         timer = self.reactor.callLater(DEADLINE, self._too_late, d)
         self.waiting.append((req, d, timer))
@@ -258,7 +259,7 @@ class _Query:
         self.max_attempts = 2 * n if f.max_attempts is None else \
             f.max_attempts
         self.deadline = f.clock() + DEADLINE
-        self.d = defer.Deferred()
+        self.d: defer.Deferred[Optional[Response]] = defer.Deferred()
         self.err = None
         self.tries = 0
         self.force_tcp = False

@@ -21,8 +21,10 @@ unsigned as CoreDNS sends it.
 """
 
 import ipaddress
+from typing import Optional
 
 from twisted.internet import defer, protocol
+from twisted.internet.interfaces import IDelayedCall
 from twisted.python.failure import Failure
 
 from corednstw.core import dnswire as w
@@ -43,6 +45,8 @@ class StreamResponse(Response):
     ``more`` holds them encoded but unsigned: the server passes each
     through the request's signer in order, since each MAC covers the
     previous one."""
+
+    more: list[bytes]
 
     def __init__(self, *args, **kw):
         Response.__init__(self, *args, **kw)
@@ -72,7 +76,7 @@ def rr_len(rr):
 def batches(records):
     """Split RR batches into message-sized lists (CoreDNS's rule)."""
     out = []
-    cur = []
+    cur: list[w.RR] = []
     size = 0
     for batch in records:
         for rr in batch:
@@ -218,8 +222,8 @@ class _NotifyClient(protocol.DatagramProtocol):
         self.msgid = msgid
         self.tries = tries
         self.timeout = timeout
-        self.d = defer.Deferred(self._cancel)
-        self.timer = None
+        self.d: defer.Deferred[None] = defer.Deferred(self._cancel)
+        self.timer: Optional[IDelayedCall] = None
         self.rcode = None
 
     def _cancel(self, d):
@@ -231,6 +235,7 @@ class _NotifyClient(protocol.DatagramProtocol):
 
     def _send(self):
         self.tries -= 1
+        assert self.transport is not None   # started by listenUDP
         try:
             self.transport.write(self.data, self.addr)
         except OSError as e:
@@ -244,6 +249,7 @@ class _NotifyClient(protocol.DatagramProtocol):
         msgid, flags = w.unpack_header(data)[:2]
         if msgid != self.msgid or not flags & w.QR:
             return
+        assert self.timer is not None   # a reply follows a sent query
         self.timer.cancel()
         rcode = flags & 0xF
         if rcode == w.NOERROR:

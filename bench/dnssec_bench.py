@@ -31,7 +31,7 @@ import dns.message  # noqa: E402
 from twisted.internet import task  # noqa: E402
 
 from corednstw.core import logger  # noqa: E402
-from corednstw.plugins.dnssec import keys  # noqa: E402
+from corednstw.engines.dnssec import keys  # noqa: E402
 from corednstw.plugins.sign.signer import Signer  # noqa: E402
 from corednstw.service.app import App  # noqa: E402
 

@@ -53,6 +53,14 @@ example.org:0 {
                               "    }\n}\n")
         self.assertIn("Corefile:2", str(cm.exception))
 
+    def test_neither_address_nor_interface(self):
+        """The value is quoted as Go's %q quotes it."""
+        from corednstw.core.errors import CorefileError
+        with self.assertRaises(CorefileError) as cm:
+            util.Direct(self, '.:0 {\n    bind "no\\"such"\n}\n')
+        self.assertIn('plugin/bind: not a valid IP address or interface '
+                      'name: "no\\"such"', str(cm.exception))
+
     def test_overlap_with_unbound_block_refused(self):
         from corednstw.core.errors import CorefileError
         with self.assertRaises(CorefileError):

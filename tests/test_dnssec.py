@@ -22,7 +22,8 @@ from corednstw.core.request import (
     encode,
     make_query,
 )
-from corednstw.plugins.dnssec import cache, keys, signer
+from corednstw.engines.dnssec import keys, signer
+from corednstw.plugins.dnssec import cache
 from corednstw.plugins.dnssec.plugin import Dnssec
 from tests.support import util
 from tests.support.cases import Case, check_response, parse_reply

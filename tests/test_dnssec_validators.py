@@ -19,7 +19,7 @@ from twisted.trial import unittest
 
 from corednstw.core import dnswire as w
 from corednstw.core.plugin import then
-from corednstw.plugins.dnssec import keys
+from corednstw.engines.dnssec import keys
 from tests.support import unbound, util
 from tests.support.unbound import ValidatingUnbound
 

@@ -235,7 +235,7 @@ class S2Test(Era):
 
     def test_forward_over_tls(self):
         [fwd] = [p for p in self.app.config.plugins() if p.name == "forward"]
-        [proxy] = fwd.proxies
+        [proxy] = fwd.upstreams
         self.assertIsNotNone(proxy.tls)
         self.assertEqual(proxy.servername, "dns.alidns.com")
 

@@ -73,9 +73,9 @@ class UpstreamFaults(Upstreams, unittest.TestCase):
         port = yield self.serve(
             "    forward . %s %s {\n        policy sequential\n"
             "        health_check 50ms\n        max_fails 2\n"
-            "        read_timeout 200ms\n    }" % (one.addr(), two.addr()))
+            "        read_timeout 2s\n    }" % (one.addr(), two.addr()))
         proxy = [p for p in self.app.config.plugins()
-                 if p.name == "forward"][0].proxies[0]
+                 if p.name == "forward"][0].upstreams[0]
         replies = yield defer.gatherResults(
             [ask(port, "a%d.example." % i) for i in range(50)])
         self.assertEqual(rcodes(replies), ["NOERROR"])

@@ -26,15 +26,15 @@ class ParseTest(unittest.TestCase):
         (f,), _ = util.build_plugins(
             self, ". {\n forward . 10.0.0.1 [2001:db8::1]:5353"
                   " tls://9.9.9.9%dns.quad9.net\n}\n", "forward")
-        self.assertEqual([p.addr for p in f.proxies],
+        self.assertEqual([p.addr for p in f.upstreams],
                          ["10.0.0.1:53", "[2001:db8::1]:5353", "9.9.9.9:853"])
         self.assertEqual(f.policy, "random")
         self.assertEqual(f.maxfails, 2)
-        p = f.proxies[0]
+        p = f.upstreams[0]
         self.assertEqual((p.expire, p.read_timeout, p.hc_interval),
                          (10.0, 2.0, 0.5))
-        self.assertIsNotNone(f.proxies[2].tls)
-        self.assertIsNone(f.proxies[0].tls)
+        self.assertIsNotNone(f.upstreams[2].tls)
+        self.assertIsNone(f.upstreams[0].tls)
 
     def test_all_options(self):
         (f,), _ = util.build_plugins(self, """. {
@@ -65,7 +65,7 @@ class ParseTest(unittest.TestCase):
         self.assertEqual(f.max_attempts, 5)
         self.assertEqual(f.next_rcodes, (3, 2))
         self.assertEqual(f.failover_rcodes, (5,))
-        p = f.proxies[0]
+        p = f.upstreams[0]
         self.assertEqual((p.expire, p.max_age, p.max_idle, p.read_timeout),
                          (20.0, 30.0, 4, 1.0))
         self.assertEqual((p.hc_interval, p.hc_rd, p.hc_domain, p.hc_proto),
@@ -77,7 +77,7 @@ class ParseTest(unittest.TestCase):
                                     "\nsearch example\nnameserver ::1\n"})
         (f,), _ = util.build_plugins(
             self, ". {\n forward . %s/resolv.conf\n}\n" % d, "forward")
-        self.assertEqual([p.addr for p in f.proxies],
+        self.assertEqual([p.addr for p in f.upstreams],
                          ["10.1.1.1:53", "[::1]:53"])
 
     def test_errors(self):
@@ -159,7 +159,7 @@ class SetupTableTest(unittest.TestCase):
                 ("forward 10.9.3.0/18 127.0.0.1", "0.9.10.in-addr.arpa.", 2,
                  True, ".", False, False)]:
             (f,) = self.parse(text)
-            p = f.proxies[0]
+            p = f.upstreams[0]
             self.assertEqual((f.from_, f.maxfails, p.hc_rd, p.hc_domain,
                               f.force_tcp, f.prefer_udp),
                              (frm, maxfails, hc_rd, hc_domain, force, prefer),
@@ -167,8 +167,9 @@ class SetupTableTest(unittest.TestCase):
 
     def test_multi_forward(self):
         fs = self.parse("forward . ::1\nforward com ::2")
-        self.assertEqual([(f.from_, [p.addr for p in f.proxies]) for f in fs],
-                         [(".", ["[::1]:53"]), ("com.", ["[::2]:53"])])
+        self.assertEqual(
+            [(f.from_, [p.addr for p in f.upstreams]) for f in fs],
+            [(".", ["[::1]:53"]), ("com.", ["[::2]:53"])])
 
     def test_setup_errors(self):
         for text, msg in [
@@ -249,7 +250,7 @@ class SetupTableTest(unittest.TestCase):
                 ("forward . 127.0.0.1 {\nsource_address ::ffff:192.0.2.1\n}",
                  "source", "192.0.2.1")]:
             (f,) = self.parse(text)
-            self.assertEqual(getattr(f.proxies[0], attr), want, text)
+            self.assertEqual(getattr(f.upstreams[0], attr), want, text)
         for text, attr, want in [
                 ("forward . 127.0.0.1 {\n}", "max_attempts", None),
                 ("forward . 127.0.0.1 {\nmax_connect_attempts 0\n}",
@@ -293,7 +294,7 @@ class SetupTableTest(unittest.TestCase):
                 ("forward . tls://[2400:3200::1]:853 {\ntls\n"
                  "tls_servername dns.alidns.com\n}", "dns.alidns.com")]:
             (f,) = self.parse(text)
-            self.assertEqual(f.proxies[0].servername, want, text)
+            self.assertEqual(f.upstreams[0].servername, want, text)
 
     def test_resolv_conf_forms(self):
         d = util.write_files(self, {
@@ -308,7 +309,7 @@ class SetupTableTest(unittest.TestCase):
                  ["[0388:d254:7aec:6892:9f7f:e93b:5806:1b0f]:53"]),
                 ("forward . %s/empty 127.0.0.1" % d, ["127.0.0.1:53"])]:
             (f,) = self.parse(text)
-            self.assertEqual([p.addr for p in f.proxies], want, text)
+            self.assertEqual([p.addr for p in f.upstreams], want, text)
         self.assertIn("no valid upstream addresses found",
                       self.error("forward . %s/null" % d))
 
@@ -488,7 +489,7 @@ class ForwardTest(Served, unittest.TestCase):
         m = yield util.query(port, "a.example", "A")
         self.assertEqual(m.rcode(), dns.rcode.SERVFAIL)
         # max_fails 0: no health check (TestHealthNoMaxFails)
-        self.assertFalse(self.forwarders()[0].proxies[0].probing)
+        self.assertFalse(self.forwarders()[0].upstreams[0].probing)
         self.assertEqual(dead.count(qtype="NS"), 0)
         # max_connect_attempts defaults to twice the number of upstreams
         self.assertEqual(dead.count(), 2)
@@ -507,7 +508,7 @@ class ForwardTest(Served, unittest.TestCase):
         m = yield util.query(port, "b.example", "A")
         self.assertEqual(m.rcode(), 0)
         self.assertEqual(two.count(name="b.example."), 1)
-        p1 = self.forwarders()[0].proxies[0]
+        p1 = self.forwarders()[0].upstreams[0]
         yield util.wait_for(lambda: p1.down(1))
         self.assertGreaterEqual(
             engine.HC_FAILURES.get(("forward", one.addr())), 2)
@@ -703,7 +704,7 @@ class ConformanceTest(Served, unittest.TestCase):
             " failfast_all_unhealthy_upstreams\n read_timeout 50ms\n"
             " health_check 1h\n }" % (one.addr(), two.addr()))
         (f,) = self.forwarders()
-        for p in f.proxies:
+        for p in f.upstreams:
             p.fails = 2
         broken = fwd.HEALTHCHECK_BROKEN.get()
         m = yield util.query(port, "example.org", "A")
@@ -751,7 +752,7 @@ class ConformanceTest(Served, unittest.TestCase):
             " forward . %s {\n read_timeout 20ms\n health_check 10ms\n"
             " max_fails 2\n max_connect_attempts 1\n }" % up.addr())
         yield util.query(port, "example.org", "A")
-        p = self.forwarders()[0].proxies[0]
+        p = self.forwarders()[0].upstreams[0]
         yield util.wait_for(lambda: p.down(2))
         self.assertGreater(p.fails, 2)
 

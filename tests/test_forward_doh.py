@@ -39,30 +39,30 @@ class ParseTest(unittest.TestCase):
     def test_https_defaults(self):
         f = self.parse("forward . https://127.0.0.1 https://[::1]:8443 "
                        "10.0.0.1")
-        self.assertEqual([(p.addr, p.transport) for p in f.proxies], [
+        self.assertEqual([(p.addr, p.transport) for p in f.upstreams], [
             ("127.0.0.1:443", "https"), ("[::1]:8443", "https"),
             ("10.0.0.1:53", "dns")])
-        p = f.proxies[0]
+        p = f.upstreams[0]
         self.assertEqual((p.doh_method, p.servername), ("POST", "127.0.0.1"))
         self.assertIsNotNone(p.tls)
-        self.assertIsNone(f.proxies[2].tls)
+        self.assertIsNone(f.upstreams[2].tls)
 
     def test_doh_method_and_servername(self):
         for method in ("GET", "POST"):
             f = self.parse("forward . https://127.0.0.1 {\n doh_method %s\n"
                            " tls_servername dns.example\n}" % method)
-            p = f.proxies[0]
+            p = f.upstreams[0]
             self.assertEqual((p.doh_method, p.servername),
                              (method, "dns.example"))
         f = self.parse("forward . https://127.0.0.1%doh.example:5443")
-        self.assertEqual((f.proxies[0].addr, f.proxies[0].servername),
+        self.assertEqual((f.upstreams[0].addr, f.upstreams[0].servername),
                          ("127.0.0.1:5443", "doh.example"))
 
     def test_host_names_wait_for_start(self):
         f = self.parse("forward . dns.example.com:5353 127.0.0.1 "
                        "tls://dot.example%name.example {\n"
                        " resolver 10.0.0.1 [2001:db8::1]:5353 10.0.0.2:53\n}")
-        self.assertEqual(f.proxies, [])
+        self.assertEqual(f.upstreams, [])
         self.assertEqual(f.to, [
             ("dns", "dns.example.com", 5353, ""),
             ("dns", "127.0.0.1", 53, ""),
@@ -290,7 +290,7 @@ class ScriptedTest(unittest.TestCase):
                                     "  health_check 1h\n" + opts)
             (f,) = [p for p in self.app.config.plugins()
                     if p.name == "forward"]
-            for p in f.proxies:
+            for p in f.upstreams:
                 p.fails = 2
             before = sum(len(u.requests) for u in ups)
             count = broken.get(())
@@ -308,7 +308,7 @@ class ScriptedTest(unittest.TestCase):
         port = yield self.serve([up], "  max_fails 1\n"
                                 "  health_check 20ms\n")
         (f,) = [p for p in self.app.config.plugins() if p.name == "forward"]
-        p = f.proxies[0]
+        p = f.upstreams[0]
         m = yield util.query(port, "example.org", "A")
         self.assertEqual(m.rcode(), dns.rcode.SERVFAIL)
         yield util.wait_for(lambda: p.down(1))
@@ -359,7 +359,7 @@ class ResolverTest(unittest.TestCase):
         self.assertEqual(resolver.count(name="up.example.test.",
                                         qtype="AAAA"), 1)
         (f,) = [p for p in app.config.plugins() if p.name == "forward"]
-        self.assertEqual([p.addr for p in f.proxies],
+        self.assertEqual([p.addr for p in f.upstreams],
                          ["127.0.0.1:%d" % target.port])
 
     @defer.inlineCallbacks

@@ -589,6 +589,9 @@ class TCPLimitsTest(unittest.TestCase):
             def setTcpNoDelay(self, on):
                 pass
 
+            def registerProducer(self, producer, streaming):
+                pass
+
             def getPeer(self):
                 return type("A", (), {"host": "127.0.0.1", "port": 5})()
 

@@ -17,7 +17,7 @@ from twisted.trial import unittest
 
 from corednstw.core import dnswire as w
 from corednstw.core.errors import CorefileError
-from corednstw.plugins.dnssec import keys
+from corednstw.engines.dnssec import keys
 from corednstw.plugins.sign import signer as sg
 from tests.support import unbound, util
 from tests.support.unbound import ValidatingUnbound

@@ -16,6 +16,7 @@ from corednstw.core import dnswire
 from corednstw.core.errors import CorefileError
 from corednstw.core.request import parse_response
 from corednstw.engines import authority
+from corednstw.engines import transfer as xfer
 from corednstw.plugins import transfer
 from corednstw.service.app import App
 from tests.support import cases, util
@@ -117,7 +118,7 @@ class Outgoing(unittest.TestCase):
                                     "ns a 9 2 3 4 5\n@ 60 IN NS ns\n" + body})
         yield self.start(zone=os.path.join(d, "db"))
         z = authority.parse_file(os.path.join(d, "db"), "example.org.")
-        want = len(transfer.batches(z.transfer(0)))
+        want = len(xfer.batches(z.transfer(0)))
         self.assertGreater(want, 2)
         replies = yield util.send_tcp(self.port, axfr_query(), count=want)
         self.assertEqual(len(replies), want)
@@ -164,7 +165,7 @@ class Notify(unittest.TestCase):
         catcher = _Catcher(rcode=dns.rcode.REFUSED)
         port = reactor.listenUDP(0, catcher, interface="127.0.0.1")
         self.addCleanup(port.stopListening)
-        yield transfer.send_notify(reactor, "example.org.", (
+        yield xfer.send_notify(reactor, "example.org.", (
             "127.0.0.1", port.getHost().port)).addErrback(
                 lambda f: log.write(f.getErrorMessage()))
         self.assertEqual(len(catcher.got), 3)
@@ -198,15 +199,16 @@ class Setup(unittest.TestCase):
                         "  to 10.0.0.1 [2001:db8::1]:5300 10.0.0.2:53\n }\n"
                         " transfer example.net {\n  to *\n }\n}\n")
         t = cfg.blocks[0].plugin("transfer")
-        self.assertEqual(t.xfrs[0].to, [("10.0.0.1", 53),
-                                        ("2001:db8::1", 5300),
-                                        ("10.0.0.2", 53)])
-        self.assertEqual(t.longest("www.example.net.").to, ["*"])
-        self.assertIsNone(t.longest("example.com."))
+        out = t.outgoing
+        self.assertEqual(out.xfrs[0].to, [("10.0.0.1", 53),
+                                          ("2001:db8::1", 5300),
+                                          ("10.0.0.2", 53)])
+        self.assertEqual(out.longest("www.example.net.").to, ["*"])
+        self.assertIsNone(out.longest("example.com."))
 
     def test_batches(self):
         rr = dnswire.RR("a.example.org.", 16, 60, b"\xff" + b"x" * 255)
-        out = transfer.batches([[rr] * 500])
+        out = xfer.batches([[rr] * 500])
         self.assertEqual([len(b) for b in out], [224, 224, 52])
 
 
@@ -250,7 +252,7 @@ class Table(unittest.TestCase):
         com = _Transferer("example.com.", 12345, org)
         p = transfer.Transfer()
         for zones, to in xfrs:
-            p.xfrs.append(transfer.Xfr(zones, to, None))
+            p.outgoing.allow(zones, to)
         p.transferers = lambda: [com, org]
         p.next = util.Stub(lambda req: nx.serve(req))
         return p
@@ -331,9 +333,9 @@ class Table(unittest.TestCase):
     def test_longest_match(self):
         p = self.plugin([(["example.org."], ["*"]),
                          (["a.example.org."], ["*"])])
-        self.assertEqual(p.longest("host.a.example.org.").zones,
+        self.assertEqual(p.outgoing.longest("host.a.example.org.").zones,
                          ["a.example.org."])
-        self.assertIsNone(p.longest("other.net."))
+        self.assertIsNone(p.outgoing.longest("other.net."))
 
     def test_zone_selection_most_specific(self):
         # example.org. allows only 192.0.2.1, sub.example.org. anyone: a

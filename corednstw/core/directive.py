@@ -30,12 +30,16 @@ from corednstw.core.errors import CorefileError
 #: CoreDNS's most common words for an option it does not know.
 UNKNOWN_PROPERTY = "unknown property '%s'"
 
+#: CoreDNS's wrong-argument-count words after the token ``{text}``; also
+#: a reader's wording where a plugin answers a bad value with them.
+ARG_COUNT = "Wrong argument count or unexpected line ending after '{text}'"
+
 
 def _word(fmt, text, reason):
     """A plugin's wording of a refused value.  ``{text}`` (the value as
-    written) and ``{reason}`` (Go's error text) are filled in; a format
-    without them but with ``%s`` gets Go's text there; a plain message is
-    used as it is."""
+    written; ``{text!r}`` for Python's quoting of it) and ``{reason}``
+    (Go's error text) are filled in; a format without them but with
+    ``%s`` gets Go's text there; a plain message is used as it is."""
     if "{" in fmt:
         return fmt.format(text=text, reason=reason)
     if "%" in fmt:
@@ -83,9 +87,7 @@ class Directive:
         (by default the last token of this line)."""
         if after is None:
             after = self.args[-1] if self.args else self.name
-        return self.error(
-            "Wrong argument count or unexpected line ending after '%s'"
-            % after)
+        return self.error(ARG_COUNT.format(text=after))
 
     # -- argument counts ------------------------------------------------
 
@@ -141,8 +143,8 @@ class Directive:
         if (lo is not None and value < lo) or (hi is not None
                                                and value > hi):
             if range_error is None:
-                raise self.error('strconv.%s: parsing "%s": value out of '
-                                 "range" % (func, text))
+                raise self.error(goparse.num_error(func, text,
+                                                   "value out of range"))
             raise self.error(_word(range_error, text, value))
         return value
 
@@ -208,7 +210,7 @@ class Directive:
         at this directive's line with ``unknown_here`` (as CoreDNS reports
         some); ``unknown=None`` hands it to ``handlers[None]`` instead.
         ``fold_case``: option names in any case (CoreDNS lower-cases
-        them for a few plugins)."""
+        them for a few plugins, and names an unknown one lower-cased)."""
         for c in self.children:
             name = c.name.lower() if fold_case else c.name
             handler = handlers.get(name)
@@ -217,5 +219,5 @@ class Directive:
                     handlers[None](c)
                     continue
                 at = self if unknown_here else c
-                raise at.error((unknown or UNKNOWN_PROPERTY) % c.name)
+                raise at.error((unknown or UNKNOWN_PROPERTY) % name)
             handler(c)

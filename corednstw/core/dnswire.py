@@ -14,6 +14,7 @@ spread those names over several imports on hot paths.
 """
 
 import functools
+import ipaddress
 import socket
 import struct
 
@@ -323,6 +324,25 @@ def a_rdata(ip, _pton=socket.inet_pton, _af=socket.AF_INET):
 def aaaa_rdata(ip, _pton=socket.inet_pton, _af=socket.AF_INET6):
     """AAAA rdata of an IPv6 address in text."""
     return _pton(_af, ip)
+
+
+def ip_rdata(ip, _pton=socket.inet_pton, _af=socket.AF_INET):
+    """(canonical text, A or AAAA, rdata) of an address in text, or None
+    when it is none (a host name)."""
+    if ":" not in ip:
+        # IPv4: inet_pton is as strict as ipaddress (four decimal octets,
+        # no leading zeros), so a text it accepts is already canonical.
+        try:
+            return ip, A, _pton(_af, ip)
+        except (OSError, TypeError):
+            return None
+    try:
+        a = ipaddress.ip_address(ip)
+    except ValueError:
+        return None
+    if a.version == 4:
+        return str(a), A, a.packed
+    return str(a), AAAA, a.packed
 
 
 def srv_rdata(priority, weight, port, target):

@@ -18,8 +18,49 @@ _TRUE = ("1", "t", "T", "TRUE", "true", "True")
 _FALSE = ("0", "f", "F", "FALSE", "false", "False")
 
 
+_ESCAPES = {"\a": "\\a", "\b": "\\b", "\f": "\\f", "\n": "\\n",
+            "\r": "\\r", "\t": "\\t", "\v": "\\v", "\\": "\\\\",
+            '"': '\\"'}
+
+
+def quote(text):
+    """``text`` as Go's strconv.Quote (and ``%q``) writes it: in double
+    quotes, with ``"`` and ``\\`` escaped, and what Go does not print
+    (control characters, separators other than the space, unassigned
+    code points) escaped as ``\\xNN``, ``\\uNNNN`` or ``\\UNNNNNNNN``.
+    A Corefile value can hold any of them, and CoreDNS's errors quote it
+    this way."""
+    out = ['"']
+    for ch in text:
+        if ch in _ESCAPES:
+            out.append(_ESCAPES[ch])
+        elif ch.isprintable():
+            out.append(ch)
+        elif ord(ch) < 0x80:
+            out.append("\\x%02x" % ord(ch))
+        elif 0xD800 <= ord(ch) < 0xE000:
+            # Bytes that were not UTF-8 (a lone surrogate, as
+            # surrogateescape keeps them): Go writes each byte.
+            out.extend("\\x%02x" % b for b in
+                       ch.encode("utf-8", "surrogateescape"
+                                 if 0xDC80 <= ord(ch) <= 0xDCFF
+                                 else "surrogatepass"))
+        elif ord(ch) < 0x10000:
+            out.append("\\u%04x" % ord(ch))
+        else:
+            out.append("\\U%08x" % ord(ch))
+    out.append('"')
+    return "".join(out)
+
+
+def num_error(func, text, why):
+    """Go's strconv.NumError text: ``func`` refused ``text`` for ``why``
+    (``invalid syntax``, ``value out of range``)."""
+    return "strconv.%s: parsing %s: %s" % (func, quote(text), why)
+
+
 def _err(func, text, why):
-    return ValueError('strconv.%s: parsing "%s": %s' % (func, text, why))
+    return ValueError(num_error(func, text, why))
 
 
 def parse_int(text, bits=64, func="ParseInt"):

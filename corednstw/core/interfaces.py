@@ -87,6 +87,15 @@ class IForwarderTap(Interface):
         """The reply ``wire`` received from ``upstream``."""
 
 
+class INotifier(Interface):
+    """Tells secondaries a zone changed (CoreDNS's transfer.Notify): the
+    transfer plugin, for the zone plugins of its block (file, auto,
+    secondary) to call after a reload of a zone."""
+
+    def notify(zone: str) -> Any:
+        """Send NOTIFY for ``zone`` to its peers; may return a Deferred."""
+
+
 class IInheritable(Interface):
     """Takes over the state of its predecessor across a reload (a
     kubernetes watch and store survive an unchanged block)."""
@@ -151,6 +160,14 @@ class IAutoPather(Interface):
         the query should not be completed on the server."""
 
 
+#: The kinds of the headless groups ``IExternal.external_services`` gives
+#: (CoreDNS's Endpoint and PortProtocol key suffixes): an endpoint's
+#: records at the service name, or a named port's ``_port._proto``
+#: records.
+EXTERNAL_ENDPOINT = "endpoint"
+EXTERNAL_PORT_PROTOCOL = "port.protocol"
+
+
 class IExternal(Interface):
     """Names services outside the cluster for the ``k8s_external`` plugin
     (CoreDNS's external.Externaler, implemented by kubernetes).  A
@@ -175,7 +192,8 @@ class IExternal(Interface):
             list[Any], dict[Any, list[Any]]]:
         """For a transfer: (owner, service) pairs of every service with
         external addresses, and (with ``headless``) the endpoints of
-        headless services grouped by (owner, kind)."""
+        headless services grouped by (owner, kind), the kind
+        EXTERNAL_ENDPOINT or EXTERNAL_PORT_PROTOCOL."""
 
     def external_serial(zone: str) -> int:
         """The SOA serial of the external zone: when its data last

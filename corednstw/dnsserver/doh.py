@@ -60,7 +60,7 @@ class BadRequest(ValueError):
     """The HTTP request carries no DNS message we accept (400)."""
 
 
-class Exchange:
+class StreamRequest:
     """A DoH request arriving in pieces on an HTTP/2 or HTTP/3 stream:
     its pseudo-headers, then its body (kept up to a limit, counted past
     it), then asked of the listener's ``DoHResource``."""
@@ -112,10 +112,53 @@ class DoHRequest(server.Request):
 class _Channel(http.HTTPChannel):
     """HTTP/1.1 with room for a GET of the largest message: Go's server
     reads up to a megabyte of request line and headers (twisted.web's
-    default, 16 KiB, would cut a long ``?dns=`` with a bare 400)."""
+    default, 16 KiB, would cut a long ``?dns=`` with a bare 400).
+
+    A request has the read timeout of *timeouts* to arrive whole, headers
+    and body (Go's http.Server ReadTimeout, which CoreDNS's https server
+    sets from it): from the connection's start for the first request (the
+    TLS handshake included), from its first byte for the next ones.  The
+    bytes that come meanwhile do not move the deadline (the idle timeout,
+    which each byte restarts, would let a client sending a byte now and
+    then hold the connection for good); a request not in by then ends
+    the connection."""
 
     MAX_LENGTH = 1 << 20
     totalHeadersSize = 1 << 20
+    _deadline = None
+
+    def connectionMade(self):
+        super().connectionMade()
+        self._arm()
+
+    def dataReceived(self, data):
+        if self._deadline is None and not self._handlingRequest:
+            self._arm()         # the first bytes of the next request
+        super().dataReceived(data)
+
+    def allContentReceived(self):
+        self.disarm()
+        super().allContentReceived()
+
+    def _arm(self):
+        self._deadline = self.callLater(self.site.resource.timeouts.read,
+                                        self._too_slow)
+
+    def disarm(self):
+        """No request is on its way (or another protocol takes the
+        connection over)."""
+        if self._deadline is not None:
+            if self._deadline.active():
+                self._deadline.cancel()
+            self._deadline = None
+
+    def _too_slow(self):
+        self._deadline = None
+        self.transport.abortConnection()
+
+    def connectionLost(self, reason):
+        self.disarm()
+        super().connectionLost(reason)
 
 
 class _Switch(http._GenericHTTPChannelProtocol):
@@ -129,6 +172,7 @@ class _Switch(http._GenericHTTPChannelProtocol):
                 from corednstw.dnsserver import doh_h2
                 self._channel._networkProducer.unregisterProducer()
                 self._channel.setTimeout(None)
+                self._channel.disarm()
                 self._channel = doh_h2.DoHH2(self._site.resource,
                                             self._timeOut)
                 self._channel.makeConnection(transport)

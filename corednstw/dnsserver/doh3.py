@@ -92,7 +92,7 @@ class _DoH3:
         if sum(len(n) + len(v) for n, v in hev.headers) > MAX_HEADER_BYTES:
             self.conn.close(ErrorCode.H3_EXCESSIVE_LOAD)
             return
-        self.requests[hev.stream_id] = doh.Exchange(hev.headers)
+        self.requests[hev.stream_id] = doh.StreamRequest(hev.headers)
         if hev.stream_ended:
             self._ended(hev.stream_id)
 

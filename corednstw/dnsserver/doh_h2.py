@@ -9,6 +9,17 @@ twisted.web uses too, hands each finished stream to the listener's
 ``DoHResource.query`` (the same rules, statuses and metrics as HTTP/1.1)
 and writes the answer with one HEADERS and one DATA frame.
 
+Deadlines (Go's http.Server ReadTimeout and IdleTimeout, which CoreDNS's
+https server takes from *timeouts*): a request must arrive whole within
+the read timeout of its HEADERS frame, or its stream is reset (CANCEL);
+bytes that do not yet make a whole frame (the preface at the start, the
+TLS handshake too under gRPC) must make one within the read timeout,
+or the connection ends; and the idle timeout runs from the last request
+received, not from the last byte, so that frames that carry no request
+(PING, SETTINGS) do not keep a connection open either.  A client
+sending a byte now and then thus holds a connection for the read
+timeout at most, instead of for good.
+
 Header validation of ``h2`` is off both ways: it cost a tenth of the
 time of a query, our own answers' few fixed headers need no checking, and
 of a client's headers only ``:method`` and ``:path`` are read (anything
@@ -20,6 +31,7 @@ import time
 
 import h2.config
 import h2.connection
+import h2.errors
 import h2.events
 import h2.exceptions
 from twisted.internet import protocol
@@ -47,6 +59,8 @@ class DoHH2(protocol.Protocol, TimeoutMixin):
         self.conn = h2.connection.H2Connection(config=_CONFIG)
         self.streams = {}
         self.pending = {}       # stream id -> body bytes not yet sent
+        self.receiving = {}     # stream id -> its read deadline (or None)
+        self.deadline = None    # for bytes short of a whole frame
         self.client = None
         self.write = None
 
@@ -57,23 +71,87 @@ class DoHH2(protocol.Protocol, TimeoutMixin):
         self.conn.initiate_connection()
         self._flush()
         self.setTimeout(self.idle)
+        self.deadline = self._later(self._too_slow)     # the preface
 
     def dataReceived(self, data):
-        self.resetTimeout()
         try:
             events = self.conn.receive_data(data)
         except h2.exceptions.ProtocolError:
             self._flush()
             self.transport.loseConnection()
             return
+        received = False
+        receiving = self.receiving
         for event in events:
-            handler = _HANDLERS.get(type(event))
+            kind = type(event)
+            if kind is h2.events.RequestReceived:
+                receiving[event.stream_id] = None
+            elif kind is h2.events.StreamEnded:
+                received = True
+                self._received(event.stream_id)
+            elif kind is h2.events.StreamReset:
+                self._received(event.stream_id)
+            handler = _HANDLERS.get(kind)
             if handler is not None:
                 getattr(self, handler)(event)
+        self._flush()
+        self._watch(received)
+
+    def _watch(self, received):
+        """Set the deadlines after a read: a request received restarts the
+        idle timer and the deadline of a partial frame; a stream still
+        receiving its request gets its deadline."""
+        if received:
+            self.resetTimeout()
+        if _partial(self.conn.incoming_buffer):
+            if self.deadline is None:
+                self.deadline = self._later(self._too_slow)
+            elif received:
+                self.deadline.reset(self.resource.timeouts.read)
+        elif self.deadline is not None:
+            self.deadline.cancel()
+            self.deadline = None
+        receiving = self.receiving
+        if receiving:
+            for sid, timer in receiving.items():
+                if timer is None:
+                    receiving[sid] = self._later(self._stream_too_slow, sid)
+
+    def _later(self, fn, *args):
+        """A read-timeout deadline."""
+        return self.callLater(self.resource.timeouts.read,
+                              functools.partial(fn, *args))
+
+    def _received(self, sid):
+        timer = self.receiving.pop(sid, None)
+        if timer is not None and timer.active():
+            timer.cancel()
+
+    def _too_slow(self):
+        """A frame (or the preface) did not arrive within the read
+        timeout."""
+        self.deadline = None
+        self.transport.abortConnection()
+
+    def _stream_too_slow(self, sid):
+        """A request did not arrive whole within the read timeout."""
+        self.receiving.pop(sid, None)
+        self.streams.pop(sid, None)
+        try:
+            self.conn.reset_stream(sid, h2.errors.ErrorCodes.CANCEL)
+        except h2.exceptions.H2Error:
+            return
         self._flush()
 
     def connectionLost(self, reason):
         self.setTimeout(None)
+        if self.deadline is not None and self.deadline.active():
+            self.deadline.cancel()
+        self.deadline = None
+        for timer in self.receiving.values():
+            if timer is not None and timer.active():
+                timer.cancel()
+        self.receiving.clear()
         for stream in self.streams.values():
             if stream.gone is not None:
                 stream.gone()
@@ -81,6 +159,11 @@ class DoHH2(protocol.Protocol, TimeoutMixin):
         self.pending.clear()
 
     def timeoutConnection(self):
+        if len(self.streams) > len(self.receiving):
+            # Answers still to come (within the write timeout): the
+            # connection is not idle.
+            self.setTimeout(self.idle)
+            return
         self.conn.close_connection()
         self._flush()
         self.transport.loseConnection()
@@ -88,7 +171,7 @@ class DoHH2(protocol.Protocol, TimeoutMixin):
     # -- events ---------------------------------------------------------
 
     def _request(self, event):
-        self.streams[event.stream_id] = doh.Exchange(event.headers)
+        self.streams[event.stream_id] = doh.StreamRequest(event.headers)
 
     def _data(self, event):
         self.conn.acknowledge_received_data(
@@ -170,6 +253,14 @@ _HANDLERS = {
     h2.events.WindowUpdated: "_window",
     h2.events.ConnectionTerminated: "_terminated",
 }
+
+def _partial(buffer):
+    """Whether h2's frame buffer holds bytes short of a whole frame (or of
+    the preface, or a header block waiting for its CONTINUATION)."""
+    return bool(getattr(buffer, "_data", None) or getattr(buffer, "data", b"")
+                or getattr(buffer, "_preamble_len", 0)
+                or getattr(buffer, "_headers_buffer", None))
+
 
 def _record_writer(transport):
     """Write each answer as its own TLS record, as Go's server does.

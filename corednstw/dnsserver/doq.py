@@ -26,8 +26,19 @@ as for UDP).  ``coredns_dns_quic_responses_total{server, status}``
 counts answers (0x0) and connections closed with an error (0x1, 0x2).
 Past ``max_connections`` (200, as CoreDNS's DoQ server) a connection is
 closed with code 0 once its handshake is done.
+
+Handshakes are bounded too, for a flood of Initials (each would cost a
+connection and a TLS handshake, and a spoofed source never finishes
+one): past RETRY_AFTER handshakes in progress, a new client is sent a
+Retry (RFC 9000 8.1.2) and gets a connection only once it comes back
+with the token, proving it receives at its address; past MAX_HANDSHAKES
+an Initial is dropped; a handshake not done within the read timeout of
+*timeouts* is forgotten.
 """
 
+import hashlib
+import hmac
+import os
 import struct
 from collections import deque
 
@@ -36,10 +47,17 @@ from aioquic.quic import events
 from aioquic.quic.configuration import QuicConfiguration
 from aioquic.quic.connection import QuicConnection
 from aioquic.quic.packet import (
+    RETRY_AEAD_KEY_VERSION_1,
+    RETRY_AEAD_KEY_VERSION_2,
+    RETRY_AEAD_NONCE_VERSION_1,
+    RETRY_AEAD_NONCE_VERSION_2,
     QuicPacketType,
+    QuicProtocolVersion,
+    encode_long_header_first_byte,
     encode_quic_version_negotiation,
     pull_quic_header,
 )
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from twisted.internet import defer, protocol
 
 from corednstw.core import dnswire as w
@@ -57,6 +75,10 @@ DEFAULT_MAX_CONNECTIONS = 200
 NO_ERROR, INTERNAL_ERROR, PROTOCOL_ERROR = 0, 1, 2
 #: A QUIC Initial must be padded to this size (RFC 9000 14.1).
 MIN_INITIAL = 1200
+#: Handshakes in progress past which a new client must answer a Retry.
+RETRY_AFTER = 64
+#: Handshakes in progress at most; Initials past it are dropped.
+MAX_HANDSHAKES = 512
 _EDNS_TCP_KEEPALIVE = 11
 
 RESPONSES = metrics.counter(
@@ -96,6 +118,10 @@ class QuicServer(protocol.DatagramProtocol):
         self.local = None
         self.conns = {}         # connection ID -> _Connection
         self.admitted = 0       # connections past their handshake
+        self.handshakes = 0     # connections not yet past it
+        self.retry_after = RETRY_AFTER
+        self.max_handshakes = MAX_HANDSHAKES
+        self.retry = RetryTokens()
         self.busy = 0           # streams being answered (all connections)
         self.waiting = deque()  # streams waiting for a worker
         self._tls = None
@@ -150,12 +176,42 @@ class QuicServer(protocol.DatagramProtocol):
             if (header.packet_type != QuicPacketType.INITIAL
                     or len(data) < MIN_INITIAL):
                 return
-            conn = self._accept(header.destination_cid, addr)
+            conn = self._initial(header, addr)
+            if conn is None:
+                return
         conn.datagram(data, addr)
 
-    def _accept(self, cid, addr):
-        qc = QuicConnection(configuration=self.config,
-                            original_destination_connection_id=cid)
+    def _initial(self, header, addr):
+        """A new client's Initial: a connection for it, or None when it is
+        sent a Retry (too many handshakes in progress, no token), brings
+        a token that is not ours, or finds MAX_HANDSHAKES in progress."""
+        retry_cid = None
+        original = header.destination_cid
+        if header.token:
+            original = self.retry.validate(addr, header.destination_cid,
+                                           header.token,
+                                           self.reactor.seconds())
+            if original is None:
+                return None
+            retry_cid = header.destination_cid
+        elif self.handshakes >= self.retry_after:
+            source_cid = os.urandom(8)
+            token = self.retry.create(addr, header.destination_cid,
+                                      source_cid, self.reactor.seconds())
+            self.transport.write(retry_packet(
+                header.version, source_cid, header.source_cid,
+                header.destination_cid, token), addr)
+            return None
+        if self.handshakes >= self.max_handshakes:
+            return None
+        return self._accept(header.destination_cid, addr, original,
+                            retry_cid)
+
+    def _accept(self, cid, addr, original=None, retry_cid=None):
+        qc = QuicConnection(
+            configuration=self.config,
+            original_destination_connection_id=original or cid,
+            retry_source_connection_id=retry_cid)
         if self.settings.max_streams:
             # The streams a client may have open at once (aioquic keeps
             # no setting for it, only this initial credit).
@@ -165,8 +221,11 @@ class QuicServer(protocol.DatagramProtocol):
             limit.value = limit.sent = self.settings.max_streams
         conn = _Connection(self, qc, addr)
         conn.app = self.application(conn)
-        self.conns[cid] = conn
-        self.conns[qc.host_cid] = conn
+        conn.cid(cid)
+        conn.cid(qc.host_cid)
+        self.handshakes += 1
+        conn.deadline = self.reactor.callLater(
+            self.timeouts.read, conn.handshake_expired)
         return conn
 
     def application(self, conn):
@@ -176,6 +235,7 @@ class QuicServer(protocol.DatagramProtocol):
         """Whether a connection whose handshake is done may stay: as
         CoreDNS, connections are counted once accepted (handshake done),
         and one past ``max_connections`` is closed at once."""
+        conn.handshake_done()
         limit = self.settings.max_connections
         if limit and self.admitted >= limit:
             return False
@@ -184,8 +244,11 @@ class QuicServer(protocol.DatagramProtocol):
         return True
 
     def forget(self, conn):
-        for cid in [c for c, v in self.conns.items() if v is conn]:
-            del self.conns[cid]
+        conns = self.conns
+        for cid in conn.cids:
+            if conns.get(cid) is conn:
+                del conns[cid]
+        conn.cids.clear()
 
     # -- the worker pool ------------------------------------------------
 
@@ -224,6 +287,29 @@ class _Connection:
         self.closing = False    # closed by us, not yet terminated
         self.admitted = False   # counted in the server's connections
         self.receiving = False  # handling a datagram's events
+        self.cids = set()       # its connection IDs in the server's map
+        self.deadline = None    # of the handshake, while in progress
+
+    def cid(self, cid):
+        self.server.conns[cid] = self
+        self.cids.add(cid)
+
+    def handshake_done(self):
+        """No longer counted among the handshakes in progress."""
+        deadline = self.deadline
+        if deadline is not None:
+            self.deadline = None
+            self.server.handshakes -= 1
+            if deadline.active():
+                deadline.cancel()
+
+    def handshake_expired(self):
+        """The handshake did not finish within the read timeout (a client
+        gone, or a spoofed address that never saw our answer): forget the
+        connection without a word."""
+        self.deadline = None
+        self.server.handshakes -= 1
+        self._gone()
 
     def now(self):
         return self.server.reactor.seconds()
@@ -253,9 +339,11 @@ class _Connection:
             if ev is None:
                 return
             if isinstance(ev, events.ConnectionIdIssued):
-                conns[ev.connection_id] = self
+                self.cid(ev.connection_id)
             elif isinstance(ev, events.ConnectionIdRetired):
-                conns.pop(ev.connection_id, None)
+                if conns.get(ev.connection_id) is self:
+                    del conns[ev.connection_id]
+                self.cids.discard(ev.connection_id)
             elif isinstance(ev, events.ConnectionTerminated):
                 self._gone()
             elif isinstance(ev, events.HandshakeCompleted):
@@ -320,6 +408,7 @@ class _Connection:
         if not self.open:
             return
         self.open = False
+        self.handshake_done()
         if self.admitted:
             self.admitted = False
             self.server.admitted -= 1
@@ -427,6 +516,69 @@ class _DoQ:
 
         host, port = conn.client
         server.mux.handle(data, host, port, "udp", server.local, send)
+
+
+class RetryTokens:
+    """The tokens of Retry packets: the original destination connection
+    ID and the time, authenticated (with a key of the process)
+    together with the client's address and the Retry's source connection
+    ID, to which the client must send its next Initial (RFC 9000 8.1.2,
+    17.2.5).  Valid for TOKEN_LIFETIME seconds: clients answer a Retry at
+    once.  A keyed BLAKE2b MAC rather than aioquic's encrypted token,
+    which costs several times as much under a flood, for a secrecy the
+    token does not need."""
+
+    TOKEN_LIFETIME = 30.0
+    _MAC = 16
+
+    def __init__(self):
+        self._key = os.urandom(32)
+
+    def _mac(self, addr, retry_cid, body):
+        bound = b"%s|%d|%s|" % (addr[0].encode(), addr[1], retry_cid)
+        return hashlib.blake2b(bound + body, key=self._key,
+                               digest_size=self._MAC).digest()
+
+    def create(self, addr, original_cid, retry_cid, now):
+        body = (struct.pack("!QB", int(now * 1000), len(original_cid))
+                + original_cid)
+        return body + self._mac(addr, retry_cid, body)
+
+    def validate(self, addr, retry_cid, token, now):
+        """The original destination connection ID of a valid token, else
+        None."""
+        body, mac = token[:-self._MAC], token[-self._MAC:]
+        if len(body) < 9 or not hmac.compare_digest(
+                mac, self._mac(addr, retry_cid, body)):
+            return None
+        issued, size = struct.unpack_from("!QB", body)
+        if (len(body) != 9 + size
+                or not 0 <= now - issued / 1000 <= self.TOKEN_LIFETIME):
+            return None
+        return body[9:]
+
+
+#: The Retry Integrity Tag's cipher and nonce per QUIC version (RFC 9001
+#: 5.8, RFC 9369 3.3.3), made once (aioquic makes the cipher per packet).
+_RETRY_AEAD = {
+    QuicProtocolVersion.VERSION_1: (AESGCM(RETRY_AEAD_KEY_VERSION_1),
+                                    RETRY_AEAD_NONCE_VERSION_1),
+    QuicProtocolVersion.VERSION_2: (AESGCM(RETRY_AEAD_KEY_VERSION_2),
+                                    RETRY_AEAD_NONCE_VERSION_2),
+}
+
+
+def retry_packet(version, source_cid, destination_cid, original_cid,
+                 token):
+    """A Retry packet (RFC 9000 17.2.5) with its integrity tag."""
+    packet = (struct.pack("!BI", encode_long_header_first_byte(
+        version, QuicPacketType.RETRY, 0), version)
+              + bytes((len(destination_cid),)) + destination_cid
+              + bytes((len(source_cid),)) + source_cid + token)
+    aead, nonce = _RETRY_AEAD.get(
+        version, _RETRY_AEAD[QuicProtocolVersion.VERSION_1])
+    return packet + aead.encrypt(
+        nonce, b"", bytes((len(original_cid),)) + original_cid + packet)
 
 
 def _valid(data):

@@ -127,7 +127,10 @@ class Mux:
     def handle(self, data, client, port, proto, local, send, depth=0):
         """Answer one query; ``send(bytes)`` writes to the client.
         ``depth`` counts nested internal lookups (App.lookup's loop guard).
-        Returns False when the message is ignored (no answer will come)."""
+        Returns False when the message is ignored (no answer will come),
+        a Deferred firing once the answer is written (or the chain chose
+        to write none) when it comes later, else None (answered, or not,
+        already)."""
         if len(data) < 12:
             return False
         req = Request(data, client, port, proto, local, self.label)
@@ -176,10 +179,9 @@ class Mux:
             self._panic(req, send)
             return
         if is_deferred(result):
-            result.addCallbacks(self._deliver, self._failed,
-                                callbackArgs=(req, send),
-                                errbackArgs=(req, send))
-            return
+            return result.addCallbacks(self._deliver, self._failed,
+                                       callbackArgs=(req, send),
+                                       errbackArgs=(req, send))
         self._deliver(result, req, send)
 
     def _deliver(self, resp, req, send):

@@ -10,6 +10,17 @@ from twisted.protocols.policies import TimeoutMixin
 from corednstw.core import logger
 from corednstw.dnsserver.mux import client_address
 
+#: Answers one connection may leave unsent in the server's buffers before
+#: its next queries wait (the socket's own buffer in the kernel comes on
+#: top): a client that pipelines queries for large answers and reads them
+#: slowly holds this much of the server's memory, not all its answers.
+UNSENT_LIMIT = 256 * 1024
+#: Queries of one connection being answered at once (waiting on an
+#: upstream, say); the next are read as these are answered.  miekg
+#: answers a connection's queries one at a time; this keeps pipelining
+#: fast and bounds the answers that can arrive together.
+MAX_PENDING = 32
+
 
 class Timeouts:
     """TCP connection limits (the timeouts plugin; CoreDNS's defaults)."""
@@ -37,6 +48,15 @@ def nodelay(transport):
         pass
 
 
+def socket_transport(transport):
+    """The transport that writes to the socket, below TLS and PROXY
+    wrappers (None when there is none, as for a test's stand-in)."""
+    t = transport
+    while t is not None and not hasattr(type(t), "writeSomeData"):
+        t = getattr(t, "transport", None)
+    return t
+
+
 class DNSStreamProtocol(Int16StringReceiver, TimeoutMixin):
     """TCP: length-framed queries, pipelined.
 
@@ -44,6 +64,13 @@ class DNSStreamProtocol(Int16StringReceiver, TimeoutMixin):
     the wait between queries; an answer the client does not take within the
     write timeout ends the connection; after ``max_queries`` queries the
     connection is closed once their answers are written (miekg's rules).
+
+    What one connection holds is bounded: the protocol is the streaming
+    producer of its transport, which pauses it while more than
+    UNSENT_LIMIT bytes of answers wait to be sent, and at most MAX_PENDING
+    of its queries are answered at once.  Paused, it reads nothing from
+    the socket (the client's queries wait in the kernel) and takes no
+    further query from what it has read.
     """
 
     MAX_LENGTH = 65535
@@ -55,48 +82,89 @@ class DNSStreamProtocol(Int16StringReceiver, TimeoutMixin):
         self.host = None
         self.port = 0
         self.queries = 0
-        self.unanswered = 0
+        self.pending = 0        # queries whose answer is still to come
+        self._full = False      # the transport's buffer is over the limit
+        self._reading = False   # inside dataReceived
         self._write_check = None
         self._sent = 0
 
     def connectionMade(self):
         nodelay(self.transport)
-        self._count_sent()
+        bottom = socket_transport(self.transport)
+        self._count_sent(bottom)
+        if bottom is not None:
+            bottom.bufferSize = UNSENT_LIMIT
+        self.transport.registerProducer(self, True)
         peer = self.transport.getPeer()
         self.host, self.port = client_address((peer.host, peer.port))
         self.setTimeout(self.limits.read)
 
+    def dataReceived(self, data):
+        self._reading = True
+        try:
+            Int16StringReceiver.dataReceived(self, data)
+        finally:
+            self._reading = False
+
     def stringReceived(self, data):
         self.setTimeout(self.limits.idle)
-        limit = self.limits.max_queries
-        send = self._send
-        if limit > 0:
-            self.queries += 1
-            self.unanswered += 1
-            send = self._counted_sender()
-            if self.queries >= limit:
-                # Read no further queries; close once the answers are out
-                # (the idle timeout ends it should one never come).
-                self.transport.pauseProducing()
+        self.queries += 1
         # The factory's mux, not one kept per connection: after a reload
         # an open connection's next query goes to the new configuration.
-        if self.factory.mux.handle(data, self.host, self.port, "tcp",
-                                   self.local, send) is False and limit > 0:
-            send(None)      # ignored: counts as done (miekg reads on)
+        result = self.factory.mux.handle(data, self.host, self.port, "tcp",
+                                         self.local, self._send)
+        if result is not None and result is not False:
+            self.pending += 1     # answered later: count it until then
+            result.addBoth(self._answered)
+        self._throttle()
 
-    def _counted_sender(self):
-        answered = []
+    def _answered(self, _):
+        self.pending -= 1
+        self._throttle()
 
-        def send(wire):
-            if wire is not None:
-                self._send(wire)
-            if not answered:
-                answered.append(True)
-                self.unanswered -= 1
-                if (self.queries >= self.limits.max_queries
-                        and not self.unanswered and self.transport):
-                    self.transport.loseConnection()
-        return send
+    def _finished(self):
+        """All the queries ``max_queries`` allows have been read."""
+        limit = self.limits.max_queries
+        return limit > 0 and self.queries >= limit
+
+    def _throttle(self):
+        """Read queries, or stop reading them, as the limits say; close
+        the connection once its last allowed query is answered."""
+        t = self.transport
+        if t is None or t.disconnected:
+            return
+        if self._finished():
+            if not self.pending:
+                self.close()
+            hold = True
+        else:
+            hold = self._full or self.pending >= MAX_PENDING
+        if hold:
+            if not self.paused:
+                self.paused = True
+                t.pauseProducing()
+        elif self.paused:
+            self.paused = False
+            t.resumeProducing()
+            if not self._reading:
+                self.dataReceived(b"")  # the queries read before the pause
+
+    # The transport's producer callbacks (its send buffer).
+    def pauseProducing(self):
+        """More than UNSENT_LIMIT bytes wait: read nothing until they are
+        sent.  The wait is the client's, not idleness: the idle timer
+        stops, the write timeout watches the client."""
+        self._full = True
+        self.setTimeout(None)
+        self._throttle()
+
+    def resumeProducing(self):
+        self._full = False
+        self.setTimeout(self.limits.idle)
+        self._throttle()
+
+    def stopProducing(self):
+        self.paused = True
 
     def _send(self, wire):
         t = self.transport
@@ -109,15 +177,12 @@ class DNSStreamProtocol(Int16StringReceiver, TimeoutMixin):
             self._write_check = self.callLater(
                 self.limits.write, self._check_write, self._sent)
 
-    def _count_sent(self):
-        """Count what the kernel takes from the socket's transport (below
-        TLS, if any): the write timeout needs to know whether the client
-        took anything, which the size of the buffer alone cannot tell on
-        a busy connection (it refills as fast as it drains)."""
+    def _count_sent(self, t):
+        """Count what the kernel takes from the socket's transport ``t``
+        (below TLS, if any): the write timeout needs to know whether the
+        client took anything, which the size of the buffer alone cannot
+        tell on a busy connection (it refills as fast as it drains)."""
         self._sent = 0
-        t = self.transport
-        while t is not None and not hasattr(type(t), "writeSomeData"):
-            t = getattr(t, "transport", None)
         if t is None:
             return
         write_some = t.writeSomeData
@@ -144,8 +209,17 @@ class DNSStreamProtocol(Int16StringReceiver, TimeoutMixin):
             self._write_check = self.callLater(self.limits.write,
                                                self._check_write, self._sent)
 
+    def close(self):
+        """Close once the answers written are sent.  A transport does not
+        close while a producer is registered (TLS never would): the
+        protocol stops being one first."""
+        t = self.transport
+        if t is not None and not t.disconnecting:
+            t.unregisterProducer()
+            t.loseConnection()
+
     def lengthLimitExceeded(self, length):
-        self.transport.loseConnection()
+        self.close()
 
     def timeoutConnection(self):
         self.transport.abortConnection()
@@ -238,8 +312,7 @@ class DNSStreamFactory(protocol.ServerFactory):
             return defer.succeed(None)
         self._closed = defer.Deferred()
         for p in list(self.connections):
-            if p.transport is not None:
-                p.transport.loseConnection()
+            p.close()
         return self._closed
 
     @staticmethod

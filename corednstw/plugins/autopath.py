@@ -18,7 +18,6 @@ of the first try is sent and the client walks on by itself.
 from corednstw.core import dnswire as w
 from corednstw.core import metrics
 from corednstw.core.interfaces import IAutoPather
-from corednstw.core.names import normalize
 from corednstw.core.plugin import Plugin, is_deferred, match, zones_from_args
 from corednstw.core.request import (
     NoReply,
@@ -26,6 +25,7 @@ from corednstw.core.request import (
     Response,
     parse_response,
 )
+from corednstw.engines.system import read_search
 
 NAME = "autopath"
 
@@ -176,28 +176,6 @@ def _join(base, domain):
     if domain in ("", "."):
         return base + "."
     return base + "." + domain
-
-
-def read_search(path):
-    """The search list of a resolv.conf file, as miekg/dns reads it
-    (the last ``search`` or ``domain`` line wins), normalised to
-    lower-case FQDNs.  Raises OSError."""
-    search = []
-    with open(path) as f:
-        for line in f:
-            if line[:1] in (";", "#"):
-                continue
-            fields = line.split()
-            if not fields:
-                continue
-            if fields[0] == "domain":
-                search = fields[1:2]
-            elif fields[0] == "search":
-                search = fields[1:]
-    out: list[str] = []
-    for s in search:
-        out.extend(normalize(s) or [s])
-    return out
 
 
 def setup(d, block):

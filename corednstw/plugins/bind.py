@@ -8,6 +8,7 @@ lines add up, as in CoreDNS.
 import ipaddress
 import socket
 
+from corednstw.core import goparse
 from corednstw.core.plugin import Plugin
 
 
@@ -72,8 +73,8 @@ def _expand(d, items):
         if ifaces is None:
             ifaces = _known_interfaces()
         if a not in ifaces:
-            raise d.error("not a valid IP address or interface name: %q"
-                          .replace("%q", repr(a)))
+            raise d.error("not a valid IP address or interface name: %s"
+                          % goparse.quote(a))
         out.extend(interface_addresses(a))
     return out
 
@@ -83,14 +84,10 @@ def setup(d, block):
     addrs = _expand(d, d.between(1))
     excluded = []
 
-    def unknown(c):
-        # Reported at the bind line, not at the option's own line.
-        raise d.error("unknown property '%s'" % c.name)
-
+    # An unknown option is reported at the bind line, as in CoreDNS.
     d.read_options({
         "except": lambda c: excluded.extend(_expand(d, c.between(1))),
-        None: unknown,
-    }, unknown=None)
+    }, unknown_here=True)
     current = block.bind or []
     for a in addrs:
         if a not in current and a not in excluded:

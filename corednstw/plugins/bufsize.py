@@ -9,7 +9,7 @@ Queries without OPT are untouched; the size is never raised.
 import struct
 
 from corednstw.core import dnswire as w
-from corednstw.core.errors import CorefileError
+from corednstw.core.directive import ARG_COUNT
 from corednstw.core.plugin import Plugin
 
 DEFAULT = 1232
@@ -55,8 +55,6 @@ def setup(d, block):
     args = d.between(0, 1)
     if not args:
         return Bufsize(DEFAULT)
-    try:
-        return Bufsize(d.integer(args[0], lo=512, hi=4096))
-    except CorefileError:
-        # CoreDNS answers every bad SIZE with its argument-count error.
-        raise d.arg_error() from None
+    # CoreDNS answers every bad SIZE with its argument-count error.
+    return Bufsize(d.integer(args[0], lo=512, hi=4096, error=ARG_COUNT,
+                             range_error=ARG_COUNT))

@@ -11,7 +11,6 @@ answer CoreDNS writes when the chain returns an error without writing.
 
 from twisted.internet import defer
 
-from corednstw.core.errors import CorefileError
 from corednstw.core.plugin import Plugin
 
 DEFAULT = 5.001
@@ -53,11 +52,8 @@ def setup(d, block):
     args = d.between(0, 1)
     if not args:
         return Cancel(DEFAULT)
-    try:
-        timeout = d.duration(args[0])
-    except CorefileError:
-        # CoreDNS quotes the TIMEOUT it cannot read, not Go's reason.
-        raise d.error('invalid duration: "%s"' % args[0]) from None
+    # CoreDNS quotes the TIMEOUT it cannot read, not Go's reason.
+    timeout = d.duration(args[0], error='invalid duration: "{text}"')
     if timeout <= 0:
         raise d.error('invalid negative duration: "%s"' % args[0])
     return Cancel(timeout)

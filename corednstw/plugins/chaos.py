@@ -6,13 +6,13 @@ The mux accepts non-IN classes only on listeners where a block has chaos.
 """
 
 import random
-import socket
 import time
 
 from corednstw import COREDNS_VERSION
 from corednstw.core import dnswire as w
 from corednstw.core.plugin import Plugin
 from corednstw.core.request import Response
+from corednstw.engines.system import hostname
 
 #: The GitHub handles CoreDNS lists as its maintainers (its default
 #: authors.bind answer).
@@ -33,13 +33,6 @@ def _trim(s):
     """A TXT character-string holds at most 255 bytes."""
     b = s.encode("utf-8")
     return b if len(b) < 256 else b[:255]
-
-
-def hostname():
-    try:
-        return socket.gethostname() or "localhost"
-    except OSError:
-        return "localhost"
 
 
 class Chaos(Plugin):

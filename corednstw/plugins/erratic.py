@@ -16,7 +16,6 @@ from twisted.internet import task
 from zope.interface import implementer
 
 from corednstw.core import dnswire as w
-from corednstw.core.errors import CorefileError
 from corednstw.core.interfaces import IReadiness
 from corednstw.core.plugin import Plugin
 from corednstw.core.request import NoReply, Response
@@ -116,11 +115,9 @@ def _delay(e, c):
     if args:
         e.delay = _amount(c, args[0])
     if len(args) > 1:
-        try:
-            e.duration = c.duration(args[1], strict=False)
-        except CorefileError:
-            # Go's word for every DURATION it cannot read.
-            raise c.error('time: invalid duration "%s"' % args[1]) from None
+        # Go's word for every DURATION it cannot read.
+        e.duration = c.duration(args[1], strict=False,
+                                error='time: invalid duration "{text}"')
 
 
 def _truncate(e, c):

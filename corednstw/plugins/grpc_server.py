@@ -8,7 +8,7 @@ ones wait in the kernel's queue meanwhile).  Stored in
 """
 
 from corednstw.core.plugin import Plugin
-from corednstw.plugins.quic import options
+from corednstw.engines.limits import read_limits
 
 OPTIONS = ("max_streams", "max_connections")
 
@@ -22,6 +22,6 @@ class GRPCServer(Plugin):
 
 
 def setup(d, block):
-    values = options(d, OPTIONS, zero=True)
+    values = read_limits(d, OPTIONS, zero=True)
     block.settings["grpc_server"] = values
     return GRPCServer(values)

@@ -50,6 +50,7 @@ class Health(Plugin):
         self._agent = None
         self._pool = None
         self._busy = False
+        self._checking = None
         self.url_text = None
 
     def http_endpoints(self):
@@ -97,6 +98,10 @@ class Health(Plugin):
         if self._loop is not None and self._loop.running:
             self._loop.stop()
         self._loop = None
+        if self._checking is not None:
+            # A check still connecting or waiting: cancelled, so no
+            # connection attempt or timeout outlives the plugin.
+            self._checking.cancel()
         if self._pool is not None:
             pool, self._pool = self._pool, None
             return pool.closeCachedConnections()
@@ -112,6 +117,7 @@ class Health(Plugin):
         from twisted.web.client import readBody
         d = self._agent.request(b"GET", self._uri)
         d.addCallback(readBody)
+        self._checking = d
         timer = app.reactor.callLater(TIMEOUT, d.cancel)
 
         def ok(_):
@@ -130,6 +136,7 @@ class Health(Plugin):
 
         def done(_):
             self._busy = False
+            self._checking = None
             if timer.active():
                 timer.cancel()
         d.addCallbacks(ok, failed)
@@ -141,23 +148,12 @@ def _ok():
     return 200, "OK"
 
 
-def _alone(msg):
-    """A reader's error format that prints ``msg`` alone: the readers
-    give their formats Go's error text, which this error leaves out."""
-    return msg.replace("%", "%%") + "%.0s"
-
-
 def _lameduck(d, c):
     """How long a stopping server keeps answering (a bare number counts
     as seconds).  A bad value is reported at the ``health`` line, as its
-    unknown properties are (``_unknown``)."""
-    text = c.one()
-    return d.duration(text, strict=False, error=_alone(
-        "unable to parse lameduck duration value: '%s'" % text))
-
-
-def _unknown(d, c):
-    raise d.error("unknown property '%s'" % c.name)
+    unknown properties are."""
+    return d.duration(c.one(), strict=False, error="unable to parse "
+                      "lameduck duration value: '{text}'")
 
 
 def setup(d, block):
@@ -165,6 +161,5 @@ def setup(d, block):
     o = SimpleNamespace(lameduck=0.0)
     d.read_options({
         "lameduck": lambda c: setattr(o, "lameduck", _lameduck(d, c)),
-        None: lambda c: _unknown(d, c),
-    }, unknown=None)
+    }, unknown_here=True)
     return Health(address, o.lameduck)

@@ -333,13 +333,6 @@ def setup(d, block):
                  o.fall_unsupported)
 
 
-def _alone(msg):
-    """A reader's error format that prints ``msg`` alone: the readers
-    give their formats Go's error text or the value, and CoreDNS words
-    these hosts errors without either."""
-    return msg.replace("%", "%%") + "%.0s"
-
-
 class _OptionReader:
     """hosts's block options, one method per option line; a line that
     is no option is an inline hosts entry (until ``fallthrough``, after
@@ -379,15 +372,15 @@ class _OptionReader:
         """The answers' TTL: Go's Atoi, 1 to 65535 seconds."""
         text = c.between(1, error="ttl needs a time in second")[0]
         self.ttl = c.integer(
-            text, lo=1, hi=65535, error=_alone("ttl needs a number of second"),
-            range_error=_alone("ttl provided is invalid"))
+            text, lo=1, hi=65535, error="ttl needs a number of second",
+            range_error="ttl provided is invalid")
 
     def opt_reload(self, c):
         """How often the file is checked for changes; 0 turns it off."""
         text = c.one("reload needs a duration (zero seconds to disable)")
         self.reload = c.duration(
-            text, error=_alone("invalid duration for reload '%s'" % text),
-            lo=0, range_error="invalid negative duration for reload '%s'")
+            text, error="invalid duration for reload '{text}'", lo=0,
+            range_error="invalid negative duration for reload '{text}'")
 
     def entry(self, c):
         """An inline ``ADDRESS NAME...`` line."""

@@ -6,7 +6,7 @@ that many are open.  Stored in ``block.settings["https"]``.
 """
 
 from corednstw.core.plugin import Plugin
-from corednstw.plugins.quic import options
+from corednstw.engines.limits import read_limits
 
 #: Read as quic's (and https3's, grpc_server's) listener options are,
 #: with the same words as CoreDNS.
@@ -22,6 +22,6 @@ class HTTPS(Plugin):
 
 
 def setup(d, block):
-    values = options(d, OPTIONS, zero=True)
+    values = read_limits(d, OPTIONS, zero=True)
     block.settings["https"] = values
     return HTTPS(values)

@@ -10,7 +10,7 @@ H3_EXCESSIVE_LOAD).  Stored in ``block.settings["https3"]`` as a
 
 from corednstw.core.plugin import Plugin
 from corednstw.dnsserver import doh3, doq
-from corednstw.plugins.quic import options
+from corednstw.engines.limits import read_limits
 
 OPTIONS = ("max_streams", "max_connections")
 
@@ -24,7 +24,7 @@ class HTTPS3(Plugin):
 
 
 def setup(d, block):
-    values = options(d, OPTIONS, zero=True)
+    values = read_limits(d, OPTIONS, zero=True)
     settings = doq.Settings(
         values.get("max_streams", doh3.DEFAULT_MAX_STREAMS),
         doq.DEFAULT_WORKER_POOL,

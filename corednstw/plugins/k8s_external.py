@@ -20,12 +20,14 @@ from twisted.internet import defer
 from zope.interface import implementer
 
 from corednstw.core import dnswire as w
-from corednstw.core.interfaces import IExternal, IReadiness, ITransferer
+from corednstw.core.interfaces import (
+    EXTERNAL_ENDPOINT,
+    IExternal,
+    IReadiness,
+    ITransferer,
+)
 from corednstw.core.plugin import Fallthrough, Plugin, match, zones_from_args
 from corednstw.core.request import Response
-from corednstw.plugins.kubernetes.answers import SRV_HEADER
-from corednstw.plugins.kubernetes.external import ENDPOINT
-from corednstw.plugins.kubernetes.records import address
 
 NAME = "k8s_external"
 
@@ -184,7 +186,7 @@ class External(Plugin):
         the records of its lookup."""
         out, seen = [], set()
         for host, _, _, ttl in svcs:
-            a = address(host)
+            a = w.ip_rdata(host)
             if a is None:
                 out.append(w.RR(name, w.CNAME, ttl,
                                 w.name_to_wire(_fqdn(host))))
@@ -227,10 +229,10 @@ class External(Plugin):
         for host, port, target, ttl in svcs:
             if port == -1:
                 continue
-            a = address(host)
+            a = w.ip_rdata(host)
             if a is None:
                 target = _fqdn(host)
-            rd = SRV_HEADER.pack(0, weight, port) + w.name_to_wire(target)
+            rd = w.srv_rdata(0, weight, port, target)
             key = (target.lower(), port)
             if key not in dup:
                 dup.add(key)
@@ -286,7 +288,7 @@ class External(Plugin):
     def _headless(self, owner, kind, group):
         """The batches of one headless group, as CoreDNS sends them (the
         SRV records twice: as a batch and one by one)."""
-        if kind != ENDPOINT:
+        if kind != EXTERNAL_ENDPOINT:
             srvs = self.srv(owner, group)[0]
             return [srvs] if srvs else []
         out = []

@@ -578,14 +578,8 @@ def _reload(c):
     if len(c.args) > 1:
         raise c.error("unexpected argument")
     text = c.one("reload duration value is missing")
-    error = "invalid reload duration '%s'" % text
-    return max(c.duration(text, error=_fixed(error)), 0.0)
-
-
-def _fixed(message):
-    """``message`` as a reader's error format, whole: the reader formats
-    Go's reason into its format, and this message leaves it out."""
-    return message.replace("%", "%%") + "%.0s"
+    return max(c.duration(text, error="invalid reload duration '{text}'"),
+               0.0)
 
 
 def _cidr(c, text):

@@ -6,6 +6,9 @@ format is compiled once, at setup, into a list of pieces, so a query only
 pays for the placeholders it uses.  The placeholders and their text are
 those of CoreDNS's replacer package; ``{duration}`` is seconds as Go's
 ``strconv.FormatFloat(secs, 'f', -1, 64)`` writes them.
+
+``compile_format``, ``unanswered`` and ``render`` are the replacer other
+plugins with placeholders use (dnstap's ``extra``).
 """
 
 import struct
@@ -207,6 +210,15 @@ def compile_format(fmt):
         else:
             out.append(p)
     return out
+
+
+def unanswered(pieces):
+    """Compiled ``pieces`` for a line written before any answer is known
+    (dnstap's ``extra``): the answer's placeholders write ``-``, as
+    CoreDNS's replacer does without a response."""
+    answer = {_LABELS[k] for k in ("{rcode}", "{rsize}", "{duration}",
+                                   "{>rflags}")}
+    return [EMPTY if p in answer else p for p in pieces]
 
 
 def render(pieces, req, outcome, now):

@@ -13,7 +13,7 @@ from corednstw.core.request import (
     parse_response,
     unwritten,
 )
-from corednstw.plugins.chaos import hostname
+from corednstw.engines.system import hostname
 
 NSID = 3
 

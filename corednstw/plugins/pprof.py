@@ -326,12 +326,5 @@ def _rate(c):
     args = c.between(0, 1)
     if not args:
         return 1
-    error = _fixed("property 'block' invalid integer value '%s'" % args[0])
+    error = "property 'block' invalid integer value '{text}'"
     return c.integer(args[0], lo=1, error=error, range_error=error)
-
-
-def _fixed(message):
-    """``message`` as a reader's error format, whole: the reader formats
-    Go's reason (or the value) into its format, and this message leaves
-    it out."""
-    return message.replace("%", "%%") + "%.0s"

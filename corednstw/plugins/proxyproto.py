@@ -11,7 +11,6 @@ other sources get ``default`` (``ignore`` unless set).  The policy goes to
 
 import ipaddress
 
-from corednstw.core import goparse
 from corednstw.core.plugin import Plugin
 from corednstw.dnsserver import proxyprotocol
 
@@ -41,22 +40,13 @@ def _session_tracking(c, policy):
     client's header is remembered, and for how many clients at most."""
     args = c.between(1, 2)
     policy.ttl = c.duration(args[0], error='udp_session_tracking: invalid '
-                            'duration "%s": %%s' % args[0].replace("%", "%%"))
+                            'duration "{text}": {reason}')
     if len(args) == 2:
-        policy.max_sessions = _max_sessions(c, args[1])
-
-
-def _max_sessions(c, text):
-    """A positive count; CoreDNS words a bad number and a non-positive one
-    alike, without Go's text."""
-    try:
-        n = goparse.atoi(text)
-    except ValueError:
-        n = 0
-    if n <= 0:
-        raise c.error('udp_session_tracking: invalid max sessions "%s": '
-                      'must be a positive integer' % text)
-    return n
+        # CoreDNS words a bad count and a non-positive one alike.
+        error = ('udp_session_tracking: invalid max sessions "{text}": '
+                 'must be a positive integer')
+        policy.max_sessions = c.integer(args[1], lo=1, error=error,
+                                        range_error=error)
 
 
 def _default(c, policy):

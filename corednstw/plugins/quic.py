@@ -10,6 +10,7 @@ takes its first block's.
 
 from corednstw.core.plugin import Plugin
 from corednstw.dnsserver import doq
+from corednstw.engines.limits import read_limits
 
 OPTIONS = ("max_streams", "worker_pool_size")
 
@@ -22,31 +23,7 @@ class QUIC(Plugin):
         self.settings = settings
 
 
-def options(d, names, zero=False):
-    """{option: value} of the directive's block of integer options, each
-    given at most once: positive, or with ``zero`` non-negative (the
-    https3 and grpc_server limits, where 0 means none)."""
-    d.no_args()
-    kind = "non-negative" if zero else "positive"
-    values = {}
-
-    def option(c):
-        text = c.one()
-        n = c.integer(text, lo=0 if zero else 1,
-                      error="invalid %s value '%s': %%s"
-                      % (c.name, text.replace("%", "%%")),
-                      range_error="%s must be a %s integer: %%d"
-                      % (c.name, kind))
-        if c.name in values:
-            raise c.error("%s already defined for this server block"
-                          % c.name)
-        values[c.name] = n
-
-    d.read_options(dict.fromkeys(names, option))
-    return values
-
-
 def setup(d, block):
-    settings = doq.Settings(**options(d, OPTIONS))
+    settings = doq.Settings(**read_limits(d, OPTIONS))
     block.settings["quic"] = settings
     return QUIC(settings)

@@ -22,7 +22,7 @@ from corednstw.core.durations import format_duration
 from corednstw.core.plugin import Fallthrough, zones_from_args
 from corednstw.core.request import make_query, parse_response
 from corednstw.engines import authority
-from corednstw.plugins.transfer import parse_peer
+from corednstw.engines.transfer import parse_peer
 
 TIMEOUT = 10.0
 FIRST_RETRY = 0.25
@@ -35,9 +35,9 @@ class TransferError(Exception):
 
 # -- a small TCP client for SOA checks and AXFR -------------------------------
 
-class _Exchange(Int16StringReceiver):
+class _XfrStream(Int16StringReceiver):
     """Sends one query and feeds each reply message to ``on_message``,
-    which returns True when the exchange is complete."""
+    which returns True when the transfer is complete."""
 
     MAX_LENGTH = 65535
 
@@ -74,11 +74,12 @@ class _Exchange(Int16StringReceiver):
                                          % reason.getErrorMessage()))
 
 
-def exchange(reactor, peer, query, msgid, on_message, timeout=TIMEOUT):
-    """Run one TCP exchange with ``peer`` (host, port); a Deferred."""
+def xfr_stream(reactor, peer, query, msgid, on_message, timeout=TIMEOUT):
+    """Run one TCP zone transfer stream with ``peer`` (host, port); a
+    Deferred."""
     d: defer.Deferred[None] = defer.Deferred()
     factory = protocol.ClientFactory.forProtocol(
-        lambda: _Exchange(query, msgid, on_message, d))
+        lambda: _XfrStream(query, msgid, on_message, d))
 
     class _Factory(protocol.ClientFactory):
         def buildProtocol(self, addr):
@@ -125,7 +126,7 @@ def axfr(reactor, peer, zone, timeout=TIMEOUT):
                     return True
             rrs.append(rr)
         return False
-    return exchange(reactor, peer, query, msgid, on_message,
+    return xfr_stream(reactor, peer, query, msgid, on_message,
                     timeout).addCallback(lambda _: rrs)
 
 
@@ -145,7 +146,7 @@ def soa_serial(reactor, peer, zone, timeout=TIMEOUT):
                 found.append(authority.soa_serial(rr))
                 break
         return True
-    return exchange(reactor, peer, query, msgid, on_message,
+    return xfr_stream(reactor, peer, query, msgid, on_message,
                     timeout).addCallback(lambda _: found[0] if found else None)
 
 

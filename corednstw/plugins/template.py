@@ -31,7 +31,7 @@ from functools import partial
 from twisted.internet import defer
 
 from corednstw.core import dnswire as w
-from corednstw.core import goparse, metrics
+from corednstw.core import metrics
 from corednstw.core.plugin import Fallthrough, Plugin, match, zones_from_args
 from corednstw.core.request import Response
 from corednstw.engines import expressions as ex
@@ -497,13 +497,10 @@ def _opt_rcode(t, c, env):
 
 def _opt_ederror(t, c, env):
     """``ederror CODE [REASON]``: the code is Go's ParseUint of 16 bits,
-    read by hand since the refusal is worded without Go's text."""
+    refused without Go's text."""
     args = c.between(1, 2)
-    try:
-        code = goparse.parse_uint(args[0], 16)
-    except ValueError as e:
-        raise c.error("error parsing extended DNS error code %s"
-                      % args[0]) from e
+    code = c.integer(args[0], func="ParseUint", bits=16,
+                     error="error parsing extended DNS error code {text}")
     reason = args[1] if len(args) == 2 else ""
     t.ede = (EDE, struct.pack("!H", code) + reason.encode())
 

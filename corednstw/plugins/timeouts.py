@@ -5,8 +5,7 @@ between 1s and 24h.  Stored in ``block.settings["timeouts"]`` (seconds, and
 the query count); the listener takes them from the blocks it serves.
 """
 
-from corednstw.core import goparse
-from corednstw.core.durations import format_duration, parse_duration
+from corednstw.core.durations import format_duration
 from corednstw.core.plugin import Plugin
 
 MIN = 1.0
@@ -23,14 +22,9 @@ class Timeouts(Plugin):
 
 
 def _max_queries(c, values):
-    """maxtcpqueries: -1 (unlimited, the default) or a positive count.
-    Parsed with Go's Atoi by hand: the refusal is worded without Go's
-    text, which a reader's error format always includes."""
-    text = c.one()
-    try:
-        n = goparse.atoi(text)
-    except ValueError as e:
-        raise c.error("invalid value for maxtcpqueries '%s'" % text) from e
+    """maxtcpqueries: -1 (unlimited, the default) or a positive count
+    (Go's Atoi; the refusal is worded without Go's text)."""
+    n = c.integer(c.one(), error="invalid value for maxtcpqueries '{text}'")
     if n == 0 or n < -1:
         raise c.error("maxtcpqueries provided '%d' needs to be -1 "
                       "(unlimited) or a positive integer" % n)
@@ -45,10 +39,7 @@ def _timeout(c, values):
     arg = c.one()
     if arg.lstrip("+-").isdigit():
         arg += "s"
-    try:
-        secs = parse_duration(arg, strict=True)
-    except ValueError as e:
-        raise c.error("failed to parse duration '%s'" % arg) from e
+    secs = c.duration(arg, error="failed to parse duration '{text}'")
     if secs < MIN or secs > MAX:
         raise c.error("timeout provided '%s' needs to be between 1 second "
                       "and 24 hours" % format_duration(secs))

@@ -4,115 +4,30 @@ NOTIFY, for the plugins of the block that hold zones (CoreDNS's transfer).
 ``transfer [ZONES...] { to ADDRESS...; source ADDRESS }``.  Transfers
 are answered over TCP only (UDP gets REFUSED) and only to the ``to``
 addresses (``*``: anyone); others get REFUSED.  The records come from the
-first plugin of the block implementing the Transferer interface::
-
-    def transfer_records(self, zone, serial):
-        # None: not authoritative for zone (the next one is asked).
-        # Otherwise a list of RR batches: for serial 0 (AXFR) or a serial
-        # older than ours, the SOA first, every record, the SOA last; for
-        # a serial equal to ours (IXFR, up to date) one batch [SOA].
-
-Records are sent in messages of whole RRs, a new message starting before
-the batch would pass 63,000 bytes (CoreDNS's limit).  When the tsig plugin
-verified the request, the server signs every message with its signer
-(``req.sign``), each over the MAC of the one before.  ``notify(zone)``
-sends NOTIFY over UDP to every ``to`` address that is not ``*`` (3 tries),
-unsigned as CoreDNS sends it.
+first plugin of the block implementing the Transferer interface; the
+engine (``engines.transfer``) describes it, the batching of the records
+and the NOTIFYs.
 """
 
-import ipaddress
-from typing import Optional
+from zope.interface import implementer
 
-from twisted.internet import defer, protocol
-from twisted.internet.interfaces import IDelayedCall
-from twisted.python.failure import Failure
-
-from corednstw.core import dnswire as w
-from corednstw.core import logger
-from corednstw.core.interfaces import ITransferer
-from corednstw.core.plugin import Plugin, match, zones_from_args
-from corednstw.core.request import Response, encode, make_query
-
-#: A transfer message is flushed before its records pass this many bytes.
-BATCH_BYTES = 63000
-NOTIFY_TRIES = 3
-NOTIFY_TIMEOUT = 2.0
+from corednstw.core.interfaces import INotifier, ITransferer
+from corednstw.core.plugin import Plugin, zones_from_args
+from corednstw.engines.transfer import Outgoing, parse_peer
 
 
-class StreamResponse(Response):
-    """A response followed by further messages on the same TCP stream.
-
-    ``more`` holds them encoded but unsigned: the server passes each
-    through the request's signer in order, since each MAC covers the
-    previous one."""
-
-    more: list[bytes]
-
-    def __init__(self, *args, **kw):
-        Response.__init__(self, *args, **kw)
-        self.more = []
-
-
-class Xfr:
-    """One ``transfer`` directive: its zones, peers and source address."""
-
-    def __init__(self, zones, to, source):
-        self.zones = zones
-        self.to = to            # "*" or (host, port)
-        self.source = source
-
-    def allowed(self, client):
-        for h in self.to:
-            if h == "*" or h[0] == client:
-                return True
-        return False
-
-
-def rr_len(rr):
-    """Uncompressed wire length of an RR (miekg's dns.Len)."""
-    return len(w.name_to_wire(rr.name)) + 10 + len(rr.rdata)
-
-
-def batches(records):
-    """Split RR batches into message-sized lists (CoreDNS's rule)."""
-    out = []
-    cur: list[w.RR] = []
-    size = 0
-    for batch in records:
-        for rr in batch:
-            n = rr_len(rr)
-            if cur and size + n > BATCH_BYTES:
-                out.append(cur)
-                cur = []
-                size = 0
-            cur.append(rr)
-            size += n
-    if cur:
-        out.append(cur)
-    return out
-
-
+@implementer(INotifier)
 class Transfer(Plugin):
+    """Every ``transfer`` directive of a block, as one plugin."""
+
     name = "transfer"
     once = False
 
     def __init__(self):
-        self.xfrs = []
-        self.pending = set()
+        self.outgoing = Outgoing()
 
     def stop(self):
-        for d in list(self.pending):
-            d.cancel()
-        self.pending.clear()
-
-    def longest(self, name):
-        best, bz = None, ""
-        for x in self.xfrs:
-            z = match(x.zones, name)
-            if z is not None and (len(z) > len(bz) or (len(z) == len(bz)
-                                                      and z > bz)):
-                best, bz = x, z
-        return best
+        self.outgoing.stop()
 
     def transferers(self):
         if self.block is None:
@@ -120,215 +35,13 @@ class Transfer(Plugin):
         return self.block.find(ITransferer)
 
     def serve(self, req):
-        qtype = req.qtype
-        if qtype != w.AXFR and qtype != w.IXFR:
-            return self.next.serve(req)
-        if req.proto != "tcp":
-            return Response(w.REFUSED, plugin=self.name)
-        x = self.longest(req.qname)
-        if x is None:
-            return self.next.serve(req)
-        if not x.allowed(req.client):
-            return Response(w.REFUSED, plugin=self.name)
-        serial = 0
-        if qtype == w.IXFR:
-            serial = _ixfr_serial(req)
-            if serial is None:
-                return Response(w.SERVFAIL, plugin=self.name)
-        records = None
-        for p in self.transferers():
-            records = p.transfer_records(req.qname, serial)
-            if records is not None:
-                break
-        if records is None:
-            return self.next.serve(req)
-        msgs = batches(records)
-        first = msgs[0][0] if msgs and msgs[0] else None
-        soa = first if first is not None and first.rtype == w.SOA else None
-        count = sum(len(m) for m in msgs)
-        if count == 1 and soa is not None:
-            logger.info(self.name,
-                        'Outgoing noop, incremental transfer for up '
-                        'to date zone "%s" to %s for %d SOA serial' % (
-                            req.name, req.client, _serial(soa)))
-            return Response(w.NOERROR, [soa], plugin=self.name)
-        resp = StreamResponse(w.NOERROR, msgs[0] if msgs else [], aa=True,
-                              plugin=self.name)
-        for m in msgs[1:]:
-            resp.more.append(encode(req, Response(w.NOERROR, m, aa=True)))
-        logger.info(self.name,
-                    'Outgoing transfer of %d records of zone "%s" to '
-                    '%s for %d SOA serial' % (count, req.name, req.client,
-                                              _serial(soa) if soa else 0))
-        return resp
-
-    # -- NOTIFY -------------------------------------------------------------
+        resp = self.outgoing.answer(req, self.transferers)
+        return self.next.serve(req) if resp is None else resp
 
     def notify(self, zone):
-        """Send NOTIFY for ``zone`` to the peers; a Deferred that fires
-        when every peer answered or gave up (failures are logged)."""
-        x = self.longest(zone)
-        if x is None:
-            return defer.succeed(None)
-        reactor = self.reactor
-        ds = []
-        for h in x.to:
-            if h == "*":
-                continue
-            d = send_notify(reactor, zone, h, x.source)
-            self.pending.add(d)
-            d.addBoth(self._settled, d)
-            ds.append(d)
-        return defer.DeferredList(ds)
-
-
-    def _settled(self, result, d):
-        self.pending.discard(d)
-        if isinstance(result, Failure):
-            if not result.check(defer.CancelledError):
-                logger.warning(self.name, "Failed sending notifies: %s"
-                            % result.getErrorMessage())
-        return None
-
-
-def _serial(soa):
-    from corednstw.engines.authority import soa_serial
-    return soa_serial(soa)
-
-
-def _ixfr_serial(req):
-    """The serial of the SOA in an IXFR query's authority section."""
-    try:
-        msg = req.message()
-    except Exception:
-        return None
-    if len(msg.authority) != 1:
-        return None
-    rrset = msg.authority[0]
-    if rrset.rdtype != w.SOA or len(rrset) != 1:
-        return None
-    return rrset[0].serial
-
-
-class NotifyError(Exception):
-    pass
-
-
-class _NotifyClient(protocol.DatagramProtocol):
-    def __init__(self, reactor, data, addr, msgid, tries, timeout):
-        self.reactor = reactor
-        self.data = data
-        self.addr = addr
-        self.msgid = msgid
-        self.tries = tries
-        self.timeout = timeout
-        self.d: defer.Deferred[None] = defer.Deferred(self._cancel)
-        self.timer: Optional[IDelayedCall] = None
-        self.rcode = None
-
-    def _cancel(self, d):
-        if self.timer is not None and self.timer.active():
-            self.timer.cancel()
-
-    def startProtocol(self):
-        self._send()
-
-    def _send(self):
-        self.tries -= 1
-        assert self.transport is not None   # started by listenUDP
-        try:
-            self.transport.write(self.data, self.addr)
-        except OSError as e:
-            self._fail(str(e))
-            return
-        self.timer = self.reactor.callLater(self.timeout, self._timeout)
-
-    def datagramReceived(self, data, addr):
-        if len(data) < 12 or self.d.called:
-            return
-        msgid, flags = w.unpack_header(data)[:2]
-        if msgid != self.msgid or not flags & w.QR:
-            return
-        assert self.timer is not None   # a reply follows a sent query
-        self.timer.cancel()
-        rcode = flags & 0xF
-        if rcode == w.NOERROR:
-            self.d.callback(None)
-        elif self.tries > 0:
-            self.rcode = rcode
-            self._send()
-        else:
-            self._fail('rcode was "%s"' % w.rcode_text(rcode))
-
-    def _timeout(self):
-        if self.d.called:
-            return
-        if self.tries > 0:
-            self._send()
-        elif self.rcode is not None:
-            self._fail('rcode was "%s"' % w.rcode_text(self.rcode))
-        else:
-            self._fail('"i/o timeout"')
-
-    def _fail(self, why):
-        if not self.d.called:
-            self.d.errback(NotifyError(why))
-
-
-def send_notify(reactor, zone, peer, source=None, tries=NOTIFY_TRIES,
-                timeout=NOTIFY_TIMEOUT):
-    """NOTIFY ``zone`` to ``peer`` (host, port) over UDP."""
-    import random
-    host, port = peer
-    msgid = random.randint(0, 0xFFFF)
-    data = bytearray(make_query(zone, w.SOA, msgid=msgid, rd=False))
-    flags = (w.OPCODE_NOTIFY << 11) | w.AA
-    data[2:4] = flags.to_bytes(2, "big")
-    client = _NotifyClient(reactor, bytes(data), (host, port), msgid, tries,
-                           timeout)
-    iface = source or ("::" if ":" in host else "")
-    try:
-        port_ = reactor.listenUDP(0, client, interface=iface)
-    except Exception as e:
-        return defer.fail(NotifyError(str(e)))
-
-    def done(r):
-        port_.stopListening()
-        return r
-
-    def why(f):
-        if f.check(defer.CancelledError):
-            return f
-        raise NotifyError('notify for zone "%s" was not accepted by "%s": %s'
-                          % (zone, _hp(host, port), f.getErrorMessage()))
-    return client.d.addBoth(done).addErrback(why)
-
-
-def _hp(host, port):
-    return "[%s]:%d" % (host, port) if ":" in host else "%s:%d" % (host, port)
-
-
-def parse_peer(text, default_port=53):
-    """'1.2.3.4', '1.2.3.4:5300', '::1', '[::1]:5300' -> (host, port);
-    ValueError for anything that is not an IP address."""
-    host, port = text, default_port
-    if text.startswith("["):
-        end = text.find("]")
-        if end < 0:
-            raise ValueError("bad address %s" % text)
-        host = text[1:end]
-        rest = text[end + 1:]
-        if rest:
-            if not rest.startswith(":"):
-                raise ValueError("bad address %s" % text)
-            port = int(rest[1:])
-    elif text.count(":") == 1:
-        host, p = text.split(":")
-        port = int(p)
-    ipaddress.ip_address(host)
-    if not 0 < port < 65536:
-        raise ValueError("bad port in %s" % text)
-    return host, port
+        """NOTIFY the peers of ``zone`` (what a zone plugin of the block
+        calls when the zone changed)."""
+        return self.outgoing.notify(self.reactor, zone)
 
 
 def _peers(c):
@@ -366,6 +79,6 @@ def setup(d, block):
         raise d.error("'to' is required")
     existing = block.plugin("transfer")
     plugin = existing if existing is not None else Transfer()
-    plugin.xfrs.append(Xfr(zones, to, source))
+    plugin.outgoing.allow(zones, to, source)
     return None if existing is not None else plugin
 

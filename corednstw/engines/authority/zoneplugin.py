@@ -9,7 +9,7 @@ from zope.interface import implementer
 
 from corednstw.core import dnswire as w
 from corednstw.core import logger
-from corednstw.core.interfaces import ITransferer
+from corednstw.core.interfaces import INotifier, ITransferer
 from corednstw.core.plugin import Fallthrough, Plugin
 
 from .zone import DELEGATION, NAME_ERROR, SERVER_FAILURE, SUCCESS
@@ -110,10 +110,12 @@ class ZonePlugin(Plugin):
         return z.transfer(serial)
 
     def notify_peers(self, zone):
-        """Tell the transfer plugin of this block that ``zone`` changed."""
-        t = self.block.plugin("transfer") if self.block is not None else None
-        if t is not None and callable(getattr(t, "notify", None)):
-            return t.notify(zone)
+        """Tell the block's notifier (the transfer plugin) that ``zone``
+        changed."""
+        if self.block is None:
+            return None
+        for notifier in self.block.find(INotifier):
+            return notifier.notify(zone)
         return None
 
 

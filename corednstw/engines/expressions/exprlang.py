@@ -29,6 +29,7 @@ import ipaddress
 import math
 import re
 
+from corednstw.core import goparse
 from corednstw.engines.expressions import goregexp
 from corednstw.engines.expressions.values import (
     EvalError,
@@ -1111,8 +1112,8 @@ def _to_int(v):
         try:
             return int(v, 10) if v.strip() == v else int("x")
         except ValueError as e:
-            raise EvalError('strconv.Atoi: parsing "%s": invalid syntax'
-                            % v) from e
+            raise EvalError(goparse.num_error(
+                "Atoi", v, "invalid syntax")) from e
     if isinstance(v, float) and (math.isinf(v) or math.isnan(v)):
         raise EvalError("invalid operation: int(%s)" % go_text(v))
     return int(v)
@@ -1125,8 +1126,8 @@ def _to_float(v):
     try:
         return float(v)
     except ValueError as e:
-        raise EvalError('strconv.ParseFloat: parsing "%s": invalid syntax'
-                        % v) from e
+        raise EvalError(goparse.num_error(
+            "ParseFloat", v, "invalid syntax")) from e
 
 
 def _b_int(c, node, args):

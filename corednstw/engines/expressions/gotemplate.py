@@ -31,6 +31,7 @@ import html
 import re
 from urllib.parse import quote_plus
 
+from corednstw.core import goparse
 from corednstw.engines.expressions.values import (
     NO_VALUE,
     EvalError,
@@ -868,8 +869,7 @@ def parse_uint(s, base, bits):
         if not isinstance(x, int) or isinstance(x, bool):
             raise EvalError("wrong type for value; expected int; got %s"
                             % _type_name(x))
-    syntax = EvalError('strconv.ParseUint: parsing "%s": invalid syntax'
-                       % s)
+    syntax = EvalError(goparse.num_error("ParseUint", s, "invalid syntax"))
     text = s
     if base == 0:
         base = 10
@@ -884,13 +884,13 @@ def parse_uint(s, base, bits):
                 raise syntax
             text = text.replace("_", "")
     elif not 2 <= base <= 36:
-        raise EvalError('strconv.ParseUint: parsing "%s": invalid base %d'
-                        % (s, base))
+        raise EvalError(goparse.num_error(
+            "ParseUint", s, "invalid base %d" % base))
     if bits == 0:
         bits = 64
     if not 0 < bits <= 64:
-        raise EvalError('strconv.ParseUint: parsing "%s": invalid bit '
-                        'size %d' % (s, bits))
+        raise EvalError(goparse.num_error(
+            "ParseUint", s, "invalid bit size %d" % bits))
     if not text or not all(c.isascii() and c.isalnum() for c in text):
         raise syntax
     try:
@@ -898,8 +898,8 @@ def parse_uint(s, base, bits):
     except ValueError as e:
         raise syntax from e
     if value >= 1 << bits:
-        raise EvalError('strconv.ParseUint: parsing "%s": value out of '
-                        'range' % s)
+        raise EvalError(goparse.num_error(
+            "ParseUint", s, "value out of range"))
     return value
 
 

@@ -25,6 +25,10 @@ Modules:
     checks on an upstream's reply (``matches``: the question is the
     query's) and the TC-only cut of a reply too big for the client
     (``truncated``).
+``addresses``
+    the TO addresses of forward and grpc (``split_host_port``, ``is_ip``,
+    the nameservers of a resolv.conf named in their place) and the
+    ``POLICIES`` ordering the upstreams.
 ``errors``
     ``UpstreamError`` (an attempt failed), ``CachedClosed`` (a pooled
     connection the peer had closed: retry at no cost) and ``error_text``

@@ -4,7 +4,6 @@ its policy, servfail, disable and keepttl (CoreDNS's cache/setup.go)."""
 import functools
 
 from corednstw.core import goparse, names
-from corednstw.core.errors import CorefileError
 from corednstw.core.plugin import zones_from_args
 from corednstw.engines.response import DENIAL, SUCCESS
 from corednstw.plugins.cache.plugin import Cache
@@ -89,24 +88,26 @@ def _serve_stale(ca, c):
     ca.stale_up_to, ca.stale_ttl, ca.stale_recheck = 3600.0, 0, 0.0
     ca.verify_stale, ca.verify_timeout = False, 0.0
     if args:
-        ca.stale_up_to = c.duration(args[0])
-        if ca.stale_up_to < 0:
-            raise c.error("invalid negative duration for serve_stale")
+        ca.stale_up_to = c.duration(
+            args[0], lo=0,
+            range_error="invalid negative duration for serve_stale")
     if len(args) > 1:
         mode = c.choice(args[1].lower(), ("immediate", "verify"), error=(
             "invalid value for serve_stale refresh mode: %s"))
         ca.verify_stale = mode == "verify"
+    # The later durations are refused naming the value, not Go's reason.
     rest = args[2:]
     if ca.verify_stale and rest:
-        ca.verify_timeout = _stale_duration(
-            c, rest.pop(0), "verify timeout",
-            "invalid negative timeout for serve_stale verify")
+        ca.verify_timeout = c.duration(
+            rest.pop(0), error="invalid serve_stale verify timeout: {text}",
+            lo=0, range_error="invalid negative timeout for serve_stale "
+            "verify")
     elif not ca.verify_stale and len(rest) > 2:
         raise c.arg_error()
     if rest:
-        ttl = _stale_duration(c, rest[0], "response TTL",
-                              "invalid negative response TTL for "
-                              "serve_stale")
+        ttl = c.duration(
+            rest[0], error="invalid serve_stale response TTL: {text}", lo=0,
+            range_error="invalid negative response TTL for serve_stale")
         if ttl != int(ttl):
             raise c.error("serve_stale response TTL must be a whole number "
                           "of seconds")
@@ -115,24 +116,13 @@ def _serve_stale(ca, c):
                           "range")
         ca.stale_ttl = int(ttl)
     if len(rest) > 1:
-        ca.stale_recheck = _stale_duration(
-            c, rest[1], "failure recheck",
-            "invalid negative failure recheck for serve_stale")
+        ca.stale_recheck = c.duration(
+            rest[1], error="invalid serve_stale failure recheck: {text}",
+            lo=0, range_error="invalid negative failure recheck for "
+            "serve_stale")
         if ca.stale_recheck > 300:
             raise c.error("serve_stale failure recheck cannot exceed 5 "
                           "minutes")
-
-
-def _stale_duration(c, text, what, negative):
-    """One of serve_stale's later durations: refused naming the value (not
-    Go's reason), and with ``negative`` when below zero."""
-    try:
-        value = c.duration(text)
-    except CorefileError:
-        raise c.error("invalid serve_stale %s: %s" % (what, text)) from None
-    if value < 0:
-        raise c.error(negative)
-    return value
 
 
 def _serve_stale_policy(ca, c):

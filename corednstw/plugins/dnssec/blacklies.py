@@ -10,8 +10,7 @@ bitmaps are CoreDNS's, type for type.
 
 from corednstw.core import dnswire as w
 from corednstw.engines import response as rt
-
-from .signer import type_bitmap
+from corednstw.engines.dnssec.signer import type_bitmap
 
 _LOC, _CERT, _SSHFP, _TLSA, _HIP, _OPENPGPKEY, _SPF = (
     29, 37, 44, 52, 55, 61, 99)

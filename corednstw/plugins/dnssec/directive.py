@@ -5,8 +5,8 @@ them; a key that cannot be read names its file.
 """
 
 from corednstw.core.plugin import match, zones_from_args
+from corednstw.engines.dnssec import keys as keyfiles
 
-from . import keys as keyfiles
 from .cache import DEFAULT_CAPACITY
 
 

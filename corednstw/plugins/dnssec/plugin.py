@@ -22,10 +22,10 @@ from corednstw.core import logger, metrics
 from corednstw.core.plugin import Plugin, match, then
 from corednstw.core.request import NoReply, Response, parse_response
 from corednstw.engines import response as rt
+from corednstw.engines.dnssec.signer import ORIG_TTL, rrsig
 
 from . import blacklies
 from .cache import CLEAN_INTERVAL, SignatureCache, rrset_key, validity
-from .signer import ORIG_TTL, rrsig
 
 #: Zone transfers pass unsigned (their records are the zone's own).
 _TRANSFERS = frozenset((w.AXFR, w.IXFR))

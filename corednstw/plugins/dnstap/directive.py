@@ -6,7 +6,6 @@ import socket
 import types
 from typing import Union
 
-from corednstw.core.errors import CorefileError
 from corednstw.plugins.dnstap.output import (
     MAX_QUEUE,
     MAX_WRITE_BUFFER,
@@ -33,16 +32,12 @@ def _endpoint(d, text, listen):
 
 
 def _multiple(d, text, what, units, top):
-    """WRITEBUFFER or QUEUE: a count of ``units`` from 1 to ``top``."""
-    try:
-        value = d.integer(text)
-    except CorefileError:
-        # CoreDNS quotes the count, not Go's reason.
-        raise d.error("dnstap: invalid %s %r" % (what, text)) from None
-    if value < 1 or value > top:
-        raise d.error("dnstap: %s must be between 1 and %d (%s): %d"
-                      % (what, top, units, value))
-    return value
+    """WRITEBUFFER or QUEUE: a count of ``units`` from 1 to ``top``.
+    CoreDNS quotes a count it cannot read, not Go's reason."""
+    return d.integer(text, lo=1, hi=top,
+                     error="dnstap: invalid " + what + " {text!r}",
+                     range_error="dnstap: %s must be between 1 and %d "
+                     "(%s): {reason}" % (what, top, units))
 
 
 def _value(c):
@@ -73,18 +68,13 @@ def _options(d, listen):
             raise d.error("tls requires cert and key file paths")
         o.certs = c.between(2, 3)
 
-    def unknown(c):
-        # Reported at the dnstap line, not at the option's own line.
-        raise d.error("unknown property '%s'" % c.name)
-
     d.read_options({
         "skipverify": skipverify,
         "tls": tls,
         "identity": lambda c: setattr(o, "identity", _value(c).encode()),
         "version": lambda c: setattr(o, "version", _value(c).encode()),
         "extra": lambda c: setattr(o, "extra", _value(c)),
-        None: unknown,
-    }, unknown=None)
+    }, unknown_here=True)
     return o
 
 

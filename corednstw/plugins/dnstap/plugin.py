@@ -44,17 +44,14 @@ class Dnstap(Plugin):
             self._compile_extra(extra)
 
     def _compile_extra(self, fmt):
-        from corednstw.plugins import log as logplugin
-        pieces = logplugin.compile_format(fmt)
+        from corednstw.plugins.log import compile_format, unanswered
+        pieces = compile_format(fmt)
         if all(isinstance(p, str) for p in pieces):
             self._extra_const = "".join(pieces).encode()
             return
         # No response is known to the replacer here: CoreDNS writes "-"
         # for the response placeholders in dnstap's extra.
-        resp_fns = set(logplugin._LABELS[k] for k in (
-            "{rcode}", "{rsize}", "{duration}", "{>rflags}"))
-        self._extra = [logplugin.EMPTY if p in resp_fns else p
-                       for p in pieces]
+        self._extra = unanswered(pieces)
 
     def extra(self, req):
         if self._extra_const is not None:

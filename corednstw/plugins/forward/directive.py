@@ -3,10 +3,9 @@
 client settings; one engine ``Upstream`` per upstream.
 
 Host names are resolved when the plugin starts (``resolve``): their
-upstreams are made then, by the same ``ProxyMaker`` as the others.
+upstreams are made then, by the same ``UpstreamMaker`` as the others.
 """
 
-import ipaddress
 import os
 
 from corednstw.core import dnswire as w
@@ -18,13 +17,18 @@ from corednstw.engines.upstream import (
     HC_INTERVAL,
     Upstream,
 )
+from corednstw.engines.upstream.addresses import (
+    POLICIES,
+    is_ip,
+    resolv_conf,
+    split_host_port,
+)
 from corednstw.engines.upstream.tlsfiles import load_client_tls
 from corednstw.plugins.forward.plugin import Forward
 from corednstw.plugins.forward.resolve import dedup
 
 MAX_UPSTREAMS = 15
 DEFAULT_PORTS = {"dns": 53, "tls": 853, "https": 443}
-POLICIES = ("random", "round_robin", "sequential")
 
 
 def setup(d, block):
@@ -60,20 +64,20 @@ def setup(d, block):
                 "both forward ('%s') and proxy level ('%s') TLS servernames "
                 "are set for upstream proxy '%s'" % (
                     opts.servername, sni, _label(trans, host, port)))
-    maker = ProxyMaker(d, opts, f.force_tcp)
+    maker = UpstreamMaker(d, opts, f.force_tcp)
     if any(trans != "dns" for trans, _h, _p, _s in seen):
         maker.load_tls()
-    if any(not _is_ip(host) for _t, host, _p, _s in seen):
+    if any(not is_ip(host) for _t, host, _p, _s in seen):
         # Host names: their upstreams are made once resolved, at start.
         f.to = seen
         f.resolvers = opts.resolvers
-        f.make_proxy = maker.make
+        f.make_upstream = maker.make
         return f
-    f.proxies = [maker.make(*h) for h in seen]
+    f.upstreams = [maker.make(*h) for h in seen]
     return f
 
 
-class ProxyMaker:
+class UpstreamMaker:
     """Makes the engine ``Upstream`` of one upstream with the stanza's
     options; the TLS files are read once, at setup."""
 
@@ -308,8 +312,8 @@ class _OptionReader:
 
 def _resolver(c, arg):
     """(ip, port) of a ``resolver`` address: an IP or IP:port."""
-    host, port = _split_host_port(arg)
-    if host is None or not _is_ip(host) or "%" in host or (
+    host, port = split_host_port(arg)
+    if host is None or not is_ip(host) or "%" in host or (
             port is not None and not 0 <= int(port) < 65536):
         raise c.error('resolver must be an IP address or IP:port: "%s"'
                       % arg)
@@ -341,12 +345,12 @@ def _parse_to(d, to):
             sni = tail
             rest = host_part + ("]" if host_part.startswith("[") else "")
     default = DEFAULT_PORTS[trans]
-    host, port = _split_host_port(rest)
-    if host is None or not _is_ip(host):
+    host, port = split_host_port(rest)
+    if host is None or not is_ip(host):
         # Not an address: a resolv.conf-style file, else a host name.
         path = rest
         if os.path.isfile(path):
-            return [("dns", h, p, "") for h, p in _resolv_conf(d, path)]
+            return [("dns", h, p, "") for h, p in resolv_conf(d, path)]
         if host is not None and _is_hostname(host):
             return [(trans, host.rstrip(".").lower(),
                      int(port) if port else default, sni)]
@@ -355,50 +359,8 @@ def _parse_to(d, to):
     return [(trans, host, int(port) if port else default, sni)]
 
 
-def _split_host_port(s):
-    if s.startswith("["):
-        end = s.find("]")
-        if end == -1:
-            return None, None
-        host = s[1:end]
-        rest = s[end + 1:]
-        if rest.startswith(":") and rest[1:].isdigit():
-            return host, rest[1:]
-        return (host, None) if not rest else (None, None)
-    if s.count(":") == 1:
-        h, p = s.split(":")
-        if p.isdigit():
-            return h, p
-        return None, None
-    return s, None
-
-
-def _is_ip(s):
-    try:
-        ipaddress.ip_address(s.split("%")[0])
-        return True
-    except ValueError:
-        return False
-
-
 def _is_hostname(s):
     return "/" not in s and "%" not in s and names.is_domain_name(s)
-
-
-def _resolv_conf(d, path):
-    """The nameserver lines of a resolv.conf (port 53)."""
-    out = []
-    try:
-        with open(path) as fh:
-            for line in fh:
-                parts = line.split()
-                if len(parts) >= 2 and parts[0] == "nameserver":
-                    host = parts[1].split("%")[0]
-                    if _is_ip(host):
-                        out.append((host, 53))
-    except OSError as e:
-        raise d.error('failed to open file "%s": %s' % (path, e)) from e
-    return out
 
 
 def _tls_options(material, servername, http):

@@ -56,7 +56,7 @@ class Forward(Plugin):
     def __init__(self):
         self.from_ = "."
         self.ignored = []
-        self.proxies = []
+        self.upstreams = []
         self.policy = "random"
         self.robin = 0
         self.maxfails = 2
@@ -78,7 +78,7 @@ class Forward(Plugin):
         #: addresses and the maker of an Upstream.
         self.to = ()
         self.resolvers = None
-        self.make_proxy = None
+        self.make_upstream = None
         #: Queries that came before the names were resolved, and why the
         #: last resolution failed.
         self.waiting = None
@@ -94,11 +94,11 @@ class Forward(Plugin):
         self.taps = tuple(self.block.find(IForwarderTap))
         if self.to:
             return self._resolve()
-        self._start_proxies()
+        self._start_upstreams()
         return None
 
-    def _start_proxies(self):
-        for p in self.proxies:
+    def _start_upstreams(self):
+        for p in self.upstreams:
             p.start(self.reactor, self.clock)
 
     def stop(self):
@@ -110,7 +110,7 @@ class Forward(Plugin):
                 d.callback(Response(w.SERVFAIL))
         self.waiting = None
         self.to = ()
-        ds = [p.stop() for p in self.proxies]
+        ds = [p.stop() for p in self.upstreams]
         ds = [d for d in ds if isinstance(d, defer.Deferred)]
         return defer.DeferredList(ds) if ds else None
 
@@ -130,8 +130,8 @@ class Forward(Plugin):
     def _resolved(self, to):
         if not self.to:
             return  # stopped meanwhile
-        self.proxies = [self.make_proxy(*h) for h in dedup(to)]
-        self._start_proxies()
+        self.upstreams = [self.make_upstream(*h) for h in dedup(to)]
+        self._start_upstreams()
         waiting, self.waiting = self.waiting, None
         for req, d, timer in waiting or ():
             if d.called:
@@ -191,7 +191,7 @@ class Forward(Plugin):
 
     def ordered(self):
         """The upstreams in the order the policy tries them."""
-        ps = self.proxies
+        ps = self.upstreams
         n = len(ps)
         if n == 1 or self.policy == "sequential":
             return ps
@@ -211,7 +211,7 @@ class Forward(Plugin):
     def serve(self, req):
         if not self.match(req.qname):
             return self.next.serve(req)
-        if not self.proxies:
+        if not self.upstreams:
             return self._wait(req)
         if self.max_concurrent:
             if self.concurrent >= self.max_concurrent:
@@ -255,7 +255,7 @@ class _Query:
         self.fails = 0
         self.failovers = 0
         self.attempts = 0
-        n = len(f.proxies)
+        n = len(f.upstreams)
         self.max_attempts = 2 * n if f.max_attempts is None else \
             f.max_attempts
         self.deadline = f.clock() + DEADLINE
@@ -299,12 +299,12 @@ class _Query:
             self.i += 1
             if proxy.down(f.maxfails):
                 self.fails += 1
-                if self.fails < len(f.proxies):
+                if self.fails < len(f.upstreams):
                     continue
                 HEALTHCHECK_BROKEN.inc()
                 if f.failfast:
                     return self._give_up()
-                proxy = random.choice(f.proxies)
+                proxy = random.choice(f.upstreams)
             break
         self.proxy = proxy
         if self.req.metadata is not None:
@@ -337,7 +337,7 @@ class _Query:
             self.attempts += 1
             if self.attempts >= self.max_attempts:
                 return self._give_up()
-        if self.fails < len(f.proxies):
+        if self.fails < len(f.upstreams):
             return self._next()
         return self._give_up()
 
@@ -369,7 +369,7 @@ class _Query:
             return self._finish(Response(w.FORMERR, plugin="forward"))
         if rcode in f.failover_rcodes:
             self.failovers += 1
-            if self.failovers < len(f.proxies):
+            if self.failovers < len(f.upstreams):
                 return self._next()
         nxt = f.next
         if isinstance(nxt, Forward):

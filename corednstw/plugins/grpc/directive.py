@@ -5,11 +5,11 @@ import os
 
 from corednstw.core import names
 from corednstw.core.plugin import Fallthrough
-from corednstw.plugins.forward.directive import (
+from corednstw.engines.upstream.addresses import (
     POLICIES,
-    _is_ip,
-    _resolv_conf,
-    _split_host_port,
+    is_ip,
+    resolv_conf,
+    split_host_port,
 )
 from corednstw.plugins.grpc.plugin import GRPC
 
@@ -75,11 +75,11 @@ class _OptionReader:
 def _parse_to(d, to):
     """(host, port) pairs of one TO: an address (port 53 unless given) or
     a resolv.conf file, as CoreDNS's HostPortOrFile."""
-    host, port = _split_host_port(to)
-    if host is not None and _is_ip(host):
+    host, port = split_host_port(to)
+    if host is not None and is_ip(host):
         return [(host, int(port) if port else 53)]
     if os.path.isfile(to):
-        return _resolv_conf(d, to)
+        return resolv_conf(d, to)
     raise d.error('not an IP address or file: "%s"' % to)
 
 

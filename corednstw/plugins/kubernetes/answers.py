@@ -80,7 +80,7 @@ def ns_addrs(k, zone, zcase):
                     out.append((t, sname, rd, ip))
     if not found:
         for lip in k.local_ips:
-            a = rec.address(lip)
+            a = w.ip_rdata(lip)
             if a is not None:
                 out.append((a[1], "ns.dns." + zcase, a[2], a[0]))
     return out
@@ -132,7 +132,7 @@ def transfer(k, zone, serial):
 def _transfer_service(k, out, svc, zone, ttl, mc):
     fqdn = "%s.%s.svc.%s" % (svc.name, svc.ns, zone)
     if svc.kind == rec.EXTERNAL:
-        if rec.address(svc.external) is None and svc.external:
+        if w.ip_rdata(svc.external) is None and svc.external:
             out.append([w.RR(fqdn, w.CNAME, ttl,
                              w.name_to_wire(_fqdn(svc.external)))])
         return

@@ -6,13 +6,13 @@ deprecation notice."""
 
 import os
 
-from corednstw.core import goparse, logger
+from corednstw.core import logger
 from corednstw.core.plugin import Fallthrough, zones_from_args
+from corednstw.engines.transfer import parse_peer
 from corednstw.plugins.kubernetes import selector as sel
 from corednstw.plugins.kubernetes import upstream as up
 from corednstw.plugins.kubernetes.names import is_reverse
 from corednstw.plugins.kubernetes.plugin import Kubernetes
-from corednstw.plugins.transfer import parse_peer
 
 POD_MODES = ("disabled", "verified", "insecure")
 
@@ -71,27 +71,6 @@ def _default_scheme(opts):
         opts["endpoint"] = scheme + endpoint
 
 
-def _fixed(message):
-    """``message`` as a reader's error format, whole: the reader formats
-    Go's reason into its format, and this message names the value
-    alone."""
-    return _literal(message) + "%.0s"
-
-
-def _literal(text):
-    """``text`` inside a reader's error format, taken as it is."""
-    return text.replace("%", "%%")
-
-
-def _float(c, text, error):
-    """Go's strconv.ParseFloat, refused with ``error``: the Directive has
-    no reader of floats, and only apiserver_qps takes one."""
-    try:
-        return goparse.parse_float(text)
-    except ValueError as e:
-        raise c.error(error) from e
-
-
 # -- the options, one function each: (line, plugin, block) --------------------
 
 def _endpoint_pod_names(c, k, block):
@@ -146,8 +125,7 @@ def _fallthrough(c, k, block):
 def _ttl(c, k, block):
     """Seconds, 0 to 3600; the first argument counts, as in CoreDNS."""
     text = c.between(1)[0]
-    k.ttl = c.integer(text, lo=0, hi=3600,
-                      error=_fixed("invalid ttl %r" % text),
+    k.ttl = c.integer(text, lo=0, hi=3600, error="invalid ttl {text!r}",
                       range_error="ttl must be in range [0, 3600]: %d")
 
 
@@ -191,7 +169,7 @@ def _startup_timeout(c, k, block):
     text = c.between(1)[0]
     k.startup_timeout = c.duration(
         text, strict=False,
-        error="failed to parse startup_timeout: %s, %%s" % _literal(text))
+        error="failed to parse startup_timeout: {text}, {reason}")
 
 
 def _apiserver(c, k, block):
@@ -199,11 +177,11 @@ def _apiserver(c, k, block):
     and apiserver_max_inflight (integers), none negative."""
     name = c.name
     text = c.one()
-    invalid = "invalid %s %r" % (name, text)
+    invalid = "invalid " + name + " {text!r}"
     if name == "apiserver_qps":
-        v = _float(c, text, invalid)
+        v = c.number(text, error=invalid)
     else:
-        v = c.integer(text, error=_fixed(invalid))
+        v = c.integer(text, error=invalid)
     if v < 0:
         raise c.error("%s must be >= 0" % name)
     k.conn_opts[{"apiserver_qps": "qps", "apiserver_burst": "burst",
@@ -217,7 +195,7 @@ def _resyncperiod(c, k, block):
     only replayed the cache; our watches need none."""
     text = c.between(1)[0]
     c.duration(text, error="unable to parse resync duration value: "
-               "'%s': %%s" % _literal(text))
+               "'{text}': {reason}")
     c.deprecated(RESYNC_GONE)
 
 

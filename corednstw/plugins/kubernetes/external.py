@@ -14,12 +14,11 @@ address), ``ttl`` the kubernetes plugin's TTL.  For a reverse lookup
 from typing import Any
 
 from corednstw.core import dnswire as w
-from corednstw.plugins.kubernetes import records as rec
+from corednstw.core.interfaces import (
+    EXTERNAL_ENDPOINT,
+    EXTERNAL_PORT_PROTOCOL,
+)
 from corednstw.plugins.kubernetes.names import reverse_address
-
-#: The kinds of groups external_services gives for headless services
-#: (CoreDNS's Endpoint and PortProtocol key suffixes).
-ENDPOINT, PORT_PROTOCOL = "endpoint", "port.protocol"
 
 
 def external(k, req, zone, headless):
@@ -127,9 +126,9 @@ def services(k, zone, headless):
     ns.zone`` (an SRV owner whose target is the service name; unnamed
     ports give ``_._proto``, as in CoreDNS).  With ``headless``, the
     endpoints of headless services without external addresses, grouped
-    by (owner, ENDPOINT) at the service name and, for named ports, by
-    (``_port._proto`` owner, PORT_PROTOCOL) with the endpoint's name as
-    host."""
+    by (owner, EXTERNAL_ENDPOINT) at the service name and, for named
+    ports, by (``_port._proto`` owner, EXTERNAL_PORT_PROTOCOL) with the
+    endpoint's name as host."""
     svcs = []
     groups: dict[tuple[str, str], list[Any]] = {}
     store = k.store
@@ -142,11 +141,11 @@ def services(k, zone, headless):
                 for e in _ready(svc, sl):
                     host = e.name(k.podnames) + "." + name
                     for pname, proto, port in sl.ports:
-                        groups.setdefault((name, ENDPOINT), []).append(
-                            (e.ip, port, host, ttl))
+                        groups.setdefault((name, EXTERNAL_ENDPOINT),
+                                          []).append((e.ip, port, host, ttl))
                         if pname:
                             owner = "_%s._%s.%s" % (pname, proto, name)
-                            groups.setdefault((owner, PORT_PROTOCOL),
+                            groups.setdefault((owner, EXTERNAL_PORT_PROTOCOL),
                                               []).append(
                                 (host, port, host, ttl))
             continue
@@ -173,7 +172,7 @@ def _strip(s):
 
 
 def _address_rr(name, ip):
-    a = rec.address(ip)
+    a = w.ip_rdata(ip)
     if a is None:
         return None
     return w.RR(name, a[1], 0, a[2])

@@ -24,7 +24,8 @@ from corednstw.core.interfaces import (
 from corednstw.core.names import is_subdomain
 from corednstw.core.plugin import Plugin, is_deferred, match
 from corednstw.core.request import Response
-from corednstw.plugins.autopath import read_search
+from corednstw.engines.system import read_search
+from corednstw.engines.transfer import Outgoing
 from corednstw.plugins.kubernetes import answers
 from corednstw.plugins.kubernetes import external as ext
 from corednstw.plugins.kubernetes import records as rec
@@ -38,7 +39,6 @@ from corednstw.plugins.kubernetes.names import (
     port_ok,
 )
 from corednstw.plugins.metadata import set_value
-from corednstw.plugins.transfer import Transfer, Xfr
 
 DNS_SCHEMA_VERSION = "1.1.0"
 TXT_VERSION = w.txt_rdata(DNS_SCHEMA_VERSION)
@@ -138,7 +138,7 @@ class Kubernetes(Plugin):
         self.local_ips = self._bound_ips()
         self.autopath_search = _host_search()
         self._search = {}
-        self._xfr = self._transfer_plugin()
+        self._xfr = self._outgoing()
         if self._inherited:
             return None
         if self.store is None:
@@ -156,18 +156,18 @@ class Kubernetes(Plugin):
         for wr in self.watchers:
             wr.start()
 
-    def _transfer_plugin(self):
-        """For ``transfer to``: a transfer plugin of our own, over the
-        plugin's zones, that hands AXFR and IXFR of them to the block's
-        Transferers (this plugin among them) as ``transfer`` would."""
+    def _outgoing(self):
+        """For ``transfer to``: outgoing transfers of the plugin's zones,
+        answered from the block's Transferers (this plugin among them)
+        as ``transfer`` would answer them."""
         if not self.transfer_to:
             return None
-        t = Transfer()
-        t.xfrs.append(Xfr(self.zones, self.transfer_to, None))
-        t.block = self.block
-        t.reactor = self.reactor
-        t.next = _REFUSE
-        return t
+        out = Outgoing()
+        out.allow(self.zones, self.transfer_to)
+        return out
+
+    def _transferers(self):
+        return [] if self.block is None else self.block.find(ITransferer)
 
     def make_store(self):
         kinds = [st.SERVICES, st.NAMESPACES]
@@ -205,7 +205,7 @@ class Kubernetes(Plugin):
         ips = []
         if hosts:
             for h in hosts:
-                a = rec.address(h)
+                a = w.ip_rdata(h)
                 if a is not None:
                     ips.append(a[0])
         else:
@@ -301,9 +301,13 @@ class Kubernetes(Plugin):
         if zone is None:
             return self.next.serve(req)
         if qtype == w.AXFR or qtype == w.IXFR:
+            # Without ``transfer to``, or what it does not answer: REFUSED.
+            resp = None
             if self._xfr is not None:
-                return self._xfr.serve(req)
-            return Response(w.REFUSED, plugin=self.name)
+                resp = self._xfr.answer(req, self._transferers)
+            if resp is None:
+                resp = Response(w.REFUSED, plugin=self.name)
+            return resp
         name = req.name
         zcase = name[len(name) - len(zone):] if zone != "." else "."
         base = qname[:-len(zone) - 1] if qname != zone else ""
@@ -501,7 +505,7 @@ class Kubernetes(Plugin):
             text = podname.replace("-", ".")
         else:
             text = podname.replace("-", ":")
-        a = rec.address(text)
+        a = w.ip_rdata(text)
         if mode == "insecure":
             if a is None:
                 return NAME_ERROR
@@ -539,7 +543,7 @@ class Kubernetes(Plugin):
             if r.endpoint or r.port or r.protocol:
                 return NAME_ERROR
             host = svc.external
-            if rec.address(host) is not None:
+            if w.ip_rdata(host) is not None:
                 return NAME_ERROR
             return [(w.CNAME, host, None, 0, None)]
         out = []
@@ -787,19 +791,6 @@ class _Connection(wt.Connection):
         client = super()._build()
         client.user_agent = USER_AGENT
         return client
-
-
-class _Refuse(Plugin):
-    """What our own transfer plugin passes on is REFUSED, as are AXFR
-    and IXFR reaching the kubernetes plugin without ``transfer to``."""
-
-    name = "kubernetes"
-
-    def serve(self, req):
-        return Response(w.REFUSED, plugin=self.name)
-
-
-_REFUSE = _Refuse()
 
 
 def _host_search():

@@ -20,26 +20,6 @@ MC_SOURCE_CLUSTER_LABEL = "multicluster.kubernetes.io/source-cluster"
 TRIGGER_TIME = "endpoints.kubernetes.io/last-change-trigger-time"
 
 
-_AF_INET = socket.AF_INET
-_pton = socket.inet_pton
-
-
-def address(ip):
-    """(canonical text, rtype, rdata) of an address, or None if invalid."""
-    if ":" not in ip:
-        # IPv4: inet_pton is as strict as ipaddress (four decimal octets,
-        # no leading zeros), so a text it accepts is already canonical.
-        try:
-            return ip, w.A, _pton(_AF_INET, ip)
-        except (OSError, TypeError):
-            return None
-    try:
-        a = ipaddress.ip_address(ip)
-    except ValueError:
-        return None
-    if a.version == 4:
-        return str(a), w.A, a.packed
-    return str(a), w.AAAA, a.packed
 
 
 def dashed(ip):
@@ -194,7 +174,7 @@ def _addresses(ips):
     out = []
     for ip in ips:
         if ip and ip != "None":
-            a = address(ip)
+            a = w.ip_rdata(ip)
             if a is not None:
                 out.append(a)
     return tuple(out)
@@ -255,7 +235,7 @@ def endpoint_slice(obj, multicluster=False, zonal=False):
         zone = (e.get("zone") or "").lower() if zonal else ""
         hostname = e.get("hostname") or ""
         for ip in e.get("addresses") or ():
-            a = address(ip)
+            a = w.ip_rdata(ip)
             if a is None:
                 continue
             eps.append(Endpoint(a[0], a[1], a[2], hostname, target, zone,

@@ -14,8 +14,8 @@ import random
 from twisted.internet import defer
 
 from corednstw.core.request import make_query, parse_response
+from corednstw.engines.transfer import parse_peer
 from corednstw.engines.upstream import UpstreamError, exchange, new_id
-from corednstw.plugins.transfer import parse_peer
 
 #: How long one resolver has to answer before the next one is asked.
 TIMEOUT = 2.0

@@ -14,7 +14,7 @@ from .plugin import DEFAULT_ADDRESS, DEFAULT_TTL, Nomad
 def setup(d, block):
     zone = d.args[0] if d.args else "service.nomad"
     o = SimpleNamespace(addresses=[], token=None, filter="", ttl=DEFAULT_TTL)
-    d.read_options(_any_case({
+    d.read_options({
         "address": lambda c: o.addresses.extend(
             c.between(1, error="at least one address is required")),
         "filter": lambda c: setattr(
@@ -22,7 +22,7 @@ def setup(d, block):
         "token": lambda c: setattr(
             o, "token", c.one("exactly one token is required")),
         "ttl": lambda c: setattr(o, "ttl", _ttl(c)),
-    }), unknown=None)
+    }, fold_case=True)
     addresses = o.addresses or [os.environ.get("NOMAD_ADDR")
                                 or DEFAULT_ADDRESS]
     token = o.token
@@ -30,17 +30,6 @@ def setup(d, block):
         token = os.environ.get("NOMAD_TOKEN", "")
     return Nomad(fqdn(zone), addresses, token, o.filter, o.ttl,
                  region=os.environ.get("NOMAD_REGION", ""))
-
-
-def _any_case(handlers):
-    """``handlers`` for names in any case: CoreDNS lowercases an option's
-    name before matching it, and names an unknown one lowercased."""
-    def other(c):
-        name = c.name.lower()
-        if name not in handlers:
-            raise c.error("unknown property '%s'" % name)
-        handlers[name](c)
-    return {**handlers, None: other}
 
 
 def _ttl(c):

@@ -10,7 +10,7 @@ codes the DNS library CoreDNS uses has no type of its own for, as there;
 import ipaddress
 import struct
 
-from corednstw.core import request
+from corednstw.core import goparse, request
 from corednstw.plugins import metadata
 from corednstw.plugins.rewrite.rule import Rule
 
@@ -247,11 +247,11 @@ def _code(text):
     try:
         c = int(text, 0)
     except ValueError as e:
-        raise ValueError('strconv.ParseUint: parsing "%s": invalid syntax'
-                         % text) from e
+        raise ValueError(goparse.num_error(
+            "ParseUint", text, "invalid syntax")) from e
     if not 0 <= c <= 0xFFFF:
-        raise ValueError('strconv.ParseUint: parsing "%s": value out of '
-                         'range' % text)
+        raise ValueError(goparse.num_error(
+            "ParseUint", text, "value out of range"))
     return c
 
 
@@ -268,11 +268,11 @@ def _bits(text, limit, family):
     try:
         v = int(text, 0)
     except ValueError as e:
-        raise ValueError('strconv.ParseUint: parsing "%s": invalid syntax'
-                         % text) from e
+        raise ValueError(goparse.num_error(
+            "ParseUint", text, "invalid syntax")) from e
     if v < 0:
-        raise ValueError('strconv.ParseUint: parsing "%s": invalid syntax'
-                         % text)
+        raise ValueError(goparse.num_error(
+            "ParseUint", text, "invalid syntax"))
     if v > limit:
         raise ValueError("invalid %s bit mask length %d" % (family, v))
     return v

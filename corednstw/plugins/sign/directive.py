@@ -4,7 +4,7 @@ with CoreDNS's rules and words."""
 import os
 
 from corednstw.core.plugin import zones_from_args
-from corednstw.plugins.dnssec import keys as keyfiles
+from corednstw.engines.dnssec import keys as keyfiles
 
 from .signer import Signer
 

@@ -27,7 +27,7 @@ from corednstw.engines.authority import (
     is_sub,
     parse_file,
 )
-from corednstw.plugins.dnssec.signer import rrsig, sig_times, type_bitmap
+from corednstw.engines.dnssec.signer import rrsig, sig_times, type_bitmap
 
 DAY = 24 * 3600
 #: Resign when the SOA signature was made longer ago than this.

@@ -4,7 +4,6 @@ The options and their error texts are CoreDNS's.  Datadog is refused at
 setup: see docs/plugins/trace.md for the libraries checked.
 """
 
-from corednstw.core import goparse
 from corednstw.plugins.trace.plugin import Trace
 
 #: Endpoint types and their default endpoints.
@@ -42,7 +41,7 @@ def _options(t):
     def analytics_rate(c):
         """Bare ``datadog_analytics_rate`` resets it to 0."""
         args = c.between(0, 1)
-        rate = _float(c, args[0]) if args else 0.0
+        rate = c.number(args[0]) if args else 0.0
         if not 0.0 <= rate <= 1.0:
             raise c.error("datadog analytics rate must be between 0 and 1, "
                           "'%f' is not supported" % rate)
@@ -63,14 +62,6 @@ def _options(t):
             "zipkin_max_backlog_size": max_backlog,
             "zipkin_max_batch_size": max_batch,
             "zipkin_max_batch_interval": batch_interval}
-
-
-def _float(c, text):
-    """Go's ParseFloat, which the Directive has no reader for."""
-    try:
-        return goparse.parse_float(text)
-    except ValueError as e:
-        raise c.error(str(e)) from e
 
 
 def _local_endpoint(block):

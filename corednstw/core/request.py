@@ -470,6 +470,8 @@ class RawResponse(Response):
 
     __slots__ = ()
 
+    raw: bytes
+
     def __init__(self, raw: bytes, plugin: str = "") -> None:
         super().__init__(plugin=plugin)
         self.raw = raw

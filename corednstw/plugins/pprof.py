@@ -28,6 +28,8 @@ import time
 import traceback
 import tracemalloc
 from collections import Counter
+from types import FrameType
+from typing import Optional
 
 from twisted.internet import task, threads
 from twisted.web import resource, server, util
@@ -102,11 +104,14 @@ def thread_stacks():
     frames = sys._current_frames()
     out = []
     for t in threading.enumerate():
-        frame = frames.get(t.ident)
+        ident = t.ident
+        if ident is None:       # not started
+            continue
+        frame = frames.get(ident)
         if frame is None:
             continue
         out.append("thread %d %r%s:\n" % (
-            t.ident, t.name, " (daemon)" if t.daemon else ""))
+            ident, t.name, " (daemon)" if t.daemon else ""))
         out.extend(traceback.format_stack(frame))
         out.append("\n")
     return "".join(out)
@@ -117,9 +122,10 @@ def sample(seconds, hz=SAMPLE_HZ):
     a second for ``seconds``: ``thread;outer;...;inner COUNT`` lines."""
     me = threading.get_ident()
     names = {}
-    counts = Counter()
+    counts: Counter[str] = Counter()
     end = time.monotonic() + seconds
     while time.monotonic() < end:
+        frame: Optional[FrameType]
         for ident, frame in sys._current_frames().items():
             if ident == me:
                 continue

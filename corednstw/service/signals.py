@@ -14,10 +14,11 @@ an immediate exit here, and by the command after a graceful stop.
 
 import os
 import signal
+from collections.abc import Callable
 
 from corednstw.core import logger
 
-_exit_hooks = []
+_exit_hooks: list[Callable[[], object]] = []
 
 
 def at_exit(fn):
@@ -38,7 +39,7 @@ def run_exit_hooks():
 def install(app):
     reactor = app.reactor
 
-    interrupted = []
+    interrupted: list[bool] = []
 
     def graceful(signum, _frame):
         if signum == signal.SIGINT:

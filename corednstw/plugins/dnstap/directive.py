@@ -4,6 +4,7 @@ SOCKET [full] { ...; tls CERT KEY [CA] }``."""
 
 import socket
 import types
+from typing import Union
 
 from corednstw.plugins.dnstap.output import (
     MAX_QUEUE,
@@ -97,6 +98,7 @@ def setup(d, block):
     kind, address = _endpoint(d, args[0], listen)
     full = len(args) >= 2 and args[1] == "full"
     o = _options(d, listen)
+    output: Union[Listener, Output]
     if listen:
         # The TLS files are read when the listener opens, as CoreDNS's.
         certs = [block.path(p) for p in o.certs] if o.certs else None

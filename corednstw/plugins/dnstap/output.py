@@ -10,6 +10,7 @@ does.
 
 import collections
 import socket
+from typing import Optional
 
 from twisted.internet import defer, protocol, task
 from twisted.internet.protocol import ReconnectingClientFactory
@@ -36,10 +37,10 @@ class Output:
         self.limit = queue * QUEUE_SIZE
         self.sndbuf = writebuffer * WRITE_BUFFER
         self.tls = tls                # client TLS options (tls only)
-        self.queue = collections.deque()
+        self.queue: collections.deque[bytes] = collections.deque()
         self.dropped = 0
         self.conn = None              # a started FrameWriter
-        self.factory = None
+        self.factory: Optional[_Reconnecting] = None     # made by start
         self.reactor = None
         self._report = None
         self._logged = False
@@ -56,6 +57,7 @@ class Output:
     def started(self, conn):
         self.conn = conn
         self._logged = False
+        assert self.factory is not None     # conn is one it connected
         self.factory.resetDelay()
         self.resumed(conn)
 
@@ -115,7 +117,7 @@ class _Reconnecting(ReconnectingClientFactory):
 
     initialDelay = 0.5
     factor = 2.0
-    maxDelay = REPORT_INTERVAL
+    maxDelay = int(REPORT_INTERVAL)     # the base class's type: int
     noisy = False
 
     def __init__(self, output):

@@ -10,6 +10,7 @@ case back.
 
 import random
 import time
+from typing import Optional
 
 from twisted.internet import defer
 
@@ -163,7 +164,7 @@ class _Query:
         self.max_attempts = 2 * n if f.max_attempts is None else \
             f.max_attempts
         self.deadline = f.clock() + DEADLINE
-        self.d = defer.Deferred()
+        self.d: defer.Deferred[Optional[Response]] = defer.Deferred()
         self.err = None
         self.tries = 0
         self.force_tcp = False

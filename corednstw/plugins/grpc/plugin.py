@@ -17,6 +17,7 @@ coredns_grpc_request_duration_seconds{to}.
 
 import random
 import time
+from typing import Optional
 
 from twisted.internet import defer
 
@@ -118,7 +119,7 @@ class GRPC(Plugin):
     def serve(self, req):
         if not self.match(req.qname) or not self.upstreams:
             return self.next.serve(req)
-        d = defer.Deferred()
+        d: defer.Deferred[Optional[Response]] = defer.Deferred()
         deadline = time.monotonic() + TIMEOUT
         self._try(req, self.ordered(), d, None, deadline)
         return d

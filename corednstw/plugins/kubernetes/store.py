@@ -13,6 +13,7 @@ Work from the watch threads goes through ``feed``: a queue drained at most
 import collections
 import datetime
 import time
+from typing import Any
 
 from corednstw.core import logger, metrics
 from corednstw.plugins.kubernetes import records as rec
@@ -33,6 +34,10 @@ SERVICES, SLICES, NAMESPACES, PODS, IMPORTS, MC_SLICES = (
     "mcendpointslices")
 
 
+#: A record's (name, namespace).
+Key = tuple[str, str]
+
+
 class Store:
     """Services, slices, namespaces, pods and ServiceImports, indexed."""
 
@@ -40,7 +45,9 @@ class Store:
                  later=None):
         self.kinds = tuple(kinds)
         self.later = later          # callLater(delay, f) for the next turn
-        self.pending = collections.deque()
+        # (op, kind, events) as fed, waiting to be applied
+        self.pending: collections.deque[tuple[str, str, Any]] = \
+            collections.deque()
         self._drain_call = None
         self.stopped = False
         self._unfrozen = 0
@@ -50,27 +57,35 @@ class Store:
         self.modified = 0
         self.mc_modified = 0
         self.ext_modified = 0       # services' external addresses
-        self.namespaces = {}        # name -> Namespace
-        self.services = {}          # (name, ns) -> Service
-        self.svc_by_ip = {}         # ip -> [(name, ns)]
-        self.svc_by_ext = {}        # external address -> [(name, ns)]
-        self.slices = {}            # (slice name, ns) -> Slice
-        self.svc_slices = {}        # (svc name, ns) -> {slice name: Slice}
-        self.ep_by_ip = {}          # ip -> {(slice name, ns)}
-        self.pods = {}              # (name, ns) -> Pod
-        self.pods_by_ip = {}        # ip -> {(name, ns)}
-        self.imports = {}           # (name, ns) -> Service (import)
-        self.mc_slices = {}         # (slice name, ns) -> Slice
-        self.mc_svc_slices = {}     # (svc name, ns) -> {slice name: Slice}
-        self.cache = {}             # (svc name, ns) -> answer cache
+        # Keys are (name, namespace) pairs.
+        self.namespaces: dict[str, rec.Namespace] = {}
+        self.services: dict[Key, rec.Service] = {}
+        self.svc_by_ip: dict[str, list[Key]] = {}
+        # external address -> services
+        self.svc_by_ext: dict[str, list[Key]] = {}
+        self.slices: dict[Key, rec.Slice] = {}
+        # (svc name, ns) -> {slice name: Slice}
+        self.svc_slices: dict[Key, dict[str, rec.Slice]] = {}
+        # ip -> {(slice name, ns)}
+        self.ep_by_ip: dict[str, set[Key]] = {}
+        self.pods: dict[Key, rec.Pod] = {}
+        self.pods_by_ip: dict[str, set[Key]] = {}
+        # ServiceImports, and their slices
+        self.imports: dict[Key, rec.Service] = {}
+        self.mc_slices: dict[Key, rec.Slice] = {}
+        self.mc_svc_slices: dict[Key, dict[str, rec.Slice]] = {}
+        # (svc name, ns) -> answer cache
+        self.cache: dict[Key, Any] = {}
         self.listeners = []         # callables(kind) after each change
         self.version = 0            # bumped by every change (answer caches)
         # callables(op, kind, events) given every feed as it comes (the
         # multisocket supervisor sends it on to its workers)
         self.taps = []
-        self._tables = {SERVICES: self.services, SLICES: self.slices,
-                        NAMESPACES: self.namespaces, PODS: self.pods,
-                        IMPORTS: self.imports, MC_SLICES: self.mc_slices}
+        # kind -> its table (keys and values differ by kind)
+        self._tables: dict[str, dict[Any, Any]] = {
+            SERVICES: self.services, SLICES: self.slices,
+            NAMESPACES: self.namespaces, PODS: self.pods,
+            IMPORTS: self.imports, MC_SLICES: self.mc_slices}
 
     # -- the queue from the watch threads ------------------------------------
 

@@ -296,9 +296,9 @@ def new_rule(args):
         if len(rest) != 2:
             raise ValueError("%s rules must have exactly two arguments"
                              % field)
-        make = simple.new_type_rule if field == "type" else \
+        make_field = simple.new_type_rule if field == "type" else \
             simple.new_class_rule
-        return make(mode, rest)
+        return make_field(mode, rest)
     make = _FIELDS.get(field)
     if make is None:
         raise ValueError('invalid rule type "%s"' % args[0])

@@ -80,7 +80,7 @@ def check(path, dns_port, dump=False, out=None):
         return 1
     if dump:
         out.write(dumper.dump(blocks))
-    errors: list[CorefileError] = []
+    errors: list[Exception] = []
     try:
         app.load(errors)
     except (CorefileError, OSError) as e:

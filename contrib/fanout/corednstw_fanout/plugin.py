@@ -25,6 +25,8 @@ from corednstw.engines.upstream import (
     error_text,
     matches,
     readable,
+    start_all,
+    stop_all,
     truncated,
 )
 
@@ -64,13 +66,10 @@ class Fanout(Plugin):
 
     def start(self):
         self.clock = self.reactor.seconds
-        for p in self.upstreams:
-            p.start(self.reactor, self.clock)
+        start_all(self.upstreams, self.reactor, self.clock)
 
     def stop(self):
-        ds = [p.stop() for p in self.upstreams]
-        ds = [d for d in ds if isinstance(d, defer.Deferred)]
-        return defer.DeferredList(ds) if ds else None
+        return stop_all(self.upstreams)
 
     def match(self, qname):
         f = self.from_

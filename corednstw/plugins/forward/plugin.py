@@ -26,6 +26,8 @@ from corednstw.engines.upstream import (
     error_text,
     matches,
     readable,
+    start_all,
+    stop_all,
     truncated,
 )
 
@@ -75,13 +77,10 @@ class Forward(Plugin):
         self.reactor = app.reactor
         self.clock = getattr(app.reactor, "seconds", app.clock)
         self.taps = tuple(self.block.find(IForwarderTap))
-        for p in self.upstreams:
-            p.start(self.reactor, self.clock)
+        start_all(self.upstreams, self.reactor, self.clock)
 
     def stop(self):
-        ds = [p.stop() for p in self.upstreams]
-        ds = [d for d in ds if isinstance(d, defer.Deferred)]
-        return defer.DeferredList(ds) if ds else None
+        return stop_all(self.upstreams)
 
     # -- matching -------------------------------------------------------------
 

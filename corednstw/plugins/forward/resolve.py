@@ -15,8 +15,6 @@ resolved (2 seconds per server and type at most with ``resolver``).
 import socket
 
 import dns.exception
-import dns.message
-import dns.query
 import dns.rdatatype
 
 #: Each lookup of a name (A or AAAA) waits this long for a server.
@@ -55,7 +53,8 @@ def lookup(name, resolvers):
         if resolvers:
             return _ask_servers(name, resolvers)
         return _ask_system(name)
-    except (ResolveError, OSError) as e:
+    except (ResolveError, OSError, UnicodeError) as e:
+        # UnicodeError: a name the IDNA codec cannot encode.
         raise ResolveError('failed to resolve "%s": %s' % (name, _text(e))) \
             from e
 
@@ -87,6 +86,10 @@ def _ask_servers(name, resolvers):
 def _addresses(server, name, qtype):
     """The addresses in one answer of ``server`` (ip, port): none for an
     error rcode, as miekg's Exchange returns those answers."""
+    # dnspython's query module loads its QUIC and HTTPS clients: only a
+    # Corefile naming resolvers pays for them.
+    import dns.message
+    import dns.query
     q = dns.message.make_query(name.rstrip(".") + ".", qtype)
     r = dns.query.udp(q, server[0], timeout=TIMEOUT, port=server[1])
     return [rd.address for rrset in r.answer if rrset.rdtype == qtype

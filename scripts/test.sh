@@ -9,7 +9,7 @@
 set -u
 cd "$(dirname "$0")/.."
 
-DEBS="unbound knot knot-dnsutils bind9-utils bind9-dnsutils ldnsutils etcd-server iproute2 iptables"
+DEBS="unbound knot knot-dnsutils bind9-utils bind9-dnsutils ldnsutils etcd-server iproute2 iptables prometheus"
 missing=""
 for p in $DEBS; do
   dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"
@@ -21,8 +21,9 @@ if [ -n "$missing" ]; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends $missing >/dev/null 2>&1 \
     || echo "warning: could not install:$missing" >&2
 fi
-# Debian starts these on install; the tests run their own instances.
-for svc in unbound knot etcd; do
+# Debian starts these on install; the tests run their own instances
+# (prometheus is there for promtool).
+for svc in unbound knot etcd prometheus; do
   (systemctl stop "$svc" || service "$svc" stop) >/dev/null 2>&1 || true
 done
 

@@ -81,6 +81,7 @@ class Transfers(Secondary):
             self.zone_map[sz.origin] = authority.from_records(sz.origin,
                                                               kept)
             self._compile(None, sz)
+            self._restart(sz)           # the SOA timers of what we hold
             self._check(sz, False)
 
     def transfer_in(self, sz):

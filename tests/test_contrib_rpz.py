@@ -210,6 +210,10 @@ EXAMPLES = {
     "two policies": ". {\n    rpz example.com {\n        policy "
                     "local.rpz. local.rpz\n        policy feed.rpz. "
                     "feed.rpz\n    }\n    forward . 9.9.9.9\n}\n",
+    "transferred": ". {\n    rpz {\n        policy local.rpz. local.rpz\n"
+                   "        policy feed.rpz. axfr 192.0.2.53 "
+                   "192.0.2.54:5300\n    }\n    cache\n    forward . "
+                   "9.9.9.9\n}\n",
 }
 
 

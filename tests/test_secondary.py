@@ -218,3 +218,55 @@ class Setup(unittest.TestCase):
         self.assertEqual(s.secondaries["example.org."].primaries, [
             ("10.0.0.1", 53), ("::1", 5300), ("10.0.0.2", 53)])
         self.assertTrue(s.fall)
+
+
+class ApplyIxfr(unittest.TestCase):
+    """The records after an IXFR answer, in its three forms."""
+
+    def soa(self, serial):
+        from corednstw.core import dnswire as w
+        return w.RR("example.org.", w.SOA, 300, w.soa_rdata(
+            "ns1.example.org.", "hostmaster.example.org.", serial, 3600,
+            600, 86400, 60))
+
+    def a(self, name, addr):
+        from corednstw.core import dnswire as w
+        return w.RR(name, w.A, 300, w.a_rdata(addr))
+
+    def test_forms(self):
+        from corednstw.plugins.secondary import apply_ixfr
+        base = [self.soa(1), self.a("www.example.org.", "192.0.2.1"),
+                self.a("ftp.example.org.", "192.0.2.2")]
+        # Up to date (or no increment): a lone SOA.
+        self.assertIsNone(apply_ixfr(base, [self.soa(1)]))
+        # AXFR-style: the whole zone.
+        whole = [self.soa(3), self.a("new.example.org.", "192.0.2.9"),
+                 self.soa(3)]
+        self.assertEqual(apply_ixfr(base, whole), whole[:-1])
+        # Two increments, 1 -> 2 -> 3, owners in another case.
+        out = apply_ixfr(base, [
+            self.soa(3),
+            self.soa(1), self.a("WWW.example.org.", "192.0.2.1"),
+            self.soa(2), self.a("www.example.org.", "192.0.2.10"),
+            self.soa(2), self.a("ftp.example.org.", "192.0.2.2"),
+            self.soa(3), self.a("mail.example.org.", "192.0.2.25"),
+            self.soa(3)])
+        self.assertEqual(out, [
+            self.soa(3), self.a("www.example.org.", "192.0.2.10"),
+            self.a("mail.example.org.", "192.0.2.25")])
+
+    def test_changes_that_do_not_apply(self):
+        from corednstw.plugins.secondary import TransferError, apply_ixfr
+        base = [self.soa(1), self.a("www.example.org.", "192.0.2.1")]
+        for rrs, why in [
+                ([self.soa(3), self.soa(2), self.soa(3), self.soa(3)],
+                 "IXFR does not start from serial 1"),
+                ([self.soa(2), self.soa(1),
+                  self.a("ftp.example.org.", "192.0.2.2"), self.soa(2),
+                  self.soa(2)], "IXFR deletes a record we do not hold"),
+                ([self.soa(3), self.soa(1), self.soa(2), self.soa(3)],
+                 "IXFR ends at serial 2"),
+        ]:
+            with self.assertRaises(TransferError) as cm:
+                apply_ixfr(base, rrs)
+            self.assertIn(why, str(cm.exception))

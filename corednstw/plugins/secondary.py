@@ -130,6 +130,89 @@ def axfr(reactor, peer, zone, timeout=TIMEOUT):
                     timeout).addCallback(lambda _: rrs)
 
 
+def ixfr(reactor, peer, zone, soa, timeout=TIMEOUT):
+    """Ask ``peer`` for the changes to ``zone`` since our ``soa`` (IXFR
+    over TCP, RFC 1995): a Deferred of the records as sent, the first SOA
+    included.  A lone SOA (up to date, or no increment to give), an
+    AXFR-style answer (the whole zone, closed by the SOA) and the
+    incremental form (old SOA, deletions, new SOA, additions, repeated)
+    each end where their form says; ``apply_ixfr`` reads them."""
+    import struct
+    msgid = random.randint(0, 0xFFFF)
+    query = bytearray(make_query(zone, w.IXFR, msgid=msgid, rd=False))
+    query[8:10] = b"\x00\x01"                   # NSCOUNT: our SOA
+    query += w.name_to_wire(zone) + struct.pack(
+        "!HHIH", w.SOA, w.CLASS_IN, soa.ttl, len(soa.rdata)) + soa.rdata
+    rrs: list[w.RR] = []
+    state = {"phase": "start", "serial": None}
+
+    def on_message(data):
+        resp = parse_response(data)
+        if resp.rcode != w.NOERROR:
+            raise TransferError("bad xfr rcode: %d" % resp.rcode)
+        for rr in resp.answer:
+            if not rrs:
+                if rr.rtype != w.SOA:
+                    raise TransferError("first record is not a SOA")
+                state["serial"] = authority.soa_serial(rr)
+                rrs.append(rr)
+                continue
+            rrs.append(rr)
+            phase = state["phase"]
+            if rr.rtype != w.SOA:
+                if phase == "start":
+                    state["phase"] = "axfr"
+                continue
+            last = authority.soa_serial(rr) == state["serial"]
+            if phase == "axfr" or (last and phase in ("start", "add")):
+                return True
+            state["phase"] = "add" if phase == "del" else "del"
+        return len(rrs) == 1
+    return xfr_stream(reactor, peer, bytes(query), msgid, on_message,
+                      timeout).addCallback(lambda _: rrs)
+
+
+def _rr_key(rr):
+    return (rr.name.lower(), rr.rtype, rr.rclass, rr.rdata)
+
+
+def apply_ixfr(base, rrs):
+    """The zone's records after the IXFR answer ``rrs`` (from ``ixfr``),
+    ``base`` being the records it had (its SOA first); None when the
+    answer is a lone SOA.  TransferError when the changes do not apply
+    (another serial, a deletion of a record we do not have): the caller
+    then transfers the whole zone."""
+    if len(rrs) == 1:
+        return None
+    if rrs[1].rtype != w.SOA or len(rrs) == 2:
+        return rrs[:-1]                         # AXFR-style: the whole zone
+    current = {_rr_key(rr): rr for rr in base[1:]}
+    serial = authority.soa_serial(base[0])
+    i = 1
+    try:
+        while i < len(rrs) - 1:
+            old = rrs[i]
+            if authority.soa_serial(old) != serial:
+                raise TransferError("IXFR does not start from serial %d"
+                                    % serial)
+            i += 1
+            while rrs[i].rtype != w.SOA:
+                if current.pop(_rr_key(rrs[i]), None) is None:
+                    raise TransferError("IXFR deletes a record we do not "
+                                        "hold: %s" % rrs[i].to_text())
+                i += 1
+            serial = authority.soa_serial(rrs[i])
+            i += 1
+            while rrs[i].rtype != w.SOA:
+                current[_rr_key(rrs[i])] = rrs[i]
+                i += 1
+    except IndexError:
+        raise TransferError("IXFR ends within a change") from None
+    if serial != authority.soa_serial(rrs[0]):
+        raise TransferError("IXFR ends at serial %d" % serial)
+    return [rrs[0]] + list(current.values())
+
+
 def soa_serial(reactor, peer, zone, timeout=TIMEOUT):
     """The SOA serial ``peer`` serves for ``zone`` (asked over TCP), or
     None when it answers without one."""
@@ -158,6 +241,9 @@ class SecondaryZone:
     def __init__(self, origin, primaries):
         self.origin = origin
         self.primaries = primaries
+        #: The records of the last transfer, SOA first (kept only when
+        #: the plugin asks for increments).
+        self.records = None
         self.retry_active = False
         self.timers = []
         self.busy = False
@@ -171,6 +257,10 @@ def _hp(peer):
 class Secondary(authority.ZonePlugin):
     name = "secondary"
     once = False
+
+    #: Ask a primary for the changes (IXFR) once a zone is held, falling
+    #: back to AXFR.  secondary itself transfers whole zones, as CoreDNS.
+    incremental = False
 
     #: Random extra delay before refresh (5s) and retry (2s) checks.
     jitter = staticmethod(lambda limit: random.uniform(0, limit))
@@ -307,8 +397,14 @@ class Secondary(authority.ZonePlugin):
         err = None
         try:
             for peer in sz.primaries:
+                how = ""
                 try:
-                    rrs = yield axfr(self.reactor, peer, sz.origin)
+                    rrs = None
+                    if self.incremental and sz.records is not None:
+                        rrs = yield self._increment(peer, sz)
+                        how = " (IXFR)" if rrs is not None else ""
+                    if rrs is None:
+                        rrs = yield axfr(self.reactor, peer, sz.origin)
                     data = authority.from_records(sz.origin, rrs)
                 except Exception as e:
                     logger.error(self.name,
@@ -317,14 +413,29 @@ class Secondary(authority.ZonePlugin):
                     err = e
                     continue
                 self.zone_map[sz.origin] = data
+                if self.incremental:
+                    sz.records = rrs
                 self.expired.discard(sz.origin)
-                logger.info(self.name, "Transferred: %s from %s" % (sz.origin,
-                                                                 _hp(peer)))
+                logger.info(self.name, "Transferred: %s from %s%s" % (
+                    sz.origin, _hp(peer), how))
                 self.notify_peers(sz.origin)
                 return data
         finally:
             sz.busy = False
         raise err or TransferError("no primaries")
+
+    @defer.inlineCallbacks
+    def _increment(self, peer, sz):
+        """The zone's records after an IXFR from ``peer``, or None when
+        the whole zone is to be asked for (no increment given, or one
+        that does not apply: logged)."""
+        try:
+            rrs = yield ixfr(self.reactor, peer, sz.origin, sz.records[0])
+            return apply_ixfr(sz.records, rrs)
+        except TransferError as e:
+            logger.warning(self.name, "IXFR of `%s' from %s failed, asking "
+                           "for AXFR: %s" % (sz.origin, _hp(peer), e))
+            return None
 
     # -- NOTIFY ---------------------------------------------------------------
 

@@ -1,10 +1,11 @@
 """Start a real Knot DNS (Debian's ``knot``) for integration tests.
 
-``start(testcase, zones, notify_port=None)`` writes a configuration and the
-zone files into a temporary directory, runs ``knotd`` on 127.0.0.1 and a
-free port, waits until it answers SOA for every zone, and stops it at test
-cleanup.  ``start_secondary(testcase, zone, primary_port, key)`` runs one
-that transfers ``zone`` in from a primary, the requests signed with a TSIG
+``start(testcase, zones, notify_port=None, ixfr=False)`` writes a
+configuration and the zone files into a temporary directory, runs
+``knotd`` on 127.0.0.1 and a free port, waits until it answers SOA for
+every zone, and stops it at test cleanup.
+``start_secondary(testcase, zone, primary_port, key)`` runs one that
+transfers ``zone`` in from a primary, the requests signed with a TSIG
 key.  Without knotd the test is skipped, except under CI=true where it
 fails.
 """
@@ -46,9 +47,14 @@ template:
   - id: default
     storage: "{dir}"
     zonefile-sync: -1
-    journal-content: none
+{journal}
     semantic-checks: off
 {zones}"""
+
+#: The journal without history (every transfer is whole), or with the
+#: changes a reload of the zone file makes (served by IXFR).
+NO_JOURNAL = "    journal-content: none"
+JOURNAL = "    journal-content: changes\n    zonefile-load: difference"
 
 SECONDARY_CONF = """\
 server:
@@ -120,8 +126,10 @@ class Knot:
 
 
 @defer.inlineCallbacks
-def start(testcase, zones, notify_port=None):
-    """Run knotd serving ``zones`` ({origin with final dot: zone text})."""
+def start(testcase, zones, notify_port=None, ixfr=False):
+    """Run knotd serving ``zones`` ({origin with final dot: zone text});
+    ``ixfr``: it keeps the changes of each reload and serves them by
+    IXFR."""
     require(testcase)
     d = util.write_files(testcase, {o + "zone": t for o, t in zones.items()})
     os.makedirs(os.path.join(d, "db"), exist_ok=True)
@@ -131,7 +139,7 @@ def start(testcase, zones, notify_port=None):
             o, d, o, "    notify: secondary\n" if notify_port else "")
         for o in zones)
     conf = CONF.format(dir=d, port=port, notify_port=notify_port or 9,
-                       zones=zlines)
+                       zones=zlines, journal=JOURNAL if ixfr else NO_JOURNAL)
     knot = run(testcase, d, port, conf)
     for origin in zones:
         yield wait_answers(port, origin, knot.proc)

@@ -1,13 +1,15 @@
-"""rpz: DNS response policy zones (a DNS firewall), from zone files:
+"""rpz: DNS response policy zones (a DNS firewall), from zone files or
+transferred from primaries:
 
     rpz [ZONES...] {
         policy NAME FILE
+        policy NAME axfr PRIMARY...
     }
 
-QNAME (exact and wildcard), rpz-ip and rpz-client-ip triggers; the
-NXDOMAIN, NODATA, PASSTHRU, DROP and TCP-only actions and local data.
-``policy`` reads a zone, ``plugin`` applies them, ``directive`` reads the
-stanza.
+QNAME (exact and wildcard), rpz-ip, rpz-client-ip and rpz-nsdname
+triggers; the NXDOMAIN, NODATA, PASSTHRU, DROP and TCP-only actions and
+local data.  ``policy`` reads a zone, ``plugin`` applies them and keeps
+the transferred ones, ``directive`` reads the stanza.
 """
 
 from corednstw.core.directives import PluginEntry

@@ -1,6 +1,6 @@
 """One response policy zone: its triggers and their actions, read from a
-zone file (the RPZ format of draft-vixie-dnsop-dns-rpz, as BIND and
-Unbound read it).
+zone file or from the records of a zone transfer (the RPZ format of
+draft-vixie-dnsop-dns-rpz, as BIND and Unbound read it).
 
 Owner names below the zone's origin are triggers:
 
@@ -8,7 +8,9 @@ Owner names below the zone's origin are triggers:
   below it (not the name);
 * ``32.1.2.0.192.rpz-ip``: an address in the answer within 192.0.2.1/32
   (IPv6: ``128.1.zz.db8.2001.rpz-ip``, ``zz`` standing for ``::``);
-* ``24.0.2.0.192.rpz-client-ip``: a client within 192.0.2.0/24.
+* ``24.0.2.0.192.rpz-client-ip``: a client within 192.0.2.0/24;
+* ``ns.example.rpz-nsdname``: an answer whose name servers include
+  ``ns.example.`` (``*.example.rpz-nsdname``: any name server below it).
 
 The records at a trigger are its action: ``CNAME .`` NXDOMAIN, ``CNAME
 *.`` NODATA, ``CNAME rpz-passthru.`` PASSTHRU (the answer as it is),
@@ -20,6 +22,8 @@ import ipaddress
 
 import dns.exception
 import dns.name
+import dns.node
+import dns.rdata
 import dns.rdataclass
 import dns.rdatatype
 import dns.zone
@@ -31,7 +35,7 @@ _SPECIAL = {".": NXDOMAIN, "*.": NODATA, "rpz-passthru.": PASSTHRU,
             "rpz-drop.": DROP, "rpz-tcp-only.": TCP_ONLY}
 
 #: Trigger kinds, in the order they take precedence within one zone.
-CLIENT_IP, QNAME, IP = "client-ip", "qname", "ip"
+CLIENT_IP, QNAME, IP, NSDNAME = "client-ip", "qname", "ip", "nsdname"
 
 
 class PolicyError(ValueError):
@@ -64,7 +68,10 @@ class Hit:
 
 class Zone:
     """One policy zone: exact and wildcard QNAME triggers, answer-address
-    and client-address triggers (networks, longest prefix first)."""
+    and client-address triggers (networks, longest prefix first), exact
+    and wildcard name-server-name triggers.  ``serial`` is its SOA
+    serial; ``problems`` the triggers left out of a transferred zone
+    (a zone file with one is refused instead)."""
 
     def __init__(self, name):
         self.name = name
@@ -72,22 +79,33 @@ class Zone:
         self.wild = {}
         self.ips = []
         self.clients = []
+        self.nsdnames = {}
+        self.nsdwild = {}
         self.skipped = 0
+        self.serial = None
+        self.problems = []
 
     def qname(self, qname):
         """The Hit of ``qname``: an exact trigger, else the wildcard of
         its closest parent."""
-        a = self.exact.get(qname)
-        if a is not None:
-            return Hit(self, QNAME, a)
-        if self.wild:
-            name = qname
-            while name != ".":
-                name = name.split(".", 1)[1] or "."
-                a = self.wild.get(name)
-                if a is not None:
-                    return Hit(self, QNAME, a)
+        a = _name_match(self.exact, self.wild, qname)
+        return Hit(self, QNAME, a) if a is not None else None
+
+    def nsdname(self, servers):
+        """The Hit of the first name server (in the order given) that an
+        ``rpz-nsdname`` trigger matches."""
+        if not self.nsdnames and not self.nsdwild:
+            return None
+        for ns in servers:
+            a = _name_match(self.nsdnames, self.nsdwild, ns)
+            if a is not None:
+                return Hit(self, NSDNAME, a)
         return None
+
+    @property
+    def by_answer(self):
+        """True when some trigger needs the chain's answer."""
+        return bool(self.ips or self.nsdnames or self.nsdwild)
 
     def client(self, address):
         if not self.clients:
@@ -107,6 +125,21 @@ class Zone:
                     best = (net.prefixlen, action)
                     break
         return Hit(self, IP, best[1]) if best is not None else None
+
+
+def _name_match(exact, wild, name):
+    """The action of ``name``'s exact trigger, else of the wildcard of
+    its closest parent, else None."""
+    a = exact.get(name)
+    if a is not None:
+        return a
+    if wild:
+        while name != ".":
+            name = name.split(".", 1)[1] or "."
+            a = wild.get(name)
+            if a is not None:
+                return a
+    return None
 
 
 def _longest(nets, address):
@@ -129,28 +162,77 @@ def load(name, path):
                                check_origin=False)
     except (OSError, dns.exception.DNSException) as e:
         raise PolicyError(str(e)) from e
+    return _build(name, z.nodes.items(), strict=True)
+
+
+def from_records(name, rrs):
+    """The Zone named ``name`` from the records of a zone transfer (RR
+    objects, its SOA first).  A trigger that cannot be used is left out
+    and described in ``problems``: one bad record of a feed does not
+    stop the rest of it from applying."""
+    origin = dns.name.from_text(name)
+    nodes = {}
+    for rr in rrs:
+        owner = dns.name.from_text(rr.name)
+        if not owner.is_subdomain(origin):
+            continue
+        try:
+            rd = dns.rdata.from_wire(rr.rclass, rr.rtype, rr.rdata, 0,
+                                     len(rr.rdata))
+        except dns.exception.DNSException:
+            continue
+        node = nodes.get(owner)
+        if node is None:
+            node = nodes[owner] = dns.node.Node()
+        node.find_rdataset(rr.rclass, rr.rtype, rd.covers(),
+                           create=True).add(rd, rr.ttl)
+    return _build(name, nodes.items(), strict=False)
+
+
+def _build(name, nodes, strict):
+    """The Zone of ``nodes`` ((owner, dnspython node) pairs): PolicyError
+    for a trigger it cannot use when ``strict``, else the trigger is
+    described in the zone's ``problems`` and left out."""
     zone = Zone(name)
     origin = dns.name.from_text(name)
-    for owner, node in z.nodes.items():
+    for owner, node in nodes:
         rel = owner.relativize(origin)
         if rel == dns.name.empty:
+            soa = node.get_rdataset(dns.rdataclass.IN, dns.rdatatype.SOA)
+            if soa is not None:
+                zone.serial = soa[0].serial
             continue            # the zone's own SOA and NS
-        labels = [lb.decode("ascii").lower() for lb in rel.labels]
+        labels = [lb.decode("ascii", "replace").lower()
+                  for lb in rel.labels]
         action = _action(rel.to_text(), node)
         last = labels[-1]
-        if last in ("rpz-ip", "rpz-client-ip"):
-            net = _network(labels[:-1], rel.to_text())
-            (zone.ips if last == "rpz-ip" else zone.clients).append(
-                (net, action))
-        elif last in ("rpz-nsdname", "rpz-nsip"):
-            zone.skipped += 1
-        elif labels[0] == "*":
-            zone.wild[_fqdn(labels[1:])] = action
-        else:
-            zone.exact[_fqdn(labels)] = action
+        try:
+            if last in ("rpz-ip", "rpz-client-ip"):
+                net = _network(labels[:-1], rel.to_text())
+                (zone.ips if last == "rpz-ip" else zone.clients).append(
+                    (net, action))
+            elif last == "rpz-nsdname":
+                _add_name(zone.nsdnames, zone.nsdwild, labels[:-1], action)
+            elif last == "rpz-nsip":
+                zone.skipped += 1
+            else:
+                _add_name(zone.exact, zone.wild, labels, action)
+        except PolicyError as e:
+            if strict:
+                raise
+            zone.problems.append(str(e))
     for nets in (zone.ips, zone.clients):
         nets.sort(key=lambda na: -na[0].prefixlen)
     return zone
+
+
+def _add_name(exact, wild, labels, action):
+    """A name trigger (QNAME or NSDNAME): ``*`` first makes it a
+    wildcard."""
+    if labels and labels[0] == "*":
+        wild[_fqdn(labels[1:])] = action
+    else:
+        exact[_fqdn(labels)] = action
 
 
 def _fqdn(labels):

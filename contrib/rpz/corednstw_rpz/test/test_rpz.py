@@ -21,10 +21,12 @@ from corednstw_rpz.policy import (
     IP,
     LOCAL,
     NODATA,
+    NSDNAME,
     NXDOMAIN,
     PASSTHRU,
     QNAME,
     TCP_ONLY,
+    from_records,
     load,
 )
 
@@ -44,7 +46,9 @@ local.example A 10.9.9.10
 32.66.2.0.192.rpz-ip CNAME *.
 128.1.zz.db8.2001.rpz-ip CNAME rpz-drop.
 16.0.0.168.192.rpz-client-ip CNAME rpz-drop.
-ns.example.rpz-nsdname CNAME .
+ns.bad.example.rpz-nsdname CNAME .
+*.evil.example.rpz-nsdname CNAME *.
+32.1.2.0.192.rpz-nsip CNAME .
 """
 
 SECOND = SOA + """\
@@ -94,10 +98,29 @@ class SetupTest(unittest.TestCase):
         self.assertEqual([z.name for z in r.policies],
                          ["first.rpz.", "second.rpz."])
 
+    def test_transferred(self):
+        """``axfr``: the primaries in order; the policy is empty (it
+        matches nothing) until transferred."""
+        r = build("rpz {\n policy first.rpz %s\n policy feed.rpz axfr "
+                  "192.0.2.53 [2001:db8::53]:5300\n}"
+                  % self.files("first.zone"))
+        self.assertEqual([z.name for z in r.policies],
+                         ["first.rpz.", "feed.rpz."])
+        self.assertEqual(r.transfers.secondaries["feed.rpz."].primaries,
+                         [("192.0.2.53", 53), ("2001:db8::53", 5300)])
+        self.assertEqual(list(r.transfers.secondaries), ["feed.rpz."])
+        self.assertIsNone(r.policies[1].qname("nx.example."))
+        self.assertIsNone(build("rpz {\n policy first.rpz %s\n}" % (
+            self.files("first.zone"))).transfers)
+
     def test_refused(self):
         for body, text in [
                 ("rpz", "no policy given"),
                 ("rpz {\n policy a.rpz\n}", "Wrong argument count"),
+                ("rpz {\n policy a.rpz x.zone y.zone\n}",
+                 "Wrong argument count"),
+                ("rpz {\n policy a.rpz axfr ns.example\n}",
+                 "not an IP address: ns.example"),
                 ("rpz {\n policy a.rpz /nonexistent/zone\n}",
                  "policy a.rpz.: "),
                 ("rpz {\n policy a.rpz %s\n}" % self.files("bad.zone"),
@@ -134,7 +157,9 @@ class PolicyTest(unittest.TestCase):
                           "192.0.2.0/24"])
         self.assertEqual([str(n) for n, _a in z.clients],
                          ["192.168.0.0/16"])
-        self.assertEqual(z.skipped, 1)
+        self.assertEqual(list(z.nsdnames), ["ns.bad.example."])
+        self.assertEqual(list(z.nsdwild), ["evil.example."])
+        self.assertEqual((z.skipped, z.serial), (1, 1))   # the rpz-nsip
 
     def test_actions(self):
         z = self.zone
@@ -159,6 +184,45 @@ class PolicyTest(unittest.TestCase):
         self.assertEqual(z.qname("exact.wild.example.").action.kind,
                          PASSTHRU)
 
+    def test_nsdname_matching(self):
+        """The first name server a trigger matches decides; a wildcard
+        takes the names below it, not the name."""
+        z = self.zone
+        self.assertIsNone(z.nsdname(["ns.good.example.", "evil.example."]))
+        hit = z.nsdname(["ns.good.example.", "ns.bad.example.",
+                         "a.evil.example."])
+        self.assertEqual((hit.kind, hit.action.kind), (NSDNAME, NXDOMAIN))
+        self.assertEqual(z.nsdname(["a.b.evil.example."]).action.kind,
+                         NODATA)
+        self.assertIsNone(load("second.rpz.", self.files(
+            "second.zone")).nsdname(["ns.bad.example."]))
+
+    def test_from_records(self):
+        """A transferred zone gives the same triggers as its file; a bad
+        trigger is left out (and told), not the whole zone."""
+        import dns.zone
+        text = FIRST + "x.rpz-ip CNAME .\n"
+        z = dns.zone.from_text(text, origin="first.rpz.", relativize=False,
+                               check_origin=False)
+        soa = z.find_rdataset("first.rpz.", "SOA")
+        rrs = [w.RR.from_dnspython("first.rpz.", soa.ttl, soa[0])]
+        for name, ttl, rd in z.iterate_rdatas():
+            if rd.rdtype != 6:
+                rrs.append(w.RR.from_dnspython(name, ttl, rd))
+        got = from_records("first.rpz.", rrs)
+        want = self.zone
+        for attr in ("exact", "wild", "nsdnames", "nsdwild"):
+            self.assertEqual(
+                {n: a.kind for n, a in getattr(got, attr).items()},
+                {n: a.kind for n, a in getattr(want, attr).items()}, attr)
+        for attr in ("ips", "clients"):
+            self.assertEqual([n for n, _a in getattr(got, attr)],
+                             [n for n, _a in getattr(want, attr)], attr)
+        self.assertEqual(got.exact["local.example."].records,
+                         want.exact["local.example."].records)
+        self.assertEqual((got.serial, got.skipped), (1, 1))
+        self.assertEqual(got.problems, ["bad IP trigger x.rpz-ip"])
+
     def test_longest_prefix(self):
         z = self.zone
         ip = ipaddress.ip_address
@@ -174,16 +238,20 @@ class PolicyTest(unittest.TestCase):
 
 class _Chain:
     """The chain below rpz: an A record with ``address`` for every
-    question; counts what it is asked."""
+    question, the ``servers`` of its zone (``example.``) in the authority
+    section; counts what it is asked."""
 
     def __init__(self, address="192.0.2.1"):
         self.address = address
+        self.servers = []
         self.asked = 0
 
     def serve(self, req):
         self.asked += 1
         rr = w.RR(req.name, w.A, 30, w.a_rdata(self.address))
-        return Response(0, [rr], plugin="forward")
+        ns = [w.RR("example.", w.NS, 30, w.name_to_wire(s))
+              for s in self.servers]
+        return Response(0, [rr], ns, plugin="forward")
 
 
 def request(name, client="127.0.0.1", proto="udp"):
@@ -260,6 +328,52 @@ class ServeTest(unittest.TestCase):
         self.chain.address = "192.0.2.66"
         r = self.ask("www.example.")
         self.assertEqual((r.rcode, r.answer, r.aa), (0, [], False))
+
+    def test_nsdname(self):
+        """The authority section's name servers, after the answer's
+        addresses; a QNAME trigger of the same zone comes first."""
+        self.chain.address = "198.51.100.1"
+        self.chain.servers = ["ns.good.example.", "NS.Bad.Example."]
+        key = ("dns://:0", "first.rpz.", NSDNAME, NXDOMAIN)
+        before = HITS.get(key)
+        r = self.ask("www.example.")
+        self.assertEqual((r.rcode, r.plugin, r.aa), (w.NXDOMAIN, "rpz",
+                                                    True))
+        self.assertEqual(HITS.get(key), before + 1)
+        self.assertIn("[INFO] plugin/rpz: first.rpz. nxdomain: nsdname "
+                      "www.example./A for 127.0.0.1 (ns.bad.example."
+                      "rpz-nsdname)", "".join(self.lines))
+        self.assertIsInstance(self.ask("drop.example."), NoReply)
+        self.chain.address = "192.0.2.66"       # rpz-ip: NODATA first
+        r = self.ask("www.example.")
+        self.assertEqual((r.rcode, r.answer, r.aa), (0, [], False))
+        self.chain.address = "198.51.100.1"
+        self.chain.servers = ["ns.good.example."]
+        self.assertEqual(self.ask("www.example.").plugin, "forward")
+
+    def test_nsdname_of_raw_answers(self):
+        """Answers as they come from upstream (wire form, names
+        compressed): an NS question's answer section counts, the NS
+        records of other names in it do not."""
+        from corednstw.core.request import encode
+        from corednstw_rpz.plugin import _servers
+
+        def wire(qname, qtype, answer, authority=()):
+            req = request(qname)
+            resp = Response(0, answer, list(authority))
+            resp.raw = encode(req, resp)
+            return resp
+
+        def ns(owner, target):
+            return w.RR(owner, w.NS, 30, w.name_to_wire(target))
+        resp = wire("sub.example.", w.NS, [ns("sub.example.",
+                                              "ns.bad.example.")],
+                    [ns("example.", "a.example.")])
+        self.assertEqual(_servers(resp, "sub.example."),
+                         ["ns.bad.example.", "a.example."])
+        resp = wire("www.example.", w.A, [ns("other.example.",
+                                             "ns.bad.example.")])
+        self.assertEqual(_servers(resp, "www.example."), [])
 
     def test_no_answer_needed_without_ip_triggers(self):
         """A QNAME hit in the first zone answers without asking the

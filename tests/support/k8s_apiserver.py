@@ -24,7 +24,7 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlparse
 
-from corednstw.plugins.kubernetes import selector
+from corednstw.engines.kubernetes import selector
 
 PATHS = {
     "/api/v1/services": "services",

@@ -22,13 +22,13 @@ from corednstw.core.interfaces import (
 from corednstw.core.names import is_subdomain
 from corednstw.core.plugin import Plugin, is_deferred, match
 from corednstw.core.request import Response
+from corednstw.engines.kubernetes import watch as wt
 from corednstw.engines.system import read_search
 from corednstw.engines.transfer import Outgoing
 from corednstw.plugins.kubernetes import answers
 from corednstw.plugins.kubernetes import external as ext
 from corednstw.plugins.kubernetes import records as rec
 from corednstw.plugins.kubernetes import store as st
-from corednstw.plugins.kubernetes import watch as wt
 from corednstw.plugins.kubernetes.answers import SRV_HEADER
 from corednstw.plugins.kubernetes.names import (
     NAME_ERROR,
@@ -175,7 +175,8 @@ class Kubernetes(Plugin):
         return st.Store(kinds)
 
     def _watch_args(self, kind):
-        args = {}
+        path, parse = st.RESOURCES[kind]
+        args = {"path": path, "parse": parse}
         if kind in (st.SERVICES, st.SLICES, st.PODS):
             args["selector"] = self.labels
         if kind == st.NAMESPACES:

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Installs everything the tests need (a venv with the package, Debian
-# servers the integration tests start), runs the linters (ruff over the
+# Installs everything the tests need (a venv with the package, the example
+# and contrib/ plugin packages, Debian servers the integration tests
+# start), runs the linters (ruff over the
 # tree, mypy over the typed contract modules: each counts as one test) and
 # the whole trial suite.  Ends with a line "N passed, N failed[, N skipped]";
 # exits non-zero when anything failed.
@@ -29,6 +30,12 @@ PY=${PYTHON:-python3}
 .venv/bin/pip install -q --upgrade pip >/dev/null 2>&1
 .venv/bin/pip install -q -e '.[test]' --config-settings editable_mode=compat 2>&1 | grep -v -i "warning" >&2
 .venv/bin/pip install -q --no-build-isolation ./examples/corednstw-example 2>&1 | grep -v -i "warning" >&2
+# The add-on plugin packages, each its own distribution (their tests run
+# from tests/test_contrib_<name>.py).
+for pkg in contrib/*/pyproject.toml; do
+  [ -e "$pkg" ] || continue
+  .venv/bin/pip install -q --no-build-isolation "./$(dirname "$pkg")" 2>&1 | grep -v -i "warning" >&2
+done
 
 # Linters first; a failure is reported but the trial suite still runs.
 checks=$(mktemp)

@@ -144,3 +144,34 @@ class Feed:
         """Remove ``key`` of ``kind`` (``record``: a DELETED event, not a
         relist's sweep)."""
         raise NotImplementedError
+
+
+class Watching:
+    """The life cycle a plugin keeping a ``Feed`` filled by watchers
+    shares with every other (IInheritable, IFedData): ``store``,
+    ``watchers`` and ``_inherited`` are its attributes."""
+
+    store: Feed | None = None
+    watchers: list = []
+    _inherited = False
+
+    def inherit(self, old):
+        """Take over the watches and the store of ``old``, the same
+        directive in an unchanged block before a reload: no relist."""
+        if old.store is None or not old.watchers:
+            return False
+        self.store = old.store
+        self.watchers, old.watchers = old.watchers, []
+        self._inherited = True
+        return True
+
+    def fed_stores(self):
+        return [self.store] if self.store is not None else []
+
+    def worker_init(self):
+        """A multisocket worker: the store came with the fork, the
+        supervisor sends its changes; start() sets up the rest only."""
+        self.watchers = []
+        self._inherited = self.store is not None
+        if self.store is not None:
+            self.store.after_fork()

@@ -23,6 +23,7 @@ from corednstw.core.names import is_subdomain
 from corednstw.core.plugin import Plugin, is_deferred, match
 from corednstw.core.request import Response
 from corednstw.engines.kubernetes import watch as wt
+from corednstw.engines.kubernetes.feed import Watching
 from corednstw.engines.system import read_search
 from corednstw.engines.transfer import Outgoing
 from corednstw.plugins.kubernetes import answers
@@ -50,7 +51,7 @@ HOLD_MAX = 10000
 
 @implementer(IReadiness, ITransferer, IMetadataProvider, IInheritable,
              IAutoPather, IExternal, IFedData)
-class Kubernetes(Plugin):
+class Kubernetes(Watching, Plugin):
     """The plugin: its options (set by the directive), its store and
     watches, and the answers from them."""
 
@@ -101,27 +102,9 @@ class Kubernetes(Plugin):
 
     # -- life cycle -----------------------------------------------------------
 
-    def inherit(self, old):
-        """Take over the watches and the store of ``old``, the same
-        directive in an unchanged block before a reload: no relist."""
-        if old.store is None or not old.watchers:
-            return False
-        self.store = old.store
-        self.watchers, old.watchers = old.watchers, []
-        self._inherited = True
-        return True
-
-    def fed_stores(self):
-        return [self.store] if self.store is not None else []
-
     def worker_init(self):
-        """A multisocket worker: the store came with the fork, the
-        supervisor sends its changes; start() sets up the rest only."""
-        self.watchers = []
-        self._inherited = self.store is not None
+        super().worker_init()
         self._timer = None
-        if self.store is not None:
-            self.store.after_fork()
 
     def prestart(self):
         """The first start of the server: the lists begin now, so the

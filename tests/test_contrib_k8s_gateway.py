@@ -4,7 +4,6 @@ scripts/test.sh): its own tests, the upstream README's Corefiles through
 server (tests/support/k8s_apiserver.py) creates, changes and deletes
 each kind it watches: every answer follows its objects."""
 
-import os
 import time
 
 from twisted.internet import defer
@@ -60,21 +59,6 @@ ZONE = "example.com."
 ALL = "Ingress Service HTTPRoute TLSRoute GRPCRoute DNSEndpoint"
 
 
-def kubeconfig(testcase, server):
-    """The path of a kubeconfig for an API server without
-    authentication."""
-    path = testcase.mktemp()
-    with open(path, "w") as f:
-        f.write(_KUBECONFIG % server)
-    return os.path.abspath(path)
-
-
-_KUBECONFIG = ("apiVersion: v1\nkind: Config\ncurrent-context: test\n"
-            "clusters:\n- name: test\n  cluster:\n    server: %s\n"
-            "contexts:\n- name: test\n  context:\n    cluster: test\n"
-            "    user: test\nusers:\n- name: test\n  user: {}\n")
-
-
 class ExamplesTest(unittest.TestCase):
 
     if not INSTALLED:
@@ -111,7 +95,7 @@ class Served(unittest.TestCase):
             ".:0 {\n    k8s_gateway %s {\n        resources %s\n"
             "        kubeconfig %s\n%s    }\n"
             "    ready 127.0.0.1:0\n}\n") % (
-                ZONE, self.resources, kubeconfig(self, self.api.url),
+                ZONE, self.resources, self.api.kubeconfig(self),
                 self.options))
         self.port = self.app.port()
         self.gw = self.app.config.blocks[0].plugin("k8s_gateway")
@@ -326,7 +310,7 @@ class ReadyTest(Served):
             ".:0 {\n    k8s_gateway %s {\n        resources Ingress\n"
             "        kubeconfig %s\n    }\n"
             "    ready 127.0.0.1:0\n}\n") % (
-                ZONE, kubeconfig(self, self.api.url))).addCallback(
+                ZONE, self.api.kubeconfig(self))).addCallback(
                     self._started)
 
     def _started(self, app):

@@ -18,6 +18,7 @@ import bisect
 import copy
 import gzip
 import json
+import os
 import socket
 import threading
 import time
@@ -250,6 +251,14 @@ class APIServer:
     def url(self):
         h, p = self.httpd.server_address[:2]
         return "%s://%s:%d" % (self.scheme, h, p)
+
+    def kubeconfig(self, testcase):
+        """The absolute path of a kubeconfig (no credentials) for this
+        server, in ``testcase``'s temporary directory."""
+        path = os.path.abspath(testcase.mktemp())
+        with open(path, "w") as f:
+            f.write(_KUBECONFIG % self.url)
+        return path
 
     def stop(self):
         if self.list_gate is not None:
@@ -538,6 +547,25 @@ class _Handler(BaseHTTPRequestHandler):
     def _end(self):
         self.wfile.write(b"0\r\n\r\n")
         self.wfile.flush()
+
+
+_KUBECONFIG = """\
+apiVersion: v1
+kind: Config
+current-context: test
+clusters:
+- name: test
+  cluster:
+    server: %s
+contexts:
+- name: test
+  context:
+    cluster: test
+    user: test
+users:
+- name: test
+  user: {}
+"""
 
 
 def _status(code, message, reason="NotFound"):

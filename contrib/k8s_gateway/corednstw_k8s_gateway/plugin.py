@@ -272,7 +272,9 @@ class K8sGateway(Watching, Plugin):
             return self.next.serve(req)
         zcase = req.name[len(req.name) - len(zone):]
         if not self.ready():
-            return Response(w.SERVFAIL, plugin=NAME)
+            r = Response(w.SERVFAIL, plugin=NAME)
+            r.error = "plugin/%s: could not sync required resources" % NAME
+            return r
         root = False
         for z in self.zones:
             if qname == z:

@@ -387,7 +387,10 @@ class ServeTest(unittest.TestCase):
     def test_servfail_before_sync(self):
         Cluster(self.gw, synced=False)
         self.assertFalse(self.gw.ready())
-        self.assertEqual(self.ask("a.example.com.").rcode, w.SERVFAIL)
+        r = self.ask("a.example.com.")
+        self.assertEqual((r.rcode, r.error), (
+            w.SERVFAIL, "plugin/k8s_gateway: could not sync required "
+            "resources"))
 
     def test_apex(self):
         """Upstream's apex cases: SOA and NS at the apex (the NS with the

@@ -330,3 +330,36 @@ class ReadyTest(Served):
         code, _ = yield util.http_get(port, "/ready")
         self.assertEqual(code, 200)
         yield self.follow("a.example.com.", [], rcode=3)
+
+
+class ReadmeExampleTest(Served):
+    """Upstream's example served (its kubeconfig pointed at the test API
+    server): Ingresses only, TTL 30, the apex naming both servers."""
+
+    resources = "Ingress"
+    options = ("        ttl 30\n"
+               "        apex exdns-1-k8s-gateway.kube-system\n"
+               "        secondary exdns-2-k8s-gateway.kube-system\n")
+
+    @defer.inlineCallbacks
+    def test_example(self):
+        self.api.add("ingresses", k8s.ingress(
+            "a", "default", ["myservicea.example.com"], ["198.51.100.0"]))
+        self.api.add("services", k8s.service(
+            "test", "default", type="LoadBalancer", ingress=["192.0.2.3"]))
+        yield self.follow("myservicea.example.com.",
+                          ["30 IN A 198.51.100.0"])
+        # Services are not among the resources.
+        yield self.follow("test.default.example.com.", [], rcode=3)
+        for proto in ("udp", "tcp"):
+            m = yield util.query(self.port, ZONE, "NS", proto=proto)
+            self.assertEqual(util.rrs(m), [
+                "example.com. 60 IN NS exdns-1-k8s-gateway.kube-system."
+                "example.com.",
+                "example.com. 60 IN NS exdns-2-k8s-gateway.kube-system."
+                "example.com."])
+            m = yield util.query(self.port, ZONE, "SOA", proto=proto)
+            self.assertEqual(util.rrs(m), [
+                "example.com. 60 IN SOA exdns-1-k8s-gateway.kube-system."
+                "example.com. hostmaster.exdns-1-k8s-gateway.kube-system."
+                "example.com. 12345 7200 1800 86400 60"])

@@ -8,7 +8,7 @@ reference kit's setup.sh (``bin/etcd``, ``bin/kube-apiserver``,
 ``kubeconfig``, ``start.sh``, ``stop.sh``) and ``K8S_CRDS_DIR`` a folder
 holding ``gateway-api/*.yaml`` and ``external-dns/*.yaml``.  An API
 server already answering there is used as it is; otherwise start.sh
-starts one and stop.sh stops it at the end.
+starts one for the test and stop.sh stops it after.
 """
 
 import glob
@@ -33,6 +33,10 @@ CRDS = os.environ.get("K8S_CRDS_DIR", "")
 #: How soon an answer must follow a change of the API's objects.
 FOLLOW_WITHIN = 1.0
 ZONE = "example.com."
+KINDS = {"namespaces": "Namespace", "ingresses": "Ingress",
+         "services": "Service", "gateways": "Gateway",
+         "httproutes": "HTTPRoute", "tlsroutes": "TLSRoute",
+         "grpcroutes": "GRPCRoute", "dnsendpoints": "DNSEndpoint"}
 
 
 def _skip():
@@ -70,9 +74,9 @@ class API:
         try:
             with urllib.request.urlopen(req, context=self.ctx,
                                         timeout=30) as r:
-                return r.status, json.loads(r.read() or b"{}")
+                return r.status, _body(r.read())
         except urllib.error.HTTPError as e:
-            return e.code, json.loads(e.read() or b"{}")
+            return e.code, _body(e.read())
 
     def ready(self):
         try:
@@ -100,6 +104,11 @@ class API:
         raise AssertionError("CRD %s not established" % name)
 
     def create(self, path, obj):
+        """POST ``obj`` to its collection; its apiVersion is the path's,
+        its kind the collection's name made singular (as these are)."""
+        parts = path.split("/")
+        version = "/".join(parts[2:4]) if parts[1] == "apis" else parts[2]
+        obj = dict(obj, apiVersion=version, kind=KINDS[parts[-1]])
         code, got = self.call("POST", path, obj)
         if code != 201:
             raise AssertionError("POST %s: %d %s" % (path, code, got))
@@ -121,29 +130,25 @@ class API:
 class RealAPIServerTest(unittest.TestCase):
 
     skip = _skip()
-    started = False
 
-    @classmethod
-    def setUpClass(cls):
-        cls.api = API(os.path.join(DIR, "kubeconfig"))
-        if not cls.api.ready():
+    def cluster(self):
+        """The API server up (started, and stopped at cleanup, when it
+        is not running yet) with the CRDs established (blocking)."""
+        self.api = API(os.path.join(DIR, "kubeconfig"))
+        if not self.api.ready():
             subprocess.run([os.path.join(DIR, "start.sh")], check=True,
                            capture_output=True, timeout=300)
-            cls.started = True
+            self.addCleanup(subprocess.run, [os.path.join(DIR, "stop.sh")],
+                            capture_output=True, timeout=120)
         for f in sorted(glob.glob(os.path.join(CRDS, "gateway-api",
                                                "*.yaml")) +
                         glob.glob(os.path.join(CRDS, "external-dns",
                                                "*.yaml"))):
-            cls.api.apply_crd(f)
-
-    @classmethod
-    def tearDownClass(cls):
-        if cls.started:
-            subprocess.run([os.path.join(DIR, "stop.sh")],
-                           capture_output=True, timeout=120)
+            self.api.apply_crd(f)
 
     @defer.inlineCallbacks
     def setUp(self):
+        yield threads.deferToThread(self.cluster)
         # A namespace of its own: objects of an earlier run stay apart
         # (a deleted namespace never goes away without a controller).
         self.ns = "gw-" + uuid.uuid4().hex[:8]
@@ -271,6 +276,14 @@ class RealAPIServerTest(unittest.TestCase):
             host + ".", ["60 IN A 192.168.30.2"])
         yield self.change("dnsendpoint delete", "delete", (path + "/e",),
                           host + ".", [], rcode=3)
+
+
+def _body(data):
+    """A JSON body as an object, another (/readyz's "ok") as text."""
+    try:
+        return json.loads(data or b"{}")
+    except ValueError:
+        return data.decode(errors="replace")
 
 
 def _pause(seconds):

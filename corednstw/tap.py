@@ -4,14 +4,12 @@ Mirrors CoreDNS's flags: -conf, -dns.port (-p), -plugins, -version,
 -quiet, plus --check/--dump to validate a Corefile without serving.
 """
 
-import os
 import sys
 
 from twisted.python import usage
 
-from corednstw import COREDNS_VERSION, __version__
-from corednstw.core import directives, logger
-from corednstw.core.errors import CorefileError
+from corednstw.core import logger
+from corednstw.service import entry
 
 
 class Options(usage.Options):
@@ -35,8 +33,7 @@ class Options(usage.Options):
     ]
 
     def opt_version(self):
-        print("CoreDNS-%s (corednstw %s)" % (COREDNS_VERSION, __version__))
-        print("linux/python, corednstw")
+        print("\n".join(entry.version_lines()))
         sys.exit(0)
 
     def postOptions(self):
@@ -47,8 +44,7 @@ class Options(usage.Options):
         self["multisocket"] = _workers_option(self["multisocket"])
         if self["plugins"]:
             sys.exit(list_plugins())
-        if self["conf"] is None and os.path.exists("Corefile"):
-            self["conf"] = "Corefile"
+        self["conf"] = entry.find_corefile(self["conf"])
         if self["quiet"]:
             logger.quiet = True
         if self["check"]:
@@ -74,72 +70,22 @@ def _workers_option(value):
 
 
 def list_plugins():
-    """--plugins: CoreDNS's list, then the package and version of each
-    directive a package other than corednstw provides."""
-    print("Server types:\n  dns\n\nCaddyfile loaders:\n  flag\n"
-          "  default\n\nOther plugins:")
-    try:
-        entries = directives.registry().entries
-    except CorefileError as e:
-        print(str(e))
-        return 1
-    for name in sorted(entries):
-        reg = entries[name]
-        extra = "" if reg.builtin() else " (%s %s)" % (reg.package,
-                                                      reg.version)
-        print("  dns." + name + extra)
-    return 0
+    return entry.list_plugins()
 
 
 def check(path, dns_port, dump):
-    """--check: build everything (no sockets); print errors; 0 or 1."""
-    from corednstw.service.app import App
-    app = App(path, dns_port=dns_port)
-    try:
-        blocks = app.parse()
-    except (CorefileError, OSError) as e:
-        print(str(e))
-        return 1
-    if dump:
-        from corednstw.core.dump import dump as dump_text
-        sys.stdout.write(dump_text(blocks))
-    errors = []
-    try:
-        app.load(errors)
-    except (CorefileError, OSError) as e:
-        for err in errors or [e]:
-            print(str(err))
-        return 1
-    return 0
+    return entry.check(path, dns_port, dump)
 
 
 def load_app(options, reactor=None):
-    """The App for the parsed options, its Corefile loaded and nothing
-    bound yet.  A Corefile that cannot be used ends the process as CoreDNS
-    does: the error alone on stdout, exit 1 (no usage text: the command
-    line was fine, the Corefile was not)."""
-    from corednstw.service.app import App
-    app = App(options["conf"], reactor=reactor,
-              dns_port=options["dns-port"])
-    app.multisocket = options.get("multisocket")
-    try:
-        app.config = app.load()
-    except (CorefileError, OSError) as e:
-        print(str(e), flush=True)
-        sys.exit(1)
-    app.prestart()
-    from corednstw.service import multiproc
-    if multiproc.worker_count(app.config, app.multisocket) > 1:
-        app = multiproc.Supervisor.take_over(app)
-    return app
+    """The App for the parsed options (service/entry.py's load_app)."""
+    return entry.load_app(options["conf"], options["dns-port"],
+                          options.get("multisocket"), reactor)
 
 
 def makeService(options):
     """twistd's entry point: the App, with CoreDNS's signal handling
-    (service/signals.py) installed once the reactor runs."""
-    from twisted.internet import reactor
-
-    from corednstw.service import signals
-    app = load_app(options, reactor)
-    reactor.callWhenRunning(signals.install, app)
-    return app
+    (service/signals.py) installed once the reactor runs; the ``coredns``
+    command builds the same service (corednstw/cli.py)."""
+    return entry.make_service(options["conf"], options["dns-port"],
+                              options.get("multisocket"))

@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # Installs everything the tests need (a venv with the package, the example
 # and contrib/ plugin packages, Debian servers the integration tests
-# start), runs the linters (ruff over the
+# start, iproute2 and iptables for node-cache's test in a network
+# namespace), runs the linters (ruff over the
 # tree, mypy over the typed contract modules: each counts as one test) and
 # the whole trial suite.  Ends with a line "N passed, N failed[, N skipped]";
 # exits non-zero when anything failed.
 set -u
 cd "$(dirname "$0")/.."
 
-DEBS="unbound knot knot-dnsutils bind9-utils bind9-dnsutils ldnsutils etcd-server"
+DEBS="unbound knot knot-dnsutils bind9-utils bind9-dnsutils ldnsutils etcd-server iproute2 iptables prometheus"
 missing=""
 for p in $DEBS; do
   dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"
@@ -20,8 +21,9 @@ if [ -n "$missing" ]; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends $missing >/dev/null 2>&1 \
     || echo "warning: could not install:$missing" >&2
 fi
-# Debian starts these on install; the tests run their own instances.
-for svc in unbound knot etcd; do
+# Debian starts these on install; the tests run their own instances
+# (prometheus is there for promtool).
+for svc in unbound knot etcd prometheus; do
   (systemctl stop "$svc" || service "$svc" stop) >/dev/null 2>&1 || true
 done
 

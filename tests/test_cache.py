@@ -3,9 +3,11 @@ upstream (query counts tell hits from misses; a fake clock ages entries)."""
 
 import dns.edns
 import dns.flags
+import dns.message
 import dns.opcode
 import dns.rcode
 import dns.rdata
+import dns.rdataclass
 from twisted.internet import defer
 from twisted.trial import unittest
 
@@ -256,6 +258,53 @@ class CacheTest(unittest.TestCase):
             self.assertEqual(m.flags & (dns.flags.RD | dns.flags.AA),
                              dns.flags.AA)
         self.assertEqual(self.up.count(), 2)
+
+    @defer.inlineCallbacks
+    def test_notify_answered_from_cache_has_no_rd(self):
+        # CoreDNS's cached answer is built by miekg's SetReply, which
+        # copies RD (and CD) for a QUERY only: a NOTIFY answered from the
+        # cache has RD clear whatever the client set.
+        yield self.serve()
+        yield self.q("n.example")
+        q = util.make_query("n.example.", "A")
+        q.set_opcode(dns.opcode.NOTIFY)
+        m = yield util.query(self.port, q)
+        self.assertEqual(m.opcode(), dns.opcode.NOTIFY)
+        self.assertEqual(dns.flags.to_text(m.flags), "QR AA RA")
+        self.assertEqual(len(m.answer), 1)
+        self.assertEqual(self.up.count(), 1)
+
+    @defer.inlineCallbacks
+    def test_odd_header_bits_and_class_go_upstream_as_sent(self):
+        # A query with TC or Z set, or in class 42, is a miss asked of the
+        # upstream as it came (miekg keeps TC and Z through the copy the
+        # cache makes; forward lets any class through) and the upstream's
+        # answer is the client's; from the cache, a reply carries neither
+        # bit (SetReply sets them for no one).
+        up = Upstream().start()
+        seen = []
+
+        def handler(q, proto):
+            seen.append((q.flags & (dns.flags.TC | 0x40), q.question[0]
+                         .rdclass))
+            r = dns.message.make_response(q)
+            r.answer.append(cases.rrset("%s 300 %s A \\# 4 c0000209" % (
+                q.question[0].name,
+                dns.rdataclass.to_text(q.question[0].rdclass))))
+            return r
+        up.handler = handler
+        yield self.serve(up=up)
+        for bits, rdclass in ((dns.flags.TC, "IN"), (0x40, "IN"),
+                              (0, "CLASS42")):
+            for _ in range(2):
+                q = util.make_query("odd.example.", "A", rdclass)
+                q.flags |= bits
+                m = yield util.query(self.port, q)
+                self.assertEqual(m.rcode(), dns.rcode.NOERROR)
+                self.assertEqual(m.flags & (dns.flags.TC | 0x40), 0)
+                self.assertEqual(len(m.answer), 1)
+        # The Z query is the TC query's name, type and class: a hit.
+        self.assertEqual(seen, [(dns.flags.TC, 1), (0, 42)])
 
     @defer.inlineCallbacks
     def test_relayed_error_keeps_upstream_ad(self):

@@ -120,7 +120,9 @@ class ContentTest(unittest.TestCase):
                                               "drop": ["ALL"]})
         self.assertTrue(pod["securityContext"]["runAsNonRoot"])
         self.assertNotEqual(pod["securityContext"]["runAsUser"], 0)
-        self.assertEqual(c["args"], ["-c", "/etc/coredns/Corefile"])
+        # CoreDNS's arguments, unchanged: the image runs `coredns`.
+        self.assertEqual(c["args"], ["-conf", "/etc/coredns/Corefile"])
+        self.assertNotIn("command", c)
         self.assertEqual(
             dep["spec"]["selector"]["matchLabels"], {"k8s-app": "kube-dns"})
         self.assertEqual({(p["name"], p["containerPort"], p["protocol"])
@@ -149,12 +151,42 @@ class ContentTest(unittest.TestCase):
             self.assertTrue(directives.known(d.name), d.name)
 
     def test_node_local_corefile(self):
-        blocks = self._corefile("node-local-dns")
+        # The template, rendered as node-cache renders it.
+        from corednstw.nodecache import template
+        text = _find("ConfigMap", "node-local-dns")["data"]["Corefile"]
+        rendered, _ = template.render(text, ["169.254.20.10"], "53",
+                                      "10.96.0.20",
+                                      template.KubeDNSConfig())
+        blocks = corefile.parse(rendered, "node-local-dns")
         self.assertEqual([b.keys[0].zone for b in blocks],
                          ["cluster.local.", "in-addr.arpa.", "ip6.arpa.",
                           "."])
         fwd = [d for d in blocks[0].directives if d.name == "forward"][0]
-        self.assertEqual(fwd.args, [".", "10.96.0.10"])
+        self.assertEqual(fwd.args, [".", "10.96.0.20"])
+        fwd = [d for d in blocks[3].directives if d.name == "forward"][0]
+        self.assertEqual(fwd.args, [".", "/etc/resolv.conf"])
+        bind = [d for d in blocks[0].directives if d.name == "bind"][0]
+        self.assertEqual(bind.args, ["169.254.20.10"])
+
+    def test_node_local_daemonset(self):
+        # The addon's node-cache arguments; flags node-cache accepts.
+        from corednstw.nodecache import main
+        ds = _find("DaemonSet", "node-local-dns")
+        pod = ds["spec"]["template"]["spec"]
+        self.assertNotIn("initContainers", pod)
+        (c,) = pod["containers"]
+        self.assertEqual(c["command"], ["node-cache"])
+        values, rest = main.flagset("node-cache").parse(c["args"])
+        self.assertEqual(rest, [])
+        p = main.params(values)
+        self.assertEqual((p.local_ips, p.upstream_svc),
+                         (["169.254.20.10"], "kube-dns-upstream"))
+        mounts = {m["mountPath"] for m in c["volumeMounts"]}
+        self.assertIn(os.path.dirname(p.corefile), mounts)
+        self.assertIn(os.path.dirname(p.base_corefile), mounts)
+        self.assertIn("/run/xtables.lock", mounts)
+        self.assertEqual(c["securityContext"]["capabilities"]["add"],
+                         ["NET_ADMIN"])
 
 
 class DockerfileTest(unittest.TestCase):
@@ -171,15 +203,22 @@ class DockerfileTest(unittest.TestCase):
         users = [ln for ln in self.lines if ln.startswith("USER ")]
         self.assertEqual(len(users), 1)
         self.assertNotIn(users[0].split()[1].split(":")[0], ("0", "root"))
-        self.assertIn('ENTRYPOINT ["twistd", "-n", "--pidfile=", "coredns"]',
-                      self.lines)
-        self.assertIn('CMD ["-c", "/etc/coredns/Corefile"]', self.lines)
+        # CoreDNS's entrypoint and no CMD, so CoreDNS's args work.
+        self.assertIn('ENTRYPOINT ["coredns"]', self.lines)
+        self.assertFalse([ln for ln in self.lines if ln.startswith("CMD")])
 
     def test_build_time_steps(self):
         text = "\n".join(self.lines)
         self.assertIn("from twisted.plugin import IPlugin, getPlugins; "
                       "list(getPlugins(IPlugin))", text)
         self.assertIn("setcap cap_net_bind_service=+ep", text)
+        self.assertIn("python -m compileall", text)
+        self.assertIn('"$stdlib"', text)
+        # iproute2 depends on libcap2-bin: purging it would remove `ip`.
+        self.assertIn("iproute2 iptables", text)
+        self.assertIn("apt-get purge -y --auto-remove binutils", text)
+        self.assertNotRegex(text, r"purge[^\n]*libcap2-bin")
+        self.assertIn("ip -V && iptables -V", text)
 
     def test_plugin_cache_command_finds_coredns(self):
         from twisted.application.service import IServiceMaker

@@ -451,6 +451,18 @@ class Reload(unittest.TestCase):
         os.utime(path, (st.st_atime + 10, st.st_mtime + 10))
         yield cases.wait_for_answer(port, www("192.0.2.13"))
 
+    @defer.inlineCallbacks
+    def test_reload_by_mtime_file_gone(self):
+        """The by-mtime check's failure is reported as one to stat the
+        file (not to open it); the zone loaded before keeps answering."""
+        app = yield self.start({"db.reload": SOA % (1, "192.0.2.10")},
+                               "        reload_by_mtime\n")
+        os.remove(os.path.join(self.dir, "db.reload"))
+        yield util.wait_for(lambda: '[ERROR] plugin/file: Failed to stat '
+                            'zone "reload.test." in' in self.log.text())
+        self.assertNotIn("Failed to open", self.log.text())
+        yield cases.run(self, app.port(), [www("192.0.2.10")])
+
 
 def www(addr):
     """www.reload.test's answer from the SOA zone above."""

@@ -4,6 +4,8 @@ server and a scriptable DoH server as upstreams, GET and POST, failures
 fail over and end in SERVFAIL, health checks over DoH; host names in TO
 resolved through ``resolver``; the Corefile errors."""
 
+import socket
+
 import dns.flags
 import dns.rcode
 from twisted.internet import defer
@@ -13,8 +15,10 @@ from corednstw.core import metrics
 from corednstw.core.errors import CorefileError
 from corednstw.dnsserver import doh
 from corednstw.engines import upstream as engine
+from corednstw.plugins.forward import resolve as resolvemod
 from tests.support import tlsutil, util
 from tests.support.dohupstream import DoHUpstream
+from tests.support.syncdns import ThreadedResolver
 from tests.support.upstream import Upstream
 
 NAME = tlsutil.HOSTNAME
@@ -58,18 +62,35 @@ class ParseTest(unittest.TestCase):
         self.assertEqual((f.upstreams[0].addr, f.upstreams[0].servername),
                          ("127.0.0.1:5443", "doh.example"))
 
-    def test_host_names_wait_for_start(self):
+    def test_host_names_resolved_at_setup(self):
+        """As CoreDNS 1.14, a host name in TO is looked up while the
+        Corefile is read (here through ``resolver``): one upstream per
+        address, in TO's order, repeats dropped."""
+        r = ThreadedResolver(self, {"dns.example.com": ["127.0.0.2",
+                                                        "::2"],
+                                    "dot.example": ["127.0.0.1"]})
         f = self.parse("forward . dns.example.com:5353 127.0.0.1 "
-                       "tls://dot.example%name.example {\n"
-                       " resolver 10.0.0.1 [2001:db8::1]:5353 10.0.0.2:53\n}")
-        self.assertEqual(f.upstreams, [])
-        self.assertEqual(f.to, [
-            ("dns", "dns.example.com", 5353, ""),
-            ("dns", "127.0.0.1", 53, ""),
-            ("tls", "dot.example", 853, "name.example")])
-        self.assertEqual(f.resolvers, [("10.0.0.1", 53),
-                                       ("2001:db8::1", 5353),
-                                       ("10.0.0.2", 53)])
+                       "tls://dot.example%%name.example {\n"
+                       " resolver 127.0.0.1:%d\n}" % r.port)
+        self.assertEqual([(p.addr, p.transport, p.servername)
+                          for p in f.upstreams], [
+            ("127.0.0.2:5353", "dns", ""), ("[::2]:5353", "dns", ""),
+            ("127.0.0.1:53", "dns", ""),
+            ("127.0.0.1:853", "tls", "name.example")])
+        self.assertEqual(r.count("dns.example.com.", "AAAA"), 1)
+
+    def test_unresolvable_name_refused(self):
+        """``forward . a27.0.0.1``: no address, no Corefile (CoreDNS's
+        setup_test.go)."""
+        r = ThreadedResolver(self, {})
+        err = self.error("forward . nx.example.test {\n resolver "
+                         "127.0.0.1:%d\n}" % r.port)
+        self.assertIn('Corefile:2 - Error during parsing: plugin/forward: '
+                      'failed to resolve "nx.example.test": no addresses '
+                      'found for "nx.example.test"', err)
+        self.patch(resolvemod, "_ask_system", _no_such_host)
+        self.assertIn('failed to resolve "a27.0.0.1"',
+                      self.error("forward . a27.0.0.1"))
 
     def test_errors_with_lines(self):
         for text, line, msg in [
@@ -334,7 +355,8 @@ class ScriptedTest(unittest.TestCase):
 
 
 class ResolverTest(unittest.TestCase):
-    """Host names in TO, resolved at start through ``resolver``."""
+    """Host names in TO, resolved through ``resolver`` as the Corefile is
+    read, then asked like any upstream."""
 
     def upstream(self, **kw):
         up = Upstream(**kw).start()
@@ -343,7 +365,9 @@ class ResolverTest(unittest.TestCase):
 
     @defer.inlineCallbacks
     def test_plain_dns_by_name(self):
-        resolver = self.upstream(address="127.0.0.1")
+        # A server that does not answer is left for the next one.
+        self.patch(resolvemod, "TIMEOUT", 0.2)
+        resolver = ThreadedResolver(self, {"up.example.test": ["127.0.0.1"]})
         target = self.upstream()
         dead = util.free_port()
         app = yield util.start(self, forward_block(
@@ -354,10 +378,8 @@ class ResolverTest(unittest.TestCase):
         self.assertEqual(util.rrs(m), ["example.org. 300 IN A 192.0.2.1"])
         self.assertEqual(target.count(name="example.org."), 1)
         # both address types asked of the resolver that works
-        self.assertEqual(resolver.count(name="up.example.test.", qtype="A"),
-                         1)
-        self.assertEqual(resolver.count(name="up.example.test.",
-                                        qtype="AAAA"), 1)
+        self.assertEqual(resolver.count("up.example.test.", "A"), 1)
+        self.assertEqual(resolver.count("up.example.test.", "AAAA"), 1)
         (f,) = [p for p in app.config.plugins() if p.name == "forward"]
         self.assertEqual([p.addr for p in f.upstreams],
                          ["127.0.0.1:%d" % target.port])
@@ -367,7 +389,7 @@ class ResolverTest(unittest.TestCase):
         _d, ca, cert, key = tlsutil.certs(self)
         up = DoHUpstream(cert, key).start()
         self.addCleanup(up.stop)
-        resolver = self.upstream(address="127.0.0.1")
+        resolver = ThreadedResolver(self, {NAME: ["127.0.0.1"]})
         app = yield util.start(self, forward_block(
             ["https://%s:%d" % (NAME, up.number)],
             "  tls %s\n  tls_servername %s\n  resolver 127.0.0.1:%d\n"
@@ -375,17 +397,7 @@ class ResolverTest(unittest.TestCase):
         m = yield util.query(app.port(), "example.org", "A")
         self.assertEqual(util.rrs(m), ["example.org. 300 IN A 192.0.2.7"])
 
-    @defer.inlineCallbacks
-    def test_unresolvable_servfail_then_retried(self):
-        resolver = self.upstream()
-        log = util.capture_log(self)
-        app = yield util.start(self, forward_block(
-            ["nx.example.test"], "  resolver 127.0.0.1:%d\n"
-            % resolver.port))
-        m = yield util.query(app.port(), "example.org", "A")
-        self.assertEqual(m.rcode(), dns.rcode.SERVFAIL)
-        self.assertIn('[ERROR] plugin/forward: failed to resolve '
-                      '"nx.example.test": no addresses found for '
-                      '"nx.example.test"', log.text())
-        (f,) = [p for p in app.config.plugins() if p.name == "forward"]
-        self.assertIsNotNone(f.retry)
+
+def _no_such_host(name):
+    raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+

@@ -1,8 +1,11 @@
 """grpc:// (DNS over gRPC) with a client generated at test time from a
 .proto, and the grpc plugin forwarding to it."""
 
+import os
+
 import dns.message
 import dns.rcode
+import dns.rrset
 import grpc
 from twisted.internet import threads
 from twisted.internet.defer import inlineCallbacks
@@ -277,6 +280,30 @@ class OddUpstreamTest(unittest.TestCase):
         self.assertEqual(m.rcode(), dns.rcode.SERVFAIL)
 
 
+class UnixSocketTest(unittest.TestCase):
+
+    @inlineCallbacks
+    def test_upstream_on_a_unix_socket(self):
+        """``grpc . unix:///PATH``, as CoreDNS accepts (grpcio's target);
+        the metrics name the upstream by that target."""
+        util.capture_log(self)
+        path = os.path.join(util.write_files(self, {}), "dns.sock")
+
+        def answer(wire, context):
+            r = dns.message.make_response(dns.message.from_wire(wire))
+            r.answer.append(dns.rrset.from_text(
+                "example.org.", 30, "IN", "A", "192.0.2.8"))
+            return r.to_wire()
+        server, _ = grpcclient.serve(answer, "unix:" + path)
+        self.addCleanup(server.stop, None)
+        target = "unix://" + path
+        app = yield util.start(self, ".:0 {\n    grpc . %s\n}\n" % target)
+        m = yield util.query(app.port(), "example.org.")
+        self.assertEqual(util.rrs(m), ["example.org. 30 IN A 192.0.2.8"])
+        self.assertGreaterEqual(metrics.families()[
+            "coredns_grpc_requests_total"].get((target,)), 1)
+
+
 class SetupTest(unittest.TestCase):
 
     def error(self, text):
@@ -293,6 +320,8 @@ class SetupTest(unittest.TestCase):
             ".:0 {\n    grpc . 127.0.0.1 {\n        nope\n    }\n}\n"))
         self.assertIn('not an IP address or file: "dns.google"',
                       self.error(".:0 {\n    grpc . dns.google\n}\n"))
+        self.assertIn('invalid address: "unix://"',
+                      self.error(".:0 {\n    grpc . unix://\n}\n"))
         self.assertIn("more than 15 TOs configured: 16", self.error(
             ".:0 {\n    grpc . %s\n}\n" % " ".join(
                 "10.0.0.%d" % i for i in range(16))))

@@ -161,6 +161,44 @@ class ReadyTest(unittest.TestCase):
         self.assertEqual(status, 200)
 
 
+class ReadyMonitorTest(unittest.TestCase):
+
+    def ready(self, options):
+        d = util.Direct(self, ".:0 {\n    whoami\n    ready 127.0.0.1:0 "
+                              "{\n%s\n    }\n}\n" % options)
+        rd = d.app.config.blocks[0].plugin("ready")
+        slow = _Slow()
+        d.app.config.blocks[0].plugins.append(slow)
+        d.app.running = 1
+        return rd, slow
+
+    def test_until_ready_asks_no_more(self):
+        for options in ("", "        monitor until-ready"):
+            rd, slow = self.ready(options)
+            slow.is_ready = True
+            self.assertEqual(rd.status(), (200, "OK"))
+            slow.is_ready = False
+            self.assertEqual(rd.status(), (200, "OK"))
+
+    def test_continuously_asks_every_time(self):
+        rd, slow = self.ready("        monitor continuously")
+        slow.is_ready = True
+        self.assertEqual(rd.status(), (200, "OK"))
+        slow.is_ready = False
+        self.assertEqual(rd.status(), (503, "kubernetes"))
+
+    def test_monitor_errors(self):
+        from corednstw.core.errors import CorefileError
+        for options, msg in (
+                ("monitor sometimes",
+                 "monitor type 'sometimes' not supported"),
+                ("monitor", "Wrong argument count"),
+                ("watch continuously", "unknown property 'watch'")):
+            with self.assertRaises(CorefileError) as cm:
+                self.ready(options)
+            self.assertIn("plugin/ready: " + msg, str(cm.exception))
+
+
 class LameduckTest(unittest.TestCase):
 
     def test_lameduck_delays_shutdown(self):
@@ -218,6 +256,41 @@ class CorefileErrorTest(unittest.TestCase):
             ".:0 {\n    health {\n        lameduck soon\n    }\n}\n")
         self.assertIn("Corefile:2 - Error during parsing: plugin/health: "
                       "unable to parse lameduck duration value: 'soon'", err)
+
+    def test_address_needs_a_port(self):
+        """health, ready and prometheus split their ADDRESS as Go's
+        net.SplitHostPort: no port is refused at setup."""
+        for line, name in (("health bla", "health"), ("ready bla", "ready"),
+                           ("prometheus /foo", "prometheus"),
+                           ("prometheus {}", "prometheus")):
+            err = self.load_error(".:0 {\n    %s\n}\n" % line)
+            self.assertIn("Corefile:2 - Error during parsing: plugin/%s: "
+                          "address %s: missing port in address"
+                          % (name, line.split()[1]), err)
+
+    def test_prometheus_options(self):
+        """runtime_metrics (1.14) takes no argument; other names are
+        refused with CoreDNS's words for prometheus."""
+        util.Direct(self, ".:0 {\n    prometheus localhost:0 {\n"
+                          "        runtime_metrics\n    }\n}\n")
+        for option, msg in (("runtime_metrics extra_arg",
+                             "Wrong argument count"),
+                            ("histograms", "unknown option: histograms")):
+            err = self.load_error(".:0 {\n    prometheus {\n        %s\n"
+                                  "    }\n}\n" % option)
+            self.assertIn("Corefile:3 - Error during parsing: "
+                          "plugin/prometheus: " + msg, err)
+
+    @defer.inlineCallbacks
+    def test_unknown_port_refused_when_listening(self):
+        """``health bla:a`` passes setup, as CoreDNS's; listening fails."""
+        from twisted.internet.error import CannotListenError
+        for line in ("health bla:a", "ready localhost:nosuchservice"):
+            util.Direct(self, ".:0 {\n    %s\n}\n" % line)
+            with self.assertRaises(CannotListenError) as cm:
+                yield util.start(self, ".:0 {\n    whoami\n    %s\n}\n"
+                                 % line)
+            self.assertIn("unknown port", str(cm.exception))
 
     def test_unknown_directive(self):
         err = self.load_error(".:0 {\n    whoam\n}\n")

@@ -170,6 +170,31 @@ class NameRuleTest(unittest.TestCase):
         self.assertIn("invalid name after rewrite: a..example.org.",
                       cap.text())
 
+    def test_name_past_255_octets(self):
+        """A rewritten name of 256 or 257 octets passes CoreDNS's check
+        (miekg's IsDomainName) and gets the zone's NXDOMAIN, its SOA owner
+        mapped back by answer auto; 258 octets is refused (SERVFAIL)."""
+        # Question names of 255 octets on the wire (253 characters).
+        long = ".".join(["a" * 63] * 3 + ["b" * 60])
+        for suffix, grows in (("example.co", 1), ("example.c", 2)):
+            c = Chain(self, ["rewrite name suffix %s example.org answer auto"
+                             % suffix])
+            qname = long[:252 - len(suffix)] + "." + suffix
+            self.assertEqual(len(qname) + 2, 255)
+            m = c.query(qname, "A")
+            self.assertEqual(m.rcode(), dns.rcode.NXDOMAIN, grows)
+            self.assertEqual(str(m.question[0].name), qname + ".")
+            self.assertEqual(
+                [line.split()[:4] for line in util.rrs(m, "authority")],
+                [[suffix + ".", "3600", "IN", "SOA"]])
+        c = Chain(self, ["rewrite name suffix e.c example.org answer auto",
+                         "errors"])
+        cap = util.capture_log(self)
+        qname = long[:249] + ".e.c"
+        self.assertEqual(len(qname) + 2, 255)
+        self.assertEqual(c.query(qname, "A").rcode(), dns.rcode.SERVFAIL)
+        self.assertIn("invalid name after rewrite", cap.text())
+
     def test_nxdomain_answer_keeps_client_question(self):
         c = Chain(self, ["rewrite name exact nope.example.com "
                          "nope.example.org"])

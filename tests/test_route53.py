@@ -308,15 +308,24 @@ class SetupTest(unittest.TestCase):
                    'refresh interval must be greater than 0: "-1m"', 3)
         self.check("example.org.:Z1 {\n wrong\n}",
                    'unknown property "wrong"', 3)
+        # Tokens past what an option reads start the next option, as
+        # CoreDNS reads them one at a time.
+        self.check("example.org.:Z1 {\n credentials default creds extra\n}",
+                   'unknown property "extra"', 3)
+        self.check("example.org.:Z1 {\n refresh 1m 2m\n}",
+                   'unknown property "2m"', 3)
+        self.check("example.org.:Z1 {\n aws_endpoint http://a refresh\n}",
+                   "Wrong argument count", 3)
 
     def test_valid(self):
         plugins, _ = util.build_plugins(self, """example.org {
     route53 example.org.:Z1 example.org.:Z2 example.gov:Z3 {
         aws_access_key A B
         aws_endpoint http://127.0.0.1:1
-        credentials default /nonexistent
+        # fallthrough: an option of its own, read after credentials'
+        # two tokens as CoreDNS reads them
+        credentials default /nonexistent fallthrough example.gov
         upstream
-        fallthrough example.gov
         refresh 90
     }
 }

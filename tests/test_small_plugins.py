@@ -487,6 +487,31 @@ class NsidTest(unittest.TestCase):
                          [socket.gethostname().encode()])
         self.assertTrue(m.ednsflags & dns.flags.DO)
 
+    def test_only_nsid_in_a_new_opt(self):
+        """CoreDNS gives an answer without an OPT record a new one with
+        NSID alone: the query's COOKIE, EXPIRE and KEEPALIVE are not
+        echoed, from a plugin's answer or from an upstream's."""
+        opts = [dns.edns.GenericOption(3, b""),
+                dns.edns.GenericOption(10, b"12345678"),
+                dns.edns.GenericOption(9, b""),
+                dns.edns.GenericOption(11, b"")]
+        q = util.make_query("example.org.", "A", use_edns=0, options=opts)
+        d = util.Direct(self, ".:0 {\n    nsid ours\n    whoami\n}\n")
+        m = dns.message.from_wire(d.ask(q.to_wire()))
+        self.assertEqual([(o.otype, o.to_wire()) for o in m.options],
+                         [(3, b"ours")])
+
+        class Upstream(Plugin):
+            def serve(self, req):
+                up = dns.message.make_response(
+                    dns.message.from_wire(req.data))
+                up.use_edns(False)
+                return RawResponse(up.to_wire(), plugin="forward")
+        d.mux.zones["."][0][1].plugins[0].next = Upstream()
+        m = dns.message.from_wire(d.ask(q.to_wire()))
+        self.assertEqual([(o.otype, o.to_wire()) for o in m.options],
+                         [(3, b"ours")])
+
     def test_upstream_option_replaced(self):
         d = util.Direct(self, ".:0 {\n    nsid ours\n    whoami\n}\n")
         req_wire = nsid_query().to_wire()

@@ -190,6 +190,16 @@ class Directive:
                                    text))
         return ip
 
+    def host_port(self, text, error=None):
+        """(host, port) of ``host:port`` as Go's net.SplitHostPort splits
+        it (a port required, not checked); ``error`` words a refusal (see
+        ``integer``), else Go's text."""
+        try:
+            return goparse.split_host_port(text)
+        except ValueError as e:
+            raise self.error(_word(error, text, e) if error else str(e)) \
+                from e
+
     def choice(self, text, choices, error=None):
         """``text`` when it is one of ``choices``; else ``error`` (given
         the text)."""

@@ -129,3 +129,37 @@ def parse_ip(text, zone=False):
     if ip.version == 6 and ip.ipv4_mapped is not None:
         return ip.ipv4_mapped
     return ip
+
+
+def split_host_port(text):
+    """(host, port) as Go's net.SplitHostPort splits ``host:port`` or
+    ``[host]:port``: a port is required but not checked (a service name
+    passes, as Go looks it up only when listening).  ValueError with Go's
+    text (``address bla: missing port in address``)."""
+    def fail(why):
+        return ValueError("address %s: %s" % (text, why))
+    i = text.rfind(":")
+    if i < 0:
+        raise fail("missing port in address")
+    j = k = 0
+    if text.startswith("["):
+        end = text.find("]")
+        if end < 0:
+            raise fail("missing ']' in address")
+        if end + 1 == len(text):
+            raise fail("missing port in address")
+        if end + 1 != i:
+            if text[end + 1] == ":":
+                raise fail("too many colons in address")
+            raise fail("missing port in address")
+        host = text[1:end]
+        j, k = 1, end + 1
+    else:
+        host = text[:i]
+        if ":" in host:
+            raise fail("too many colons in address")
+    if "[" in text[j:]:
+        raise fail("unexpected '[' in address")
+    if "]" in text[k:]:
+        raise fail("unexpected ']' in address")
+    return host, text[i + 1:]

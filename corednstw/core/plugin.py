@@ -25,6 +25,8 @@ from corednstw.core import dnswire as w
 from corednstw.core.request import Request, Response
 
 if TYPE_CHECKING:
+    from typing_extensions import TypeIs
+
     from corednstw.core.config import Block
     from corednstw.core.directive import Directive
 
@@ -48,8 +50,9 @@ def match(zones: Iterable[str], qname: str) -> Optional[str]:
     return best
 
 
-def is_deferred(result: object) -> bool:
-    """``isinstance(result, Deferred)``, quick for the usual results.
+def is_deferred(result: object) -> TypeIs[defer.Deferred[Any]]:
+    """``isinstance(result, Deferred)``, quick for the usual results (to
+    the checker, an isinstance test: a Result is narrowed both ways).
 
     Deferred's metaclass is ABCMeta, whose isinstance costs ten times a
     plain class's; a Response or None (nearly every result) is ruled out

@@ -132,8 +132,11 @@ class Request:
         self.arcount = ar
         return qd, an, ns, ar
 
-    def parse_question(self, an: int, ns: int, ar: int) -> None:
-        """Parse the question and find the OPT record (FormatError if bad)."""
+    def parse_question(self, an: int, ns: int, ar: int,
+                       longest: int = 255) -> None:
+        """Parse the question and find the OPT record (FormatError if bad).
+        ``longest``: the longest name in octets (only a question made
+        inside the server, by rewrite, may pass the wire's 255)."""
         data = self.data
         end = 12
         ln = len(data)
@@ -148,7 +151,7 @@ class Request:
             if n & 0xC0:
                 raise w.FormatError("compressed question name")
             end += n + 1
-        if end - 12 > 255:
+        if end - 12 > longest:
             raise w.FormatError("name too long")    # miekg's ErrLongDomain
         if end + 4 > ln:
             # miekg reads what is there: no type or no class is 0, half a
@@ -265,8 +268,9 @@ class Request:
         return self.metadata
 
     def copy(self, qname: Optional[str] = None, qtype: Optional[int] = None,
-             data: Optional[bytes] = None) -> Request:
-        """A new Request for a rewritten question (for rewrite, upstream)."""
+             data: Optional[bytes] = None, longest: int = 255) -> Request:
+        """A new Request for a rewritten question (for rewrite, upstream);
+        ``longest`` as for parse_question."""
         if data is None:
             qwire = self.qwire if qname is None else w.name_to_wire(qname)
             data = (self.data[:12] + qwire
@@ -277,7 +281,7 @@ class Request:
                     self.server)
         r.family = self.family
         qd, an, ns, ar = r.parse_header()
-        r.parse_question(an, ns, ar)
+        r.parse_question(an, ns, ar, longest)
         r.zone, r.view, r.block = self.zone, self.view, self.block
         r.metadata, r.depth, r.start = self.metadata, self.depth, self.start
         r.sign = self.sign
@@ -465,6 +469,8 @@ class RawResponse(Response):
     replaced by the query's bytes so the client's case is echoed."""
 
     __slots__ = ()
+
+    raw: bytes
 
     def __init__(self, raw: bytes, plugin: str = "") -> None:
         super().__init__(plugin=plugin)

@@ -14,6 +14,7 @@ import functools
 import ipaddress
 import socket
 import struct
+from typing import Optional
 
 from corednstw.core import dnswire as w
 from corednstw.core import logger, metrics
@@ -111,6 +112,7 @@ class EDEResponse(Response):
             wire = encode(req, self)
             if req.edns is None:
                 opt = self.opt
+                assert opt is not None      # ede_response always sets it
                 ar = struct.unpack_from("!H", wire, 10)[0] + 1
                 wire = (wire[:10] + struct.pack("!H", ar) + wire[12:]
                         + w.opt_wire(opt.size, opt.ttl, opt.options))
@@ -211,11 +213,10 @@ def parse_policy(c):
     if action is None:
         raise c.error("unexpected token %s; expect 'allow', 'block', "
                       "'filter' or 'drop'" % _quote(c.name))
-    qtypes = nets = None
-    saw_type = saw_net = False
+    qtypes: Optional[set[int]] = None
+    nets: Optional[list[str]] = None
     for section, tokens in _sections(c, c.args):
         if section == "type":
-            saw_type = True
             qtypes = set() if qtypes is None else qtypes
             for t in tokens:
                 if t == "*":
@@ -223,7 +224,6 @@ def parse_policy(c):
                     break
                 qtypes.add(_qtype(c, t))
         else:
-            saw_net = True
             nets = [] if nets is None else nets
             for t in tokens:
                 if t == "*":
@@ -234,9 +234,9 @@ def parse_policy(c):
                 except ValueError as e:
                     raise c.error("illegal CIDR notation %s"
                                   % _quote(_normalized(t))) from e
-    if not saw_type or 0 in qtypes:
+    if qtypes is not None and 0 in qtypes:
         qtypes = None
-    if not saw_net or "*" in nets:
+    if nets is not None and "*" in nets:
         nets = None
     return Policy(action, frozenset(qtypes) if qtypes else qtypes, nets)
 

@@ -135,7 +135,7 @@ def walk(directory, regex, template, current, paths):
     """Runs in a thread.  Returns ({origin: (path, ZoneData or None,
     reloaded)}, [removed origins], [(level, message)])."""
     msgs = []
-    seen = {}
+    seen: dict[str, str] = {}
     loaded = {}
     directory = os.path.realpath(directory)
     for root, dirs, files in os.walk(directory, followlinks=True):

@@ -153,6 +153,7 @@ def _relabel(resp):
     CoreDNS's metrics), without touching an object others may hold."""
     if resp is None or isinstance(resp, NoReply) or resp.plugin == NAME:
         return resp
+    out: Response
     if resp.raw is not None:
         out = RawResponse.prebuilt(resp.raw, NAME)
     else:

@@ -16,6 +16,8 @@ class Bind(Plugin):
     name = "bind"
     in_chain = False
     once = False
+    #: every address the block listens on (also block.bind)
+    addresses: list[str]
 
 
 def interface_addresses(name):

@@ -9,7 +9,8 @@ text2pcap-style dump plugins use for messages in debug lines.
 from corednstw.core import logger
 from corednstw.core.plugin import Plugin
 
-_live = set()
+#: the started debug plugins of every live configuration
+_live: set["Debug"] = set()
 
 
 class Debug(Plugin):

@@ -137,8 +137,9 @@ _OPTIONS = {"drop": _drop, "delay": _delay, "truncate": _truncate,
 
 
 def setup(d, block):
-    """``erratic { ... }``: no arguments; options in Corefile order."""
-    d.no_args()
+    """``erratic [ARGS] { ... }``: options in Corefile order.  Arguments
+    on the ``erratic`` line are ignored, as CoreDNS's setup never reads
+    them (``erratic . { drop 0 }`` appears in its own tests)."""
     e = Erratic()
     d.read_options({name: functools.partial(read, e)
                     for name, read in _OPTIONS.items()})

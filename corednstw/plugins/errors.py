@@ -80,7 +80,7 @@ class Errors(Plugin):
     def _last_plugin(self):
         """The plugin whose next was the chain's end (it names the error)."""
         if self._last is None:
-            p = self
+            p: Plugin = self
             while p.next is not None and p.next is not END:
                 p = p.next
             self._last = p.name

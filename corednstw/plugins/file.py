@@ -98,7 +98,7 @@ class File(authority.ZonePlugin):
         zf.busy = False
         e = failure.value
         if isinstance(e, OSError):
-            if zf.by_mtime and getattr(e, "stat", False):
+            if zf.by_mtime and isinstance(e, _StatError):
                 logger.error(self.name, "Failed to stat zone %s in %s: %s" % (
                     go_quote(zf.origin), go_quote(zf.path), _oserr(e)))
             else:
@@ -115,6 +115,11 @@ def _oserr(e):
     return "open %s: %s" % (e.filename, reason) if e.filename else reason
 
 
+class _StatError(OSError):
+    """The file could not be stat'ed (the by-mtime check), as opposed to
+    opened or read: the reload's log line says which."""
+
+
 def _reread(zf, current):
     """Runs in a thread: the new ZoneData, or None when nothing changed."""
     mtime = None
@@ -122,8 +127,7 @@ def _reread(zf, current):
         try:
             mtime = os.stat(zf.path).st_mtime
         except OSError as e:
-            e.stat = True
-            raise
+            raise _StatError(e.errno, e.strerror, e.filename) from e
         if current is not None and current.mtime is not None and (
                 mtime <= current.mtime):
             return None

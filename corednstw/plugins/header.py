@@ -113,7 +113,8 @@ def _read_rule(c, rules):
 
 def setup(d, block):
     d.no_args()
-    rules = {"query": [], "response": []}
+    rules: dict[str, list[tuple[int, bool]]] = {"query": [],
+                                                "response": []}
     # Every line is a rule; its selector is checked without regard to
     # case, so the lines are not told apart by read_options' names.
     d.read_options({None: lambda c: _read_rule(c, rules)}, unknown=None)

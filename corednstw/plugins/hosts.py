@@ -22,6 +22,8 @@ What CoreDNS does and we follow:
 
 import os
 import stat
+from collections.abc import Callable
+from typing import Any, Optional
 
 from twisted.internet import task, threads
 
@@ -347,8 +349,9 @@ class _OptionReader:
     def handlers(self):
         """Option name -> reader: the ``opt_NAME`` methods, and ``entry``
         for any other line."""
-        readers = {n[4:]: getattr(self, n) for n in dir(self)
-                   if n.startswith("opt_")}
+        readers: dict[Optional[str], Callable[[Any], None]] = {
+            n[4:]: getattr(self, n) for n in dir(self)
+            if n.startswith("opt_")}
         readers[None] = self.entry
         return readers
 

@@ -14,6 +14,8 @@ server's own external ones.
 The data comes from the block's kubernetes plugin through IExternal.
 """
 
+from typing import Optional
+
 from twisted.internet import defer
 from zope.interface import implementer
 
@@ -44,7 +46,7 @@ class External(Plugin):
         self.ttl = 5
         self.headless = False
         self.fall = Fallthrough()
-        self.source = None
+        self.source: Optional[IExternal] = None
         self._readiness = None
 
     def start(self):
@@ -57,8 +59,14 @@ class External(Plugin):
         if not IExternal.providedBy(k):
             raise ValueError("plugin/k8s_external: kubernetes plugin does "
                              "not implement the Externaler interface")
-        self.source = k
+        self.source = IExternal(k)
         self._readiness = k if IReadiness.providedBy(k) else None
+
+    @property
+    def _source(self) -> IExternal:
+        """The provider ``start`` found (nothing is served before)."""
+        assert self.source is not None
+        return self.source
 
     # -- serving --------------------------------------------------------------
 
@@ -73,7 +81,7 @@ class External(Plugin):
             sub = self.apex + "." + z
             if qname == sub or qname.endswith("." + sub):
                 return self._sub_apex(req, zone)
-        svcs, rcode = self.source.external(req, zone, self.headless)
+        svcs, rcode = self._source.external(req, zone, self.headless)
         if not svcs:
             if rcode == w.NXDOMAIN and not self._synced():
                 # As kubernetes: nothing is missing before the first lists.
@@ -134,13 +142,13 @@ class External(Plugin):
         return self._answer(zone, answer)
 
     def _own(self, zone):
-        return self.source.external_address(zone, self.headless)
+        return self._source.external_address(zone, self.headless)
 
     def soa(self, zone):
         return w.RR(zone, w.SOA, self.ttl, w.soa_rdata(
             _join("ns1", self.apex, zone),
             _join(self.hostmaster, self.apex, zone),
-            self.source.external_serial(zone), 7200, 1800, 86400, self.ttl))
+            self._source.external_serial(zone), 7200, 1800, 86400, self.ttl))
 
     def ns(self, zone):
         return w.RR(zone, w.NS, self.ttl,
@@ -263,7 +271,7 @@ class External(Plugin):
         out.extend([w.RR(ns, rr.rtype, self.ttl, rr.rdata)]
                    for rr in self._own(zone))
         svcs, groups = self.source.external_services(zone, self.headless)
-        seen = set()
+        seen: set[str] = set()
         for owner, s in svcs:
             if owner == s[2]:
                 for qtype in (w.A, w.AAAA):

@@ -22,6 +22,7 @@ case of one name's addresses to shuffle (``_shuffle_wire``).
 import hashlib
 import ipaddress
 import random
+from typing import Union
 
 from twisted.internet import task, threads
 from twisted.internet.defer import Deferred
@@ -57,7 +58,7 @@ def _prefer_group(rtype):
 
 
 def _partition(rrs, key):
-    groups = ([], [], [], [])
+    groups: tuple[list[w.RR], ...] = ([], [], [], [])
     for rr in rrs:
         groups[key(rr.rtype)].append(rr)
     return groups
@@ -126,7 +127,8 @@ class Weights:
         self.rng = rng or random.Random()
 
     def parse(self, text):
-        domains = {}
+        # name -> [(address bytes, weight)]
+        domains: dict[str, list[tuple[bytes, int]]] = {}
         dname = ""
         for raw in text.splitlines():
             line = raw.strip()
@@ -245,7 +247,7 @@ def _section_types(raw):
     off = 12
     for _ in range(qd):
         off = w.skip_question(raw, off)
-    out = ([], [], [])
+    out: tuple[list[int], list[int], list[int]] = ([], [], [])
     opt = w.OPT
     auth_end = an + ns
     i = 0
@@ -549,7 +551,7 @@ def setup(d, block):
         return LoadBalance(weights=_weighted(d, block))
     if len(d.args) > 1:
         raise d.error("unknown property for %s" % policy)
-    prefer = []
+    prefer: list[Union[ipaddress.IPv4Network, ipaddress.IPv6Network]] = []
     d.read_options({
         "prefer": lambda c: prefer.extend(_cidr(c, a) for a in c.args),
     })

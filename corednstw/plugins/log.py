@@ -12,7 +12,9 @@ plugins with placeholders use (dnstap's ``extra``).
 """
 
 import struct
+from collections.abc import Callable
 from decimal import Decimal
+from typing import Union
 
 from twisted.internet import defer
 
@@ -201,7 +203,7 @@ def compile_format(fmt):
     if s:
         pieces.append(s)
     # Merge neighbouring literals.
-    out = []
+    out: list[Union[str, Callable[..., str]]] = []
     for p in pieces:
         if isinstance(p, str) and out and isinstance(out[-1], str):
             out[-1] += p

@@ -10,6 +10,8 @@ seconds) the plugin switches itself off.
 
 import os
 import secrets
+from collections.abc import Sequence
+from typing import Optional
 
 from corednstw.core import dnswire as w
 from corednstw.core import logger
@@ -100,7 +102,7 @@ class Loop(Plugin):
     def _listener(self, server):
         """(host to probe, port, address as CoreDNS prints it)."""
         key = self.block.keys[0]
-        hosts = self.block.bind or [None]
+        hosts: Sequence[Optional[str]] = self.block.bind or [None]
         lh = hosts[0]
         for (t, h, p), lst in server.listeners_of(self.block):
             if t == key.transport and h == lh and str(p) == str(key.port):
@@ -121,8 +123,10 @@ class Loop(Plugin):
             self.off = True
             return
         from corednstw.engines.upstream import exchange
+        target = self.target
+        assert target is not None       # start() set it before probing
         wire = make_query(self.qname, w.HINFO, msgid=secrets.randbits(16))
-        d = exchange(self.reactor, self.target[0], self.target[1], wire,
+        d = exchange(self.reactor, target[0], target[1], wire,
                      "udp", PROBE_TIMEOUT)
         d.addCallbacks(self._answered, self._failed)
 

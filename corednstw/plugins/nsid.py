@@ -4,8 +4,9 @@
 option get one back; its payload is DATA's bytes (dig shows them in hex).
 """
 
+import struct
+
 from corednstw.core import dnswire as w
-from corednstw.core import request
 from corednstw.core.plugin import Plugin, then
 from corednstw.core.request import (
     NoReply,
@@ -37,20 +38,21 @@ class Nsid(Plugin):
         if unwritten(resp):
             return resp     # written by the server, around the plugins
         if resp.raw is not None:
-            # An upstream's message: decode it so its OPT can be changed.
+            # An upstream's message: decode it so its OPT can be changed
+            # (that OPT, or none: finish would add the query's echo).
             out = parse_response(resp.finish(req), req)
             out.plugin = resp.plugin
+            out.opt = _own_opt(resp.raw, out.opt)
         else:
             out = Response(resp.rcode, resp.answer, resp.authority,
                            resp.additional, plugin=resp.plugin,
                            flags=resp.flags)
             out.opt = resp.opt
         edns = req.edns
-        if out.opt is not None:
-            options = list(out.opt.options)
-        else:
-            options = [o for o in edns.options
-                       if o[0] in request.SUPPORTED_OPTIONS]
+        # An answer without an OPT record gets a new one holding NSID
+        # alone, as CoreDNS's SetEdns0: the query's other options (COOKIE,
+        # EXPIRE, KEEPALIVE) are not echoed then.
+        options = list(out.opt.options) if out.opt is not None else []
         item = (NSID, self.payload)
         for i, (code, _) in enumerate(options):
             if code == NSID:
@@ -60,6 +62,15 @@ class Nsid(Plugin):
             options.append(item)
         out.opt = w.EDNS(edns.size, edns.ttl, options)
         return out
+
+
+def _own_opt(raw, opt):
+    """``opt`` when the upstream's message ``raw`` carries an OPT record
+    itself, else None."""
+    try:
+        return opt if parse_response(raw).opt is not None else None
+    except (w.FormatError, struct.error, ValueError):
+        return opt
 
 
 def setup(d, block):

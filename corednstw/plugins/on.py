@@ -44,10 +44,11 @@ class _Output(protocol.ProcessProtocol):
     the exit code (or the signal's name) when the process has ended."""
 
     def __init__(self):
-        self.done = defer.Deferred()
+        self.done: defer.Deferred[BaseException] = defer.Deferred()
         self.partial = {1: b"", 2: b""}
 
     def connectionMade(self):
+        assert self.transport is not None   # set by makeConnection
         self.transport.closeStdin()     # there is no standard input
 
     def childDataReceived(self, fd, data):

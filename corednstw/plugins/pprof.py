@@ -28,6 +28,8 @@ import time
 import traceback
 import tracemalloc
 from collections import Counter
+from types import FrameType
+from typing import Optional
 
 from twisted.internet import task, threads
 from twisted.web import resource, server, util
@@ -36,7 +38,6 @@ from zope.interface import implementer
 from corednstw.core import logger
 from corednstw.core.interfaces import IHTTPEndpointOwner
 from corednstw.core.plugin import Plugin
-from corednstw.service import httpd
 
 DEFAULT_ADDRESS = "localhost:6053"
 PATH = "/debug/pprof"
@@ -103,11 +104,14 @@ def thread_stacks():
     frames = sys._current_frames()
     out = []
     for t in threading.enumerate():
-        frame = frames.get(t.ident)
+        ident = t.ident
+        if ident is None:       # not started
+            continue
+        frame = frames.get(ident)
         if frame is None:
             continue
         out.append("thread %d %r%s:\n" % (
-            t.ident, t.name, " (daemon)" if t.daemon else ""))
+            ident, t.name, " (daemon)" if t.daemon else ""))
         out.extend(traceback.format_stack(frame))
         out.append("\n")
     return "".join(out)
@@ -118,9 +122,10 @@ def sample(seconds, hz=SAMPLE_HZ):
     a second for ``seconds``: ``thread;outer;...;inner COUNT`` lines."""
     me = threading.get_ident()
     names = {}
-    counts = Counter()
+    counts: Counter[str] = Counter()
     end = time.monotonic() + seconds
     while time.monotonic() < end:
+        frame: Optional[FrameType]
         for ident, frame in sys._current_frames().items():
             if ident == me:
                 continue
@@ -294,20 +299,10 @@ class Pprof(Plugin):
             self._traced = False
 
 
-def _check_address(d, address):
-    """Go's net.SplitHostPort: a port is required."""
-    try:
-        host, port = httpd.split_address(address, -1)
-    except ValueError as e:
-        raise d.error("address %s: invalid port" % address) from e
-    if port == -1:
-        raise d.error("address %s: missing port in address" % address)
-
-
 def setup(d, block):
     args = d.between(0, 1)
     address = args[0] if args else DEFAULT_ADDRESS
-    _check_address(d, address)
+    d.host_port(address)    # Go's net.SplitHostPort: a port is required
     p = Pprof(address)
     d.read_options({"block": lambda c: setattr(p, "rate", _rate(c))})
     return p

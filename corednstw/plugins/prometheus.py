@@ -6,7 +6,11 @@ query on, then records the answer in the core families
 The metrics endpoint is shared by every block naming the same address.
 """
 
+from collections.abc import Sequence
+from typing import Optional
+
 from twisted.internet.defer import Deferred
+from twisted.python.failure import Failure
 from twisted.web.server import NOT_DONE_YET
 from zope.interface import implementer
 
@@ -57,7 +61,7 @@ class MetricsResource(httpd.Text):
         gathered = self._gather()
         if gathered is None:
             return generate_latest(registry())
-        gone = []
+        gone: list[Failure] = []
         request.notifyFinish().addErrback(gone.append)
         gathered.addCallback(self._write, request, gone)
         return NOT_DONE_YET
@@ -132,7 +136,7 @@ class Prometheus(Plugin):
     def start(self):
         """coredns_plugin_enabled for every plugin of the block."""
         block = self.block
-        hosts = block.bind or [None]
+        hosts: Sequence[Optional[str]] = block.bind or [None]
         for key in block.keys:
             for host in hosts:
                 label = configlib.server_label(key.transport, host, key.port)
@@ -141,5 +145,15 @@ class Prometheus(Plugin):
                         (label, key.zone, block.view, p.name), 1)
 
 
+def _runtime_metrics(c):
+    """``runtime_metrics`` (1.14): CoreDNS then exports the whole Go
+    runtime/metrics set.  There is no Go runtime here; the Python process
+    and platform collectors are always exported, so it changes nothing."""
+    c.no_args()
+
+
 def setup(d, block):
-    return Prometheus(httpd.address_arg(d, DEFAULT_ADDRESS))
+    address = httpd.address_arg(d, DEFAULT_ADDRESS, children=True)
+    d.read_options({"runtime_metrics": _runtime_metrics},
+                   unknown="unknown option: %s")
+    return Prometheus(address)

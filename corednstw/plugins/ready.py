@@ -1,8 +1,10 @@
 """ready: /ready answers 200 OK once every plugin that reports readiness is
 ready, 503 with their sorted, comma-joined names until then.
 
-``ready [ADDRESS]`` (default :8181).  As in CoreDNS a plugin that was ready
-once is not asked again; during shutdown /ready says 503 "Shutting down".
+``ready [ADDRESS] { monitor until-ready|continuously }`` (default :8181).
+As in CoreDNS a plugin that was ready once is not asked again, unless
+``monitor continuously`` (CoreDNS 1.14) asks every plugin on every probe;
+during shutdown /ready says 503 "Shutting down".
 """
 
 from zope.interface import implementer
@@ -20,8 +22,9 @@ class Ready(Plugin):
     name = "ready"
     in_chain = False
 
-    def __init__(self, address):
+    def __init__(self, address, continuously=False):
         self.address = address
+        self.continuously = continuously
         self.done = set()
 
     def http_endpoints(self):
@@ -36,7 +39,8 @@ class Ready(Plugin):
             if id(p) in self.done:
                 continue
             if app.is_ready(p):
-                self.done.add(id(p))
+                if not self.continuously:
+                    self.done.add(id(p))
             else:
                 waiting.add(p.name)
         waiting.update(app.not_ready())
@@ -47,6 +51,15 @@ class Ready(Plugin):
         return 503, names
 
 
+MONITOR = ("until-ready", "continuously")
+
+
 def setup(d, block):
-    address = httpd.address_arg(d, DEFAULT_ADDRESS)
-    return Ready(address)
+    rd = Ready(httpd.address_arg(d, DEFAULT_ADDRESS, children=True))
+
+    def monitor(c):
+        kind = c.choice(c.one(), MONITOR,
+                        error="monitor type '%s' not supported")
+        rd.continuously = kind == "continuously"
+    d.read_options({"monitor": monitor})
+    return rd

@@ -53,6 +53,8 @@ class _XfrStream(Int16StringReceiver):
     def stringReceived(self, data):
         if self.d.called:
             return
+        transport = self.transport
+        assert transport is not None    # data comes over a connection
         try:
             if len(data) < 12 or w.unpack_header(data)[0] != self.msgid:
                 raise TransferError("id mismatch")
@@ -60,13 +62,13 @@ class _XfrStream(Int16StringReceiver):
         except Exception as e:
             self.d.errback(e if isinstance(e, TransferError)
                            else TransferError(str(e)))
-            self.transport.loseConnection()
+            transport.loseConnection()
             return
         if done:
             self.d.callback(None)
-            self.transport.loseConnection()
+            transport.loseConnection()
 
-    def connectionLost(self, reason):
+    def connectionLost(self, reason=protocol.connectionDone):
         if not self.d.called:
             self.d.errback(TransferError("connection closed: %s"
                                          % reason.getErrorMessage()))
@@ -75,7 +77,7 @@ class _XfrStream(Int16StringReceiver):
 def xfr_stream(reactor, peer, query, msgid, on_message, timeout=TIMEOUT):
     """Run one TCP zone transfer stream with ``peer`` (host, port); a
     Deferred."""
-    d = defer.Deferred()
+    d: defer.Deferred[None] = defer.Deferred()
     factory = protocol.ClientFactory.forProtocol(
         lambda: _XfrStream(query, msgid, on_message, d))
 
@@ -108,7 +110,7 @@ def axfr(reactor, peer, zone, timeout=TIMEOUT):
     closing SOA dropped)."""
     msgid = random.randint(0, 0xFFFF)
     query = make_query(zone, w.AXFR, msgid=msgid, rd=False)
-    rrs = []
+    rrs: list[w.RR] = []
     state = {"soa": 0}
 
     def on_message(data):

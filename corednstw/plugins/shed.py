@@ -27,6 +27,7 @@ the socket.
 import errno
 from collections import deque
 from functools import partial
+from typing import Any
 
 from corednstw.core import metrics
 from corednstw.core.plugin import Plugin
@@ -64,7 +65,8 @@ class Stack:
         self.server = server
         self.owner = owner
         self.depth = depth
-        self.items = deque()
+        #: (wire, address) pairs, the newest last
+        self.items: deque[tuple[bytes, Any]] = deque()
         self.closed = False
         self._retry = None
 

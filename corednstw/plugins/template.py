@@ -248,7 +248,7 @@ class Template(Plugin):
         return _OK
 
     def _answer(self, req, data):
-        sections = ([], [], [])
+        sections: tuple[list[w.RR], list[w.RR], list[w.RR]] = ([], [], [])
         for part in self.answer + self.additional + self.authority:
             rr = part.fixed
             if rr is None:
@@ -325,7 +325,7 @@ def _failure(text):
 
 # -- records from text -------------------------------------------------------
 
-_RR_CACHE = {}
+_RR_CACHE: dict[str, w.RR] = {}
 _RR_CACHE_MAX = 4096
 
 
@@ -381,7 +381,7 @@ def _parse_rr(text):
                 continue
             rtype = dns.rdatatype.from_text(up)
             break
-        rclass = 1 if rclass is None else rclass
+        rclass = dns.rdataclass.IN if rclass is None else rclass
         rd = dns.rdata.from_text(rclass, rtype, tok, origin=dns.name.root,
                                  relativize=False)
     except dns.exception.DNSException as e:

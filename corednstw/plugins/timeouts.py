@@ -50,7 +50,7 @@ def _timeout(c, values):
 
 def setup(d, block):
     d.no_args()
-    values = {}
+    values: dict[str, float] = {}
     d.read_options({"maxtcpqueries": lambda c: _max_queries(c, values),
                     None: lambda c: _timeout(c, values)}, unknown=None)
     if not values:

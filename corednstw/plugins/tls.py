@@ -48,7 +48,9 @@ def setup(d, block):
     auth = _client_auth(d)
     files = [block.path(a) for a in d.args]
     try:
-        settings = tlsconfig.ServerTLS(*files, client_auth=auth)
+        settings = tlsconfig.ServerTLS(
+            files[0], files[1], files[2] if len(files) > 2 else None,
+            client_auth=auth)
     except tlsconfig.TLSError as e:
         raise d.error(str(e)) from e
     block.settings["tls"] = settings

@@ -17,6 +17,7 @@ chained to the one before (RFC 8945 section 5.3.1).
 """
 
 import struct
+from typing import Optional
 
 import dns.exception
 import dns.name
@@ -96,6 +97,7 @@ class Signer:
         if self.error not in (BADKEY, BADSIG):
             rd = self.signed(wire, rd)
         rdata = rd.to_wire()
+        assert rdata is not None    # given no file, dnspython returns it
         return (w.name_to_wire(self.owner)
                 + _RRHEAD.pack(TSIG, dns.rdataclass.ANY, 0, len(rdata))
                 + rdata)
@@ -293,7 +295,8 @@ def _wrong(c):
 
 def setup(d, block):
     secrets = {}
-    types = opcodes = frozenset()
+    types: Optional[frozenset[int]] = frozenset()
+    opcodes: Optional[frozenset[int]] = frozenset()
 
     def add(name, secret, c):
         if name in secrets:

@@ -34,7 +34,8 @@ class View(Plugin):
 
     def start(self):
         meta = self.block.plugin("metadata")
-        self._collect = meta.collect if meta is not None else None
+        self._collect = meta.collect if isinstance(meta, md.Metadata) \
+            else None
 
     def filter(self, req):
         """True when every expression is true for ``req``."""

@@ -9,6 +9,7 @@ need an answer from elsewhere in the configuration (CoreDNS's upstream).
 
 import dataclasses
 import time
+from typing import Any, Optional
 
 from twisted.application import service
 from twisted.internet import defer, task
@@ -19,7 +20,8 @@ from corednstw.core import corefile, logger, metrics
 from corednstw.core import dnswire as w
 from corednstw.core.durations import format_duration
 from corednstw.core.interfaces import IInheritable, ILameduck, IServer
-from corednstw.core.request import make_query, parse_response
+from corednstw.core.plugin import Plugin
+from corednstw.core.request import Response, make_query, parse_response
 from corednstw.dnsserver import listener, sockets
 from corednstw.service import httpd, stall
 
@@ -46,7 +48,7 @@ class App(service.Service):
         self.path = path
         self.dns_port = dns_port
         self.text = text
-        self.config = None
+        self.config: Optional[configlib.Config] = None
         self.listeners = {}   # (transport, host, port) -> Listener
         self.http = {}        # address -> httpd.Site listener
         self.clock = time.monotonic
@@ -146,7 +148,7 @@ class App(service.Service):
 
     def _banner(self, cfg):
         """What CoreDNS prints at start: the server keys, then the version."""
-        from corednstw import COREDNS_VERSION
+        from corednstw.service.entry import version_lines
         seen = []
         for block in cfg.blocks:
             for key in block.keys:
@@ -155,8 +157,7 @@ class App(service.Service):
                     text = key.transport + "://" + text
                 if text not in seen:
                     seen.append(text)
-        for text in seen + ["CoreDNS-%s" % COREDNS_VERSION,
-                            "linux/python, corednstw"]:
+        for text in seen + version_lines():
             if not logger.quiet:
                 logger.raw(text)
 
@@ -362,10 +363,10 @@ class App(service.Service):
     def _inherit(self, old, new):
         """Let new plugins take over unchanged old ones (a kubernetes watch
         and store survive a reload).  Returns the old plugins taken over."""
-        kept = set()
+        kept: set[int] = set()
         if old is None:
             return kept
-        olds = {}
+        olds: dict[tuple[Any, ...], list[Plugin]] = {}
         for p in old.plugins():
             d = getattr(p, "directive", None)
             if d is not None:
@@ -451,7 +452,7 @@ class App(service.Service):
             if m.label == label:
                 mux = m
                 break
-        result = defer.Deferred()
+        result: defer.Deferred[Optional[Response]] = defer.Deferred()
 
         def send(wire):
             if not result.called:

@@ -8,8 +8,9 @@ nothing to agree on and carries the store's records as they are.
 
 import pickle
 import socket
+from typing import Optional
 
-from twisted.internet import protocol
+from twisted.internet import abstract, protocol
 from twisted.protocols.basic import Int32StringReceiver
 
 #: A relist page or a scrape of a big configuration is a few megabytes;
@@ -27,6 +28,9 @@ class Channel(Int32StringReceiver):
     pipe to ``handler.lost()``."""
 
     MAX_LENGTH = MAX_MESSAGE
+    #: The reactor adopts the pipe's socket (``adopt``): the transport is
+    #: a connection on a descriptor, which says whether it is closing.
+    transport: Optional[abstract.FileDescriptor]
 
     def __init__(self, handler):
         self.handler = handler

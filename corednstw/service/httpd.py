@@ -5,6 +5,9 @@ blocks, health and ready on their own ports); each address gets one
 twisted.web Site whose root dispatches on the exact path.
 """
 
+import socket
+
+from twisted.internet import error
 from twisted.web import resource, server
 
 
@@ -49,21 +52,23 @@ class Text(resource.Resource):
 
 def address_arg(d, default, children=False):
     """The optional ADDRESS argument of prometheus, health and ready:
-    at most one argument; no block unless ``children`` is allowed."""
+    at most one argument; no block unless ``children`` is allowed.  As
+    CoreDNS, the address must split as Go's net.SplitHostPort splits it
+    (``bla`` has no port); what it names is looked up when listening."""
     if len(d.args) > 1:
         raise d.arg_error()
     if d.children and not children:
         raise d.error("unknown property '%s'" % d.children[0].name)
-    address = d.args[0] if d.args else default
-    try:
-        split_address(address, 0)
-    except ValueError as e:
-        raise d.error("invalid address %r" % address) from e
-    return address
+    if not d.args:
+        return default
+    d.host_port(d.args[0])
+    return d.args[0]
 
 
 def split_address(address, default_port):
-    """(host, port) from ':8080', '127.0.0.1:8080', '[::1]:8080' or ''."""
+    """(host, port) from ':8080', '127.0.0.1:8080', '[::1]:8080' or ''.
+    A port may be a service name (``localhost:http``), as Go's listener
+    looks it up; ValueError when it names none."""
     if not address:
         return "", default_port
     if address.startswith("["):
@@ -75,7 +80,14 @@ def split_address(address, default_port):
         return address, default_port
     else:
         host, port = address, ""
-    return host, int(port) if port else default_port
+    if not port:
+        return host, default_port
+    if port.isdigit():
+        return host, int(port)
+    try:
+        return host, socket.getservbyname(port, "tcp")
+    except OSError as e:
+        raise ValueError("lookup tcp/%s: unknown port" % port) from e
 
 
 class QuietSite(server.Site):
@@ -88,8 +100,12 @@ class QuietSite(server.Site):
 
 
 def serve(reactor, address, paths):
-    """Listen on ``address`` ("host:port") with the given path table."""
-    host, port = split_address(address, 0)
+    """Listen on ``address`` ("host:port") with the given path table;
+    CannotListenError when its port names no service."""
+    try:
+        host, port = split_address(address, 0)
+    except ValueError as e:
+        raise error.CannotListenError(address, None, e) from e
     site = QuietSite(Root(paths))
     site.displayTracebacks = False
     return reactor.listenTCP(port, site, interface=host)

@@ -39,10 +39,12 @@ import socket
 import sys
 import time
 import traceback
+from typing import Any, Optional
 
 from twisted.application import service
 from twisted.internet import defer
 
+from corednstw.core import config as configlib
 from corednstw.core import logger, metrics
 from corednstw.core.interfaces import IFedData
 from corednstw.dnsserver import listener, sockets
@@ -62,6 +64,9 @@ SETTLE_LIMIT = 5.0
 #: only after a delay, doubling up to RESTART_MAX (a crash loop).
 RESTART_QUICK = 2.0
 RESTART_MAX = 5.0
+
+#: What metrics.snapshot() returns: {family name: {labels: value}}.
+Snapshot = dict[str, dict[Any, Any]]
 
 #: Signals held back while forking: the child replaces the supervisor's
 #: handlers before any can reach it.
@@ -171,13 +176,17 @@ class WorkerHandle:
         self.slot = slot
         self.pid = pid
         self.started = time.monotonic()
-        self.channel = None
+        #: set by the supervisor right after the fork (the channel needs
+        #: this handle as its handler), before any request is made
+        self.channel: Optional[channel.Channel] = None
         self.ready = False
         self.gone = False
-        self.last = {}          # the values it last sent
-        self.final = None       # the values it sent when stopping
-        self.waiting = {}       # scrape number -> Deferred
-        self.exited = defer.Deferred()
+        self.last: Snapshot = {}    # the values it last sent
+        #: the values it sent when stopping
+        self.final: Optional[Snapshot] = None
+        #: scrape number -> Deferred
+        self.waiting: dict[int, defer.Deferred[Snapshot]] = {}
+        self.exited: defer.Deferred[int] = defer.Deferred()
         self._kill = None
 
     # -- messages -------------------------------------------------------------
@@ -211,8 +220,9 @@ class WorkerHandle:
         answer within SCRAPE_TIMEOUT)."""
         if self.gone:
             return defer.succeed({})
-        d = defer.Deferred()
+        d: defer.Deferred[Snapshot] = defer.Deferred()
         self.waiting[seq] = d
+        assert self.channel is not None
         self.channel.send(("scrape", seq))
         reactor = self.sup.reactor
         timer = reactor.callLater(SCRAPE_TIMEOUT, self._late, seq)
@@ -232,6 +242,7 @@ class WorkerHandle:
         """Ask the worker to finish and exit; kill it after STOP_GRACE."""
         if self.gone or self._kill is not None:
             return
+        assert self.channel is not None
         self.channel.send(("stop",))
         self._kill = self.sup.reactor.callLater(STOP_GRACE, self.kill)
 
@@ -263,9 +274,12 @@ class Supervisor(App):
     def supervise(self):
         self.shared = os.environ.get(SHARED_ENV, "") not in ("", "0")
         self.count = worker_count(self.config, self.multisocket)
-        self.slots = {}          # slot -> WorkerHandle of the current set
-        self.leaving = set()     # handles of a replaced set, stopping
-        self.retired = {}        # counts of workers that are gone
+        #: slot -> WorkerHandle of the current set
+        self.slots: dict[int, WorkerHandle] = {}
+        #: handles of a replaced set, stopping
+        self.leaving: set[WorkerHandle] = set()
+        #: counts of workers that are gone
+        self.retired: Snapshot = {}
         self.stopping = False
         self._starting = None
         self._seq = itertools.count(1)
@@ -359,7 +373,7 @@ class Supervisor(App):
         d.addCallback(lambda _: self._replace(cfg))
         return d
 
-    def _replace(self, cfg):
+    def _replace(self, cfg: configlib.Config) -> None:
         if self.stopping or cfg is not self.config:
             return              # a newer configuration took over
         self._tap(cfg)
@@ -422,7 +436,7 @@ class Supervisor(App):
         self.leaving.discard(h)
         self._reap(h, 0)
 
-    def _reap(self, h, tries):
+    def _reap(self, h: WorkerHandle, tries: int) -> None:
         try:
             pid, status = os.waitpid(h.pid, os.WNOHANG)
         except ChildProcessError:
@@ -438,6 +452,7 @@ class Supervisor(App):
         del self.slots[h.slot]
         if self.stopping:
             return
+        assert RESTARTS is not None     # registered by supervise()
         RESTARTS.inc()
         delay = 0.0
         if time.monotonic() - h.started < RESTART_QUICK:
@@ -473,7 +488,7 @@ class Supervisor(App):
     def _sum(self, snaps, handles):
         total = metrics.merge({}, metrics.snapshot())
         metrics.merge(total, self.retired)
-        per = {}
+        per: dict[tuple[str, str], float] = {}
         for h, snap in zip(handles, snaps):
             if h.gone:
                 continue        # its last values are in retired now
@@ -481,6 +496,7 @@ class Supervisor(App):
             for labels, n in snap.get(metrics.REQUESTS.name, {}).items():
                 key = (str(h.slot), labels[3])
                 per[key] = per.get(key, 0) + n
+        assert WORKER_REQUESTS is not None  # registered by supervise()
         total[WORKER_REQUESTS.name] = per
         return total
 
@@ -503,7 +519,7 @@ class _Tap:
 def _settled(reactor, cfg):
     """Deferred: the fed stores of ``cfg`` have no queued work (or
     SETTLE_LIMIT passed)."""
-    d = defer.Deferred()
+    d: defer.Deferred[None] = defer.Deferred()
     deadline = time.monotonic() + SETTLE_LIMIT
     stores = [s for p in cfg.find(IFedData) for s in p.fed_stores()]
 
@@ -549,7 +565,9 @@ def _describe(status):
 
 # -- metrics of the process group ---------------------------------------------
 
-WORKER_REQUESTS = RESTARTS = WORKERS = None
+WORKER_REQUESTS: Optional[metrics.Counter] = None
+RESTARTS: Optional[metrics.Counter] = None
+WORKERS: Optional[metrics.Gauge] = None
 
 
 def _workers_up():
@@ -557,7 +575,7 @@ def _workers_up():
     return {(): sum(len(s.slots) for s in sups)} if sups else {}
 
 
-_SUPERVISORS = []
+_SUPERVISORS: list[Supervisor] = []
 
 
 def _register():

@@ -81,7 +81,7 @@ class StallMonitor:
 
 
 #: The monitor of the running server (one reactor per process).
-_current = []
+_current: list[StallMonitor] = []
 
 
 def _scrape():

@@ -104,6 +104,8 @@ class WorkerApp(App):
         self.listeners = {}
         self.muxes = []
         self.stores = {}
+        # forked by a supervisor serving its configuration (_replace)
+        assert self.config is not None
         for p in self.config.find(IFedData):
             p.worker_init()
             for store in p.fed_stores():
@@ -143,6 +145,7 @@ class WorkerApp(App):
         """Tell the supervisor once every plugin here is ready."""
         if self.stopping:
             return
+        assert self.config is not None      # a worker never drops it
         if all(p.ready() for p in self.config.ready_reporters()
                if p.runs_in != "supervisor"):
             self.channel.send(("ready",))
@@ -190,7 +193,7 @@ class WorkerApp(App):
         d.addBoth(self._bye)
 
     def _drained(self):
-        d = defer.Deferred()
+        d: defer.Deferred[None] = defer.Deferred()
         deadline = self.reactor.seconds() + DRAIN_LIMIT
 
         def check():

@@ -51,11 +51,12 @@ def query(port, wire, ca=None, servername=None, timeout=5):
         return stub.Query(pb2.DnsPacket(msg=wire), timeout=timeout).msg
 
 
-def serve(answer):
-    """A grpcio DnsService server on 127.0.0.1 whose Query returns
-    ``answer(wire, context)`` (which may abort the call with
-    ``context.abort``): an upstream that misbehaves on purpose.  Returns
-    (server, port); stop it with ``server.stop(None)``."""
+def serve(answer, address="127.0.0.1:0"):
+    """A grpcio DnsService server on ``address`` (127.0.0.1, or a
+    ``unix:PATH`` socket) whose Query returns ``answer(wire, context)``
+    (which may abort the call with ``context.abort``): an upstream that
+    misbehaves on purpose.  Returns (server, port); stop it with
+    ``server.stop(None)``."""
     from concurrent import futures
 
     import grpc
@@ -67,6 +68,6 @@ def serve(answer):
 
     server = grpc.server(futures.ThreadPoolExecutor(2))
     pb2_grpc.add_DnsServiceServicer_to_server(Service(), server)
-    port = server.add_insecure_port("127.0.0.1:0")
+    port = server.add_insecure_port(address)
     server.start()
     return server, port

@@ -22,6 +22,9 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(
 
 #: The twistd beside this interpreter (the service as a real process).
 TWISTD = os.path.join(os.path.dirname(sys.executable), "twistd")
+#: The console scripts: CoreDNS's command line and node-cache's.
+COREDNS = os.path.join(os.path.dirname(sys.executable), "coredns")
+NODE_CACHE = os.path.join(os.path.dirname(sys.executable), "node-cache")
 
 
 def free_port(host="127.0.0.1"):
@@ -158,13 +161,14 @@ class _UDPClient(protocol.DatagramProtocol):
             self.d.errback(TimeoutError("no UDP answer"))
 
 
-def send_udp(port, data, host="127.0.0.1", timeout=5, count=1, sport=0):
+def send_udp(port, data, host="127.0.0.1", timeout=5, count=1, sport=0,
+             source=None):
     """Send raw bytes (or a list of datagrams, in order) over UDP from one
-    socket (bound to source port ``sport`` when given); Deferred firing
-    with the reply bytes (a list when count > 1)."""
+    socket (bound to source port ``sport`` and address ``source`` when
+    given); Deferred firing with the reply bytes (a list when count > 1)."""
     fam = socket.AF_INET6 if ":" in host else socket.AF_INET
     client = _UDPClient(data, (host, port), timeout, count)
-    iface = "::" if fam == socket.AF_INET6 else ""
+    iface = source or ("::" if fam == socket.AF_INET6 else "")
     listening = reactor.listenUDP(sport, client, interface=iface)
 
     def done(r):
@@ -203,15 +207,15 @@ class _TCPClient(protocol.Protocol):
 
 
 def send_tcp(port, messages, host="127.0.0.1", count=None, timeout=5,
-             sport=0):
+             sport=0, source=None):
     """Send framed messages on one TCP connection (from source port
-    ``sport`` when given); Deferred firing with the list of replies (after
-    ``count`` replies or when the server closes)."""
+    ``sport`` and address ``source`` when given); Deferred firing with the
+    list of replies (after ``count`` replies or when the server closes)."""
     if isinstance(messages, bytes):
         messages = [messages]
     client = _TCPClient(messages, len(messages) if count is None else count)
     factory = protocol.ClientFactory.forProtocol(lambda: client)
-    bind = (host, sport) if sport else None
+    bind = (source or host, sport) if sport or source else None
     reactor.connectTCP(host, port, factory, timeout=timeout,
                        bindAddress=bind)
     timer = reactor.callLater(timeout, lambda: client.d.called or

@@ -2,13 +2,15 @@
 plugins (zone matching, answering from ZoneData, fallthrough, NOTIFY and
 the transferer hook), plus their shared ``reload`` option."""
 
+from typing import Optional
+
 from twisted.internet import defer
 from zope.interface import implementer
 
 from corednstw.core import dnswire as w
 from corednstw.core import logger
 from corednstw.core.interfaces import INotifier, ITransferer
-from corednstw.core.plugin import Plugin
+from corednstw.core.plugin import Fallthrough, Plugin
 
 from .zone import DELEGATION, NAME_ERROR, SERVER_FAILURE, SUCCESS
 
@@ -19,7 +21,7 @@ class ZonePlugin(Plugin):
     an origin to its ZoneData (or None until loaded), ``self.fall`` is the
     fallthrough, ``names`` the origins matched longest first."""
 
-    fall = None
+    fall: Optional[Fallthrough] = None
     #: auto clears AA on every delegation; file keeps it for alias answers.
     aa_on_alias_delegation = True
     #: file and secondary act on NOTIFY; auto answers it as a query.

@@ -17,6 +17,8 @@ import hashlib
 import os
 import struct
 import time
+from collections.abc import Callable
+from typing import Union
 
 from cryptography.exceptions import InvalidKey
 from cryptography.hazmat.primitives import hashes
@@ -43,8 +45,9 @@ ALGORITHMS = {
     ED25519: "ED25519",
 }
 
-_RSA_HASH = {RSASHA1: hashes.SHA1, RSASHA1NSEC3SHA1: hashes.SHA1,
-             RSASHA256: hashes.SHA256, RSASHA512: hashes.SHA512}
+_RSA_HASH: dict[int, Callable[[], hashes.HashAlgorithm]] = {
+    RSASHA1: hashes.SHA1, RSASHA1NSEC3SHA1: hashes.SHA1,
+    RSASHA256: hashes.SHA256, RSASHA512: hashes.SHA512}
 _EC = {ECDSAP256SHA256: (ec.SECP256R1, hashes.SHA256, 32),
        ECDSAP384SHA384: (ec.SECP384R1, hashes.SHA384, 48)}
 
@@ -171,6 +174,7 @@ def parse_public(text, path="stdin"):
     record in ``text``: ``owner [ttl] [IN] DNSKEY flags 3 alg base64``."""
     import dns.exception
     import dns.rdata
+    import dns.rdtypes.ANY.DNSKEY
     lines = [ln.split(";", 1)[0] for ln in text.splitlines()]
     tokens = " ".join(lines).replace("(", " ").replace(")", " ").split()
     if not tokens:
@@ -189,6 +193,7 @@ def parse_public(text, path="stdin"):
         rd = dns.rdata.from_text("IN", "DNSKEY", " ".join(tokens[at + 1:]))
     except (dns.exception.DNSException, ValueError) as e:
         raise KeyFileError("bad DNSKEY in %s: %s" % (path, e)) from e
+    assert isinstance(rd, dns.rdtypes.ANY.DNSKEY.DNSKEY)    # as asked
     owner = tokens[0] if tokens[0].endswith(".") else tokens[0] + "."
     return owner, ttl, rd.flags, int(rd.algorithm), bytes(rd.key)
 
@@ -281,6 +286,8 @@ def _uint_bytes(n):
 def generate(zone, algorithm=ECDSAP256SHA256, flags=ZONE | SEP, bits=2048):
     """A new Key for ``zone`` (a CSK or KSK by default; ``flags=ZONE``
     for a ZSK)."""
+    private: Union[ed25519.Ed25519PrivateKey, ec.EllipticCurvePrivateKey,
+                   rsa.RSAPrivateKey]
     if algorithm == ED25519:
         private = ed25519.Ed25519PrivateKey.generate()
     elif algorithm in _EC:

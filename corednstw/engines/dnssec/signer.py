@@ -118,7 +118,7 @@ def covered(rdata):
 
 def type_bitmap(types):
     """The NSEC/NSEC3 type bit maps field for the type numbers ``types``."""
-    windows = {}
+    windows: dict[int, bytearray] = {}
     for t in set(types):
         win, low = t >> 8, t & 0xFF
         bits = windows.setdefault(win, bytearray(32))

@@ -308,7 +308,7 @@ def _file(base, user, field):
 def _load_chain(ctx, cert, key):
     """``load_cert_chain`` with paths or PEM bytes: ssl reads only files,
     so bytes go through private files removed right after."""
-    made = []
+    made: list[str] = []
     try:
         if isinstance(cert, bytes):
             cert = _private(cert, made)

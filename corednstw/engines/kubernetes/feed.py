@@ -12,6 +12,7 @@ relist, a storm of events) never holds the reactor for long.
 """
 
 import collections
+from typing import Any
 
 from corednstw.service import stall
 
@@ -31,7 +32,9 @@ class Feed:
     def __init__(self, kinds, later=None):
         self.kinds = tuple(kinds)
         self.later = later          # callLater(delay, f) for the next turn
-        self.pending = collections.deque()
+        # (op, kind, events) as fed, waiting to be applied
+        self.pending: collections.deque[tuple[str, str, Any]] = \
+            collections.deque()
         self._drain_call = None
         self.stopped = False
         self._unfrozen = 0

@@ -28,7 +28,7 @@ def parse(text):
     """A list of (key, op, values) requirements; SelectorError if bad.
 
     ops: 'exists', '!', '=', '!=', 'in', 'notin', '>', '<'."""
-    reqs = []
+    reqs: list[tuple[str, str, tuple[str, ...]]] = []
     pos = 0
     text = text.strip()
     if not text:

@@ -25,6 +25,7 @@ import random
 import re
 import threading
 import time
+from typing import Any, Union
 from urllib.parse import urlparse
 
 from corednstw.core import logger, metrics
@@ -392,7 +393,8 @@ class Watcher:
     def _start_page(self, cont, rv):
         """GET one page in a helper thread; returns an iterator over the
         body's chunks (raising what the request raised)."""
-        q = queue.Queue()
+        # body chunks, then None at the end or what the request raised
+        q: queue.Queue[Union[bytes, BaseException, None]] = queue.Queue()
         query = self._query(limit=PAGE, resourceVersion=rv,
                             **{"continue": cont})
 
@@ -437,7 +439,7 @@ class Watcher:
                     break
                 lines = (buf + chunk).split(b"\n")
                 buf = lines.pop()
-                batch = []
+                batch: list[tuple[str, Any]] = []     # (event type, record)
                 for line in lines:
                     if not line.strip():
                         continue
@@ -583,7 +585,9 @@ class ListReader:
         """The next non-blank character (not consumed)."""
         while True:
             buf = self.buf
-            pos = self.pos = _BLANK(buf, self.pos).end()
+            blank = _BLANK(buf, self.pos)
+            assert blank is not None    # "*": the empty string matches
+            pos = self.pos = blank.end()
             if pos < len(buf):
                 return buf[pos]
             if not self._more():

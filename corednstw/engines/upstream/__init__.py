@@ -84,6 +84,8 @@ from corednstw.engines.upstream.host import (
                                                MIN_DIAL,
                                                REQUEST_DURATION,
                                                Upstream,
+    start_all,
+    stop_all,
 )
 from corednstw.engines.upstream.ids import IDs, new_id
 from corednstw.engines.upstream.replies import (
@@ -93,6 +95,7 @@ from corednstw.engines.upstream.replies import (
 )
 
 __all__ = [
+    "start_all", "stop_all",
     "CONN_HITS", "CONN_MISSES", "CachedClosed", "DEFAULT_EXPIRE",
     "DEFAULT_READ_TIMEOUT", "HC_FAILURES", "HC_INTERVAL", "HC_TIMEOUT",
     "IDs", "MAX_DIAL", "MIN_DIAL", "Upstream", "REQUEST_DURATION",

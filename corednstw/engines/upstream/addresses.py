@@ -5,6 +5,9 @@ file named in place of an address; and the policies that order the
 upstreams."""
 
 import ipaddress
+import os
+
+from corednstw.core import names
 
 #: The orders forward and grpc try their upstreams in.
 POLICIES = ("random", "round_robin", "sequential")
@@ -56,3 +59,23 @@ def resolv_conf(d, path):
     except OSError as e:
         raise d.error('failed to open file "%s": %s' % (path, e)) from e
     return out
+
+
+def host_port_or_file(d, to):
+    """(transport, host, port) tuples of one address argument, as
+    CoreDNS's parse.HostPortOrFile reads it for the plugins that take
+    plain addresses (alternate, fanout): ``[scheme://]IP[:port]`` (the
+    scheme's default port when none is given) or a resolv.conf-style file
+    (its nameservers, port 53).  Host names are refused, with CoreDNS's
+    words; the caller decides which transports it takes."""
+    trans, rest = names.split_transport(to)
+    if not rest:
+        raise d.error('invalid address: "%s"' % to)
+    host, port = split_host_port(rest)
+    if host is not None and is_ip(host):
+        default = int(names.DEFAULT_PORTS.get(trans) or 53)
+        return [(trans, host, int(port) if port else default)]
+    servers = resolv_conf(d, rest) if os.path.isfile(rest) else []
+    if not servers:
+        raise d.error('not an IP address or file: "%s"' % rest)
+    return [("dns", h, p) for h, p in servers]

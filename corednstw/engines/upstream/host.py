@@ -9,6 +9,8 @@ The metric families are CoreDNS's ``coredns_proxy_*``, labelled with the
 owning plugin's name (``proxy_name``).
 """
 
+from twisted.internet import defer
+
 from corednstw.core import dnswire as w
 from corednstw.core import metrics
 from corednstw.core.request import make_query
@@ -289,6 +291,20 @@ class Upstream:
 
     def __repr__(self):
         return "<Upstream %s>" % self.addr
+
+
+def start_all(upstreams, reactor, clock):
+    """Start every upstream's connections and health checks."""
+    for p in upstreams:
+        p.start(reactor, clock)
+
+
+def stop_all(upstreams):
+    """Stop every upstream; a Deferred when one closes later, else None
+    (a plugin's ``stop`` returns it)."""
+    ds = [p.stop() for p in upstreams]
+    ds = [d for d in ds if isinstance(d, defer.Deferred)]
+    return defer.DeferredList(ds) if ds else None
 
 
 def _unpackable(data):

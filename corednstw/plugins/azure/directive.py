@@ -4,6 +4,8 @@ environment ENVIRONMENT; fallthrough [ZONES...]; access private|public;
 endpoint URL [LOGIN_URL] }`` with CoreDNS's checks and messages."""
 
 import functools
+from collections.abc import Callable
+from typing import Any, Optional
 
 from corednstw.core.names import normalize_name
 from corednstw.core.plugin import Fallthrough
@@ -26,7 +28,7 @@ def setup(d, block):
         nonlocal fall
         fall = Fallthrough.parse(c.args)
 
-    d.read_options({
+    handlers: dict[Optional[str], Callable[[Any], None]] = {
         **{name: functools.partial(_credential, creds, name)
            for name in _CREDENTIALS},
         "environment": lambda c: _environment(c, creds),
@@ -34,7 +36,8 @@ def setup(d, block):
         "access": lambda c: _access(c, hosted),
         "endpoint": lambda c: _endpoint(c, creds),
         None: _unknown,
-    }, unknown=None)
+    }
+    d.read_options(handlers, unknown=None)
     missing = [k for k in _CREDENTIALS if not getattr(creds, k)]
     if missing:
         raise d.error("%s must be set: managed identities are not "

@@ -2,6 +2,7 @@
 calls the Go SDK makes), with an OAuth token from Azure AD's client
 credentials flow, served through engines.hosted."""
 
+from typing import Optional
 from urllib.parse import quote
 
 from twisted.internet import defer
@@ -59,7 +60,7 @@ class Azure(HostedZones):
     def __init__(self, hosted, creds, fall=None):
         HostedZones.__init__(self, hosted, REFRESH, fall)
         self.creds = creds
-        self.client = None
+        self.client: Optional[Client] = None     # made by start
         self._token = Token(self._new_token)
 
     def start(self):
@@ -83,10 +84,12 @@ class Azure(HostedZones):
 
     def _new_token(self):
         """Azure AD's client credentials flow (ADAL's v1 endpoint)."""
+        client = self.client
+        assert client is not None   # tokens are asked for once started
         c = self.creds
         url = "%s%s/oauth2/token?api-version=1.0" % (
             _slash(c.login), quote(c.tenant, safe=""))
-        return self.client.post_form(url, {
+        return client.post_form(url, {
             "grant_type": "client_credentials", "client_id": c.client,
             "client_secret": c.secret, "resource": c.resource})
 
@@ -105,11 +108,13 @@ class Azure(HostedZones):
     @defer.inlineCallbacks
     def fetch(self, hz):
         """Every record set of the zone, following ``nextLink``."""
+        client = self.client
+        assert client is not None   # zones are fetched once started
         url = self.first_page(hz.ref)
         rrs = []
         while url:
             token = yield self.token()
-            page = yield self.client.get_json(
+            page = yield client.get_json(
                 url, {"Authorization": "Bearer " + token})
             for rs in page.get("value") or ():
                 rrs.extend(_checked(rs, hz.ref.private))

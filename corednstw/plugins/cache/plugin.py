@@ -15,6 +15,7 @@ whether it may be stored is decided by the response engine.
 import math
 import struct
 import time
+from typing import Optional
 
 from twisted.internet import defer
 
@@ -116,7 +117,11 @@ class Cache(Plugin):
         self.now = time.time
         self.all_zones = True
         self._opts = {}
-        self.pcache = self.ncache = None
+
+    #: The positive and the denial store, made by ``build`` once the
+    #: options (their capacities) are read.
+    pcache: Store
+    ncache: Store
 
     def build(self):
         self.pcache = Store(self.pcap)
@@ -196,7 +201,9 @@ class Cache(Plugin):
             hf = 0x8400 | item.hflags  # QR, AA, RA as stored
             if item.ad and (do or rflags & w.AD):
                 hf |= w.AD
-            hf |= rflags & 0x7910   # opcode, RD, CD: SetReply's
+            hf |= rflags & 0x7800   # the opcode, and for a QUERY RD
+            if not hf & 0x7800:     # and CD: miekg's SetReply (a NOTIFY
+                hf |= rflags & (w.RD | w.CD)    # answered has neither)
         else:
             # The answer just received, written through as CoreDNS's
             # cache writes it: its own flags (a NOTIFY's reply has no RD).
@@ -457,7 +464,7 @@ class Cache(Plugin):
             if r is None:
                 return self._serve_stale(req, item, do, labels)
             return self._verified(req, key, do, item, r)
-        result = defer.Deferred()
+        result: defer.Deferred[Optional[Response]] = defer.Deferred()
         timer = None
 
         def got(fresh):
@@ -472,10 +479,11 @@ class Cache(Plugin):
                                                          labels))
             result.callback(self._verified(req, key, do, item, fresh))
         r.addCallbacks(got, lambda f: got(None))
+        def expire():
+            if not result.called:
+                result.callback(self._serve_stale(req, item, do, labels))
         if self.verify_timeout > 0 and not result.called:
-            timer = self.reactor.callLater(
-                self.verify_timeout, lambda: result.called or result.callback(
-                    self._serve_stale(req, item, do, labels)))
+            timer = self.reactor.callLater(self.verify_timeout, expire)
         return result
 
     def _verified(self, req, key, do, stale, fresh):

@@ -4,6 +4,7 @@ them out."""
 
 import random
 from itertools import islice
+from typing import Any
 
 from corednstw.core import dnswire as w
 
@@ -112,7 +113,8 @@ class Store:
 
     def __init__(self, size):
         self.shard_size = max(size // SHARDS, 4)
-        self.shards = [{} for _ in range(SHARDS)]
+        self.shards: list[dict[tuple[Any, ...], Item]] = [
+            {} for _ in range(SHARDS)]
         self.count = 0
 
     def get(self, key):

@@ -7,6 +7,7 @@ import base64
 import json
 import os
 import time
+from typing import Optional
 from urllib.parse import quote
 
 from twisted.internet import defer
@@ -45,7 +46,7 @@ class CloudDNS(HostedZones):
         HostedZones.__init__(self, hosted, REFRESH, fall)
         self.credentials = credentials
         self.endpoint = endpoint or API
-        self.client = None
+        self.client: Optional[Client] = None     # made by start
         self._token = Token(self._new_token)
 
     def start(self):
@@ -67,16 +68,18 @@ class CloudDNS(HostedZones):
         return self._token.get()
 
     def _new_token(self):
+        client = self.client
+        assert client is not None   # tokens are asked for once started
         creds = self.credentials
         if creds is None:
-            return self.client.get_json(metadata_url(), {
+            return client.get_json(metadata_url(), {
                 "Metadata-Flavor": "Google"})
         uri = creds.get("token_uri") or TOKEN_URI
         if creds["type"] == "service_account":
-            return self.client.post_form(uri, {
+            return client.post_form(uri, {
                 "grant_type": JWT_BEARER,
                 "assertion": signed_jwt(creds, uri)})
-        return self.client.post_form(uri, {
+        return client.post_form(uri, {
             "grant_type": "refresh_token",
             "client_id": creds["client_id"],
             "client_secret": creds["client_secret"],
@@ -91,14 +94,16 @@ class CloudDNS(HostedZones):
         base = "%sdns/v1/projects/%s/managedZones/%s/rrsets" % (
             _slash(self.endpoint), quote(hz.ref.project, safe=""),
             quote(hz.ref.name, safe=""))
+        client = self.client
+        assert client is not None   # zones are fetched once started
         rrs = []
         page_token = None
         while True:
             token = yield self.token()
             url = base
             if page_token:
-                url = self.client.url(base, "", [("pageToken", page_token)])
-            page = yield self.client.get_json(
+                url = client.url(base, "", [("pageToken", page_token)])
+            page = yield client.get_json(
                 url, {"Authorization": "Bearer " + token})
             for rs in page.get("rrsets") or ():
                 rrs.extend(_records(rs))
@@ -161,7 +166,7 @@ def signed_jwt(creds, audience, now=None):
     """A service account's RS256-signed assertion for the token
     endpoint (RFC 7523)."""
     from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import padding
+    from cryptography.hazmat.primitives.asymmetric import padding, rsa
     now = int(now if now is not None else time.time())
     header = {"alg": "RS256", "typ": "JWT"}
     if creds.get("private_key_id"):
@@ -172,5 +177,7 @@ def signed_jwt(creds, audience, now=None):
                          _b64(json.dumps(claims).encode()))
     key = serialization.load_pem_private_key(
         creds["private_key"].encode(), password=None)
+    if not isinstance(key, rsa.RSAPrivateKey):
+        raise ValueError("private key is not an RSA key (RS256)")
     sig = key.sign(signing.encode(), padding.PKCS1v15(), hashes.SHA256())
     return signing + "." + _b64(sig)

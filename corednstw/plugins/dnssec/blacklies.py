@@ -37,7 +37,7 @@ def _filter(qtype, bitmap, mt):
 
 def _cached(fn):
     """Bitmaps are few: encode each (types tuple) once."""
-    memo = {}
+    memo: dict[tuple[int, ...], bytes] = {}
 
     def get(types):
         b = memo.get(types)

@@ -4,6 +4,7 @@ SOCKET [full] { ...; tls CERT KEY [CA] }``."""
 
 import socket
 import types
+from typing import Union
 
 from corednstw.plugins.dnstap.output import (
     MAX_QUEUE,
@@ -97,13 +98,11 @@ def setup(d, block):
     kind, address = _endpoint(d, args[0], listen)
     full = len(args) >= 2 and args[1] == "full"
     o = _options(d, listen)
+    output: Union[Listener, Output]
     if listen:
-        tls = None
-        if kind == "tls":
-            if o.certs is None:
-                raise d.error("TLS listener requires cert and key files")
-            tls = _server_tls(d, block, o.certs, o.skipverify)
-        output = Listener(kind, address, tls)
+        # The TLS files are read when the listener opens, as CoreDNS's.
+        certs = [block.path(p) for p in o.certs] if o.certs else None
+        output = Listener(kind, address, certs, o.skipverify)
     else:
         tls = (_client_tls(address[0], o.skipverify) if kind == "tls"
                else None)
@@ -116,21 +115,3 @@ def _client_tls(host, skipverify):
     if skipverify:
         return ssl.CertificateOptions(verify=False)
     return ssl.optionsForClientTLS(host)
-
-
-def _server_tls(d, block, certs, skipverify):
-    from twisted.internet import ssl
-    paths = [block.path(p) for p in certs]
-    try:
-        with open(paths[0], "rb") as f:
-            cert = f.read()
-        with open(paths[1], "rb") as f:
-            key = f.read()
-        pc = ssl.PrivateCertificate.loadPEM(cert + b"\n" + key)
-        if len(paths) > 2 and not skipverify:
-            with open(paths[2], "rb") as f:
-                ca = ssl.Certificate.loadPEM(f.read())
-            return pc.options(ca)
-        return pc.options()
-    except (OSError, Exception) as e:
-        raise d.error("unable to load TLS certificate: %s" % e) from e

@@ -3,8 +3,11 @@
 ``protobuf:dnstap.Dnstap``; ``FrameWriter`` is its sending side."""
 
 import struct
+from typing import Optional
 
-from twisted.internet import defer, protocol
+from twisted.internet import defer, protocol, tcp
+from twisted.internet.interfaces import IPushProducer
+from zope.interface import implementer
 
 from corednstw.core import logger
 
@@ -45,6 +48,7 @@ def parse_control(body):
     return ftype, types
 
 
+@implementer(IPushProducer)
 class FrameWriter(protocol.Protocol):
     """The sending side of a bidirectional Frame Streams connection.
 
@@ -55,6 +59,10 @@ class FrameWriter(protocol.Protocol):
     waits (bounded) for FINISH.
     """
 
+    #: Output connects to the collector with the reactor's connectUNIX,
+    #: connectTCP or connectSSL: a socket connection.
+    transport: Optional[tcp.Connection]
+
     def __init__(self, sink):
         self.sink = sink
         self.started = False
@@ -63,9 +71,16 @@ class FrameWriter(protocol.Protocol):
         self.stopping = None
         self._timer = None
 
+    @property
+    def _out(self) -> tcp.Connection:
+        """The connection: every method but connectionMade's caller runs
+        once it is made."""
+        assert self.transport is not None
+        return self.transport
+
     def connectionMade(self):
         self.sink.connected(self)
-        self.transport.write(control_frame(FS_READY, CONTENT_TYPE))
+        self._out.write(control_frame(FS_READY, CONTENT_TYPE))
         clock = self.sink.reactor
         self._timer = clock.callLater(TCP_TIMEOUT, self._handshake_timeout)
 
@@ -74,7 +89,7 @@ class FrameWriter(protocol.Protocol):
         if not self.started:
             logger.error(NAME, "No connection to dnstap endpoint: handshake "
                       "timed out")
-            self.transport.abortConnection()
+            self._out.abortConnection()
 
     def dataReceived(self, data):
         self.buf += data
@@ -82,7 +97,7 @@ class FrameWriter(protocol.Protocol):
             n = _U32.unpack_from(self.buf, 0)[0]
             if n != 0:
                 # A data frame from a collector is a protocol error.
-                self.transport.abortConnection()
+                self._out.abortConnection()
                 return
             if len(self.buf) < 8:
                 return
@@ -97,22 +112,22 @@ class FrameWriter(protocol.Protocol):
             if types and CONTENT_TYPE not in types:
                 logger.error(NAME, "No connection to dnstap endpoint: content "
                           "type not accepted")
-                self.transport.abortConnection()
+                self._out.abortConnection()
                 return
             if self._timer is not None and self._timer.active():
                 self._timer.cancel()
             self._timer = None
-            self.transport.write(control_frame(FS_START, CONTENT_TYPE))
+            self._out.write(control_frame(FS_START, CONTENT_TYPE))
             self.started = True
-            self.transport.registerProducer(self, True)
+            self._out.registerProducer(self, True)
             self.sink.started(self)
         elif ftype == FS_FINISH:
             if self._timer is not None and self._timer.active():
                 self._timer.cancel()
-            self.transport.loseConnection()
+            self._out.loseConnection()
 
     def write_frame(self, payload):
-        self.transport.write(_U32.pack(len(payload)) + payload)
+        self._out.write(_U32.pack(len(payload)) + payload)
 
     # IPushProducer
     def pauseProducing(self):
@@ -130,15 +145,15 @@ class FrameWriter(protocol.Protocol):
         if self.stopping is None:
             self.stopping = defer.Deferred()
             if self.started:
-                self.transport.unregisterProducer()
-                self.transport.write(control_frame(FS_STOP))
+                self._out.unregisterProducer()
+                self._out.write(control_frame(FS_STOP))
                 self._timer = self.sink.reactor.callLater(
-                    1.0, self.transport.loseConnection)
+                    1.0, self._out.loseConnection)
             else:
-                self.transport.loseConnection()
+                self._out.loseConnection()
         return self.stopping
 
-    def connectionLost(self, reason):
+    def connectionLost(self, reason=protocol.connectionDone):
         if self._timer is not None and self._timer.active():
             self._timer.cancel()
         self.started = False

@@ -10,6 +10,7 @@ does.
 
 import collections
 import socket
+from typing import Optional
 
 from twisted.internet import defer, protocol, task
 from twisted.internet.protocol import ReconnectingClientFactory
@@ -36,10 +37,10 @@ class Output:
         self.limit = queue * QUEUE_SIZE
         self.sndbuf = writebuffer * WRITE_BUFFER
         self.tls = tls                # client TLS options (tls only)
-        self.queue = collections.deque()
+        self.queue: collections.deque[bytes] = collections.deque()
         self.dropped = 0
         self.conn = None              # a started FrameWriter
-        self.factory = None
+        self.factory: Optional[_Reconnecting] = None     # made by start
         self.reactor = None
         self._report = None
         self._logged = False
@@ -56,6 +57,7 @@ class Output:
     def started(self, conn):
         self.conn = conn
         self._logged = False
+        assert self.factory is not None     # conn is one it connected
         self.factory.resetDelay()
         self.resumed(conn)
 
@@ -115,7 +117,7 @@ class _Reconnecting(ReconnectingClientFactory):
 
     initialDelay = 0.5
     factor = 2.0
-    maxDelay = REPORT_INTERVAL
+    maxDelay = int(REPORT_INTERVAL)     # the base class's type: int
     noisy = False
 
     def __init__(self, output):
@@ -157,10 +159,11 @@ class Listener(protocol.ServerFactory):
 
     noisy = False
 
-    def __init__(self, kind, address, tls=None):
+    def __init__(self, kind, address, certs=None, skipverify=False):
         self.kind = kind
         self.address = address
-        self.tls = tls                # server TLS options (tls only)
+        self.certs = certs            # CERT KEY [CA] paths (tls only)
+        self.skipverify = skipverify
         self.clients = []
         self.port = None
         self.reactor = None
@@ -199,8 +202,14 @@ class Listener(protocol.ServerFactory):
             if self.kind == "unix":
                 self.port = reactor.listenUNIX(self.address, self)
             elif self.kind == "tls":
-                self.port = reactor.listenSSL(self.address[1], self, self.tls,
-                                              interface=self.address[0])
+                if self.certs is None:
+                    logger.warning(NAME, "TLS listener requires cert and "
+                                   "key files")
+                    return
+                self.port = reactor.listenSSL(
+                    self.address[1], self,
+                    server_tls(self.certs, self.skipverify),
+                    interface=self.address[0])
             else:
                 self.port = reactor.listenTCP(self.address[1], self,
                                               interface=self.address[0])
@@ -213,3 +222,19 @@ class Listener(protocol.ServerFactory):
             ds.append(defer.maybeDeferred(self.port.stopListening))
             self.port = None
         return defer.DeferredList(ds)
+
+
+def server_tls(paths, skipverify):
+    """Twisted server options from CERT KEY [CA]: with a CA (and without
+    skipverify) clients must show a certificate it signed."""
+    from twisted.internet import ssl
+    with open(paths[0], "rb") as f:
+        cert = f.read()
+    with open(paths[1], "rb") as f:
+        key = f.read()
+    pc = ssl.PrivateCertificate.loadPEM(cert + b"\n" + key)
+    if len(paths) > 2 and not skipverify:
+        with open(paths[2], "rb") as f:
+            ca = ssl.Certificate.loadPEM(f.read())
+        return pc.options(ca)
+    return pc.options()

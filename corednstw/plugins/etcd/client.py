@@ -19,7 +19,8 @@ import json
 import random
 
 from twisted.internet import defer
-from twisted.internet.protocol import Protocol
+from twisted.internet.interfaces import IPushProducer
+from twisted.internet.protocol import Protocol, connectionDone
 from twisted.web.client import (
     Agent,
     FileBodyProducer,
@@ -217,7 +218,8 @@ class Watch(Protocol):
         self.response = response
         self.on_events = on_events
         self.buf = b""
-        self.done = defer.Deferred()
+        #: fires with the reason the watch ended
+        self.done: defer.Deferred[str] = defer.Deferred()
         self.error = None
 
     def dataReceived(self, data):
@@ -244,13 +246,15 @@ class Watch(Protocol):
         if events:
             self.on_events(events)
 
-    def connectionLost(self, reason):
+    def connectionLost(self, reason=connectionDone):
         if not self.done.called:
             self.done.callback(self.error or _reason(reason))
 
     def cancel(self):
         if self.transport is not None:
-            self.transport.stopProducing()
+            # A response body's transport is a push producer (Twisted's
+            # IResponse.deliverBody): stopping it ends the body.
+            IPushProducer(self.transport).stopProducing()
 
 
 class Mirror:

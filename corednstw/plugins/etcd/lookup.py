@@ -9,6 +9,8 @@ any) and then flattens the lists, so an answer from memory alone stays
 synchronous.
 """
 
+from typing import Union
+
 from twisted.internet import defer
 
 from corednstw.core import dnswire as w
@@ -49,6 +51,11 @@ class Chain:
     def __init__(self, head, rest):
         self.head = head
         self.rest = rest
+
+
+#: What a section holds until ``flatten``: records, lookups of the
+#: server, CNAMEs kept only when what follows them answers.
+Entry = Union[w.RR, External, Chain]
 
 
 class Query:
@@ -122,7 +129,7 @@ def check_for_apex(q, name):
 def address(q, name, owner, rtype, previous=()):
     """A or AAAA records (``rtype``) for ``name`` (lower case), owned by
     ``owner`` (the name as asked), following CNAMEs."""
-    records = []
+    records: list[Entry] = []
     seen = set()
     for serv in check_for_apex(q, name):
         what, packed = serv.host_type()
@@ -137,7 +144,7 @@ def address(q, name, owner, rtype, previous=()):
 
 def txt(q, name, owner, previous=()):
     """TXT records for ``name``, following CNAMEs."""
-    records = []
+    records: list[Entry] = []
     seen = set()
     for serv in q.services(name):
         what, _ = serv.host_type()
@@ -176,10 +183,11 @@ def _follow(q, name, owner, rtype, serv, previous, records, again):
 def srv(q, name, owner):
     """SRV records for ``name`` and the addresses of their targets."""
     services = q.services(name)
-    records, extra = [], []
+    records: list[Entry] = []
+    extra: list[Entry] = []
     dup = set()
-    lookups = set()
-    totals = {}
+    lookups: set[str] = set()
+    totals: dict[int, int] = {}
     for serv in services:
         weight = serv.weight or 100
         totals[serv.priority] = totals.get(serv.priority, 0) + weight
@@ -210,9 +218,10 @@ def srv(q, name, owner):
 
 def mx(q, name, owner):
     """MX records (services with ``mail``) and their targets' addresses."""
-    records, extra = [], []
+    records: list[Entry] = []
+    extra: list[Entry] = []
     dup = set()
-    lookups = set()
+    lookups: set[str] = set()
     for serv in q.services(name):
         if not serv.mail:
             continue

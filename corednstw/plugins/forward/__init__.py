@@ -18,7 +18,11 @@ The package: ``plugin`` (``Forward`` and the attempts of one query),
 ``directive`` (the Corefile stanza), ``resolve`` (host names of TO).
 """
 
-from corednstw.plugins.forward.directive import MAX_UPSTREAMS, setup
+from corednstw.plugins.forward.directive import (
+    MAX_UPSTREAMS,
+    setup,
+    tls_options,
+)
 from corednstw.plugins.forward.plugin import (
                                               DEADLINE,
                                               HEALTHCHECK_BROKEN,
@@ -27,4 +31,5 @@ from corednstw.plugins.forward.plugin import (
 )
 
 __all__ = ["DEADLINE", "Forward", "HEALTHCHECK_BROKEN",
-           "MAX_CONCURRENT_REJECTS", "MAX_UPSTREAMS", "setup"]
+           "MAX_CONCURRENT_REJECTS", "MAX_UPSTREAMS",
+           "setup", "tls_options"]

@@ -2,8 +2,8 @@
 ``https://``, resolv.conf files, host names), the options, and the TLS
 client settings; one engine ``Upstream`` per upstream.
 
-Host names are resolved when the plugin starts (``resolve``): their
-upstreams are made then, by the same ``UpstreamMaker`` as the others.
+Host names are resolved while the Corefile is read (``resolve``), as
+CoreDNS 1.14 does: one without an address refuses the Corefile.
 """
 
 import os
@@ -25,7 +25,7 @@ from corednstw.engines.upstream.addresses import (
 )
 from corednstw.engines.upstream.tlsfiles import load_client_tls
 from corednstw.plugins.forward.plugin import Forward
-from corednstw.plugins.forward.resolve import dedup
+from corednstw.plugins.forward.resolve import ResolveError, dedup, resolve
 
 MAX_UPSTREAMS = 15
 DEFAULT_PORTS = {"dns": 53, "tls": 853, "https": 443}
@@ -67,12 +67,10 @@ def setup(d, block):
     maker = UpstreamMaker(d, opts, f.force_tcp)
     if any(trans != "dns" for trans, _h, _p, _s in seen):
         maker.load_tls()
-    if any(not is_ip(host) for _t, host, _p, _s in seen):
-        # Host names: their upstreams are made once resolved, at start.
-        f.to = seen
-        f.resolvers = opts.resolvers
-        f.make_upstream = maker.make
-        return f
+    try:
+        seen = dedup(resolve(seen, opts.resolvers))
+    except ResolveError as e:
+        raise d.error(str(e)) from e
     f.upstreams = [maker.make(*h) for h in seen]
     return f
 
@@ -111,7 +109,7 @@ class UpstreamMaker:
             p.hc_proto = "tcp"
         if trans != "dns":
             p.servername = sni or opts.servername or host
-            p.tls = _tls_options(self.material, p.servername,
+            p.tls = tls_options(self.material, p.servername,
                                  trans == "https")
         return p
 
@@ -322,7 +320,7 @@ def _resolver(c, arg):
 
 def _parse_to(d, to):
     """(transport, host, port, servername) tuples for one TO argument; a
-    host name stays a name here (resolved at start)."""
+    host name stays a name here (``resolve`` looks it up)."""
     trans, rest = names.split_transport(to)
     if trans not in ("dns", "tls", "https"):
         raise d.error("'%s' is not supported as a destination protocol in "
@@ -363,7 +361,7 @@ def _is_hostname(s):
     return "/" not in s and "%" not in s and names.is_domain_name(s)
 
 
-def _tls_options(material, servername, http):
+def tls_options(material, servername, http):
     """Twisted client TLS options: CoreDNS's tls argument forms
     (``material``: trust root and client certificate), TLS 1.2 at least,
     the server certificate verified against ``servername``; ALPN offers

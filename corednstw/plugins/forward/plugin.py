@@ -10,12 +10,12 @@ case back.
 
 import random
 import time
+from typing import Optional
 
 from twisted.internet import defer
 
 from corednstw.core import dnswire as w
-from corednstw.core import logger, metrics
-from corednstw.core.durations import format_duration
+from corednstw.core import metrics
 from corednstw.core.interfaces import IForwarderTap
 from corednstw.core.plugin import Plugin
 from corednstw.core.request import RawResponse, Response
@@ -26,16 +26,13 @@ from corednstw.engines.upstream import (
     error_text,
     matches,
     readable,
+    start_all,
+    stop_all,
     truncated,
 )
-from corednstw.plugins.forward.resolve import dedup, resolve
 
 #: The whole exchange (all attempts) gives up after this (CoreDNS: 5s).
 DEADLINE = 5.0
-#: A host name of TO that did not resolve at start is tried again after
-#: this long (CoreDNS would not start).
-RESOLVE_RETRY = 5.0
-
 HEALTHCHECK_BROKEN = metrics.counter(
     "coredns_forward_healthcheck_broken_total",
     "Counter of the number of complete failures of the healthchecks.")
@@ -72,17 +69,6 @@ class Forward(Plugin):
         self.clock = None
         #: The dnstap plugins of the block (FORWARDER_QUERY/RESPONSE).
         self.taps = ()
-        #: With host names in TO: the upstreams to make at start
-        #: ((transport, host or name, port, servername)), the ``resolver``
-        #: addresses and the maker of an Upstream.
-        self.to = ()
-        self.resolvers = None
-        self.make_upstream = None
-        #: Queries that came before the names were resolved, and why the
-        #: last resolution failed.
-        self.waiting = None
-        self.unresolved = "no upstream"
-        self.retry = None
 
     # -- life cycle -----------------------------------------------------------
 
@@ -91,89 +77,10 @@ class Forward(Plugin):
         self.reactor = app.reactor
         self.clock = getattr(app.reactor, "seconds", app.clock)
         self.taps = tuple(self.block.find(IForwarderTap))
-        if self.to:
-            return self._resolve()
-        self._start_upstreams()
-        return None
-
-    def _start_upstreams(self):
-        for p in self.upstreams:
-            p.start(self.reactor, self.clock)
+        start_all(self.upstreams, self.reactor, self.clock)
 
     def stop(self):
-        if self.retry is not None and self.retry.active():
-            self.retry.cancel()
-        for _req, d, timer in self.waiting or ():
-            if not d.called:
-                timer.cancel()
-                d.callback(Response(w.SERVFAIL))
-        self.waiting = None
-        self.to = ()
-        ds = [p.stop() for p in self.upstreams]
-        ds = [d for d in ds if isinstance(d, defer.Deferred)]
-        return defer.DeferredList(ds) if ds else None
-
-    # -- host names in TO -----------------------------------------------------
-
-    def _resolve(self):
-        """Resolve the host names of TO, then make and start the upstreams
-        and serve the queries that waited.  The Deferred fires when done
-        (it never fails: a failure is logged and retried)."""
-        self.retry = None
-        self.unresolved = None
-        if self.waiting is None:
-            self.waiting = []
-        d = resolve(self.reactor, self.to, self.resolvers)
-        return d.addCallbacks(self._resolved, self._unresolved)
-
-    def _resolved(self, to):
-        if not self.to:
-            return  # stopped meanwhile
-        self.upstreams = [self.make_upstream(*h) for h in dedup(to)]
-        self._start_upstreams()
-        waiting, self.waiting = self.waiting, None
-        for req, d, timer in waiting or ():
-            if d.called:
-                continue
-            timer.cancel()
-            r = self.serve(req)
-            if isinstance(r, defer.Deferred):
-                r.chainDeferred(d)
-            else:
-                d.callback(r)
-
-    def _unresolved(self, failure):
-        if not self.to:
-            return
-        self.unresolved = failure.getErrorMessage()
-        logger.error("forward", "%s (trying again in %s)" % (
-            self.unresolved, format_duration(RESOLVE_RETRY)))
-        waiting, self.waiting = self.waiting, []
-        for _req, d, timer in waiting or ():
-            if not d.called:
-                timer.cancel()
-                d.callback(self._no_upstream())
-        self.retry = self.reactor.callLater(RESOLVE_RETRY, self._resolve)
-
-    def _no_upstream(self):
-        r = Response(w.SERVFAIL)
-        r.error = self.unresolved
-        return r
-
-    def _wait(self, req):
-        """A query that came before the names of TO were resolved."""
-        if self.unresolved is not None or self.waiting is None:
-            return self._no_upstream()
-        d = defer.Deferred()
-        # Never longer than a forwarded query may take.
-        timer = self.reactor.callLater(DEADLINE, self._too_late, d)
-        self.waiting.append((req, d, timer))
-        return d
-
-    def _too_late(self, d):
-        r = Response(w.SERVFAIL)
-        r.error = "host names of TO not resolved yet"
-        d.callback(r)
+        return stop_all(self.upstreams)
 
     # -- matching -------------------------------------------------------------
 
@@ -210,8 +117,6 @@ class Forward(Plugin):
     def serve(self, req):
         if not self.match(req.qname):
             return self.next.serve(req)
-        if not self.upstreams:
-            return self._wait(req)
         if self.max_concurrent:
             if self.concurrent >= self.max_concurrent:
                 MAX_CONCURRENT_REJECTS.inc()
@@ -258,7 +163,7 @@ class _Query:
         self.max_attempts = 2 * n if f.max_attempts is None else \
             f.max_attempts
         self.deadline = f.clock() + DEADLINE
-        self.d = defer.Deferred()
+        self.d: defer.Deferred[Optional[Response]] = defer.Deferred()
         self.err = None
         self.tries = 0
         self.force_tcp = False

@@ -1,20 +1,21 @@
-"""Host names in forward's TO, resolved when the plugin starts (CoreDNS's
-resolve.go).
+"""Host names in forward's TO, resolved while the Corefile is read, as
+CoreDNS 1.14's resolve.go does: a name that gives no address refuses the
+Corefile (``failed to resolve "NAME": ...``), at start, on reload and
+under ``--check`` alike.
 
 With ``resolver`` the names are asked of those servers, in order: A then
 AAAA of one server, the next server only when that one fails or knows
 no address.  An answer with no address (NXDOMAIN, SERVFAIL, NODATA) is
 not an error, only a network failure is.  Without ``resolver`` the
-system's resolver is used (getaddrinfo in Twisted's thread pool: the
-reactor never waits).
-
-twisted.names is imported only when a name is asked of ``resolver``
-servers: most Corefiles give addresses, and it is 5 ms of every start.
+system's resolver (getaddrinfo) is asked.  Both wait, as CoreDNS's setup
+waits: a reload with host names holds the event loop until they are
+resolved (2 seconds per server and type at most with ``resolver``).
 """
 
 import socket
 
-from twisted.internet import defer, threads
+import dns.exception
+import dns.rdatatype
 
 #: Each lookup of a name (A or AAAA) waits this long for a server.
 TIMEOUT = 2.0
@@ -33,49 +34,43 @@ def dedup(hosts):
     return seen
 
 
-@defer.inlineCallbacks
-def resolve(reactor, to, resolvers):
+def resolve(to, resolvers):
     """``to`` (transport, host, port, servername) with every host name
-    replaced by one entry per address it has, in order."""
+    replaced by one entry per address it has, in order; ResolveError for
+    a name without one."""
     out = []
     for trans, host, port, sni in to:
-        if _is_ip(host):
+        if is_ip(host):
             out.append((trans, host, port, sni))
             continue
-        ips = yield lookup(reactor, host, resolvers)
-        out.extend((trans, ip, port, sni) for ip in ips)
+        out.extend((trans, ip, port, sni) for ip in lookup(host, resolvers))
     return out
 
 
-def lookup(reactor, name, resolvers):
-    """Deferred list of the addresses of ``name``, or ResolveError."""
-    if resolvers:
-        d = _ask_servers(reactor, name, resolvers)
-    else:
-        d = _ask_system(reactor, name)
+def lookup(name, resolvers):
+    """The addresses of ``name``, or ResolveError."""
+    try:
+        if resolvers:
+            return _ask_servers(name, resolvers)
+        return _ask_system(name)
+    except (ResolveError, OSError, UnicodeError) as e:
+        # UnicodeError: a name the IDNA codec cannot encode.
+        raise ResolveError('failed to resolve "%s": %s' % (name, _text(e))) \
+            from e
 
-    def failed(f):
-        raise ResolveError('failed to resolve "%s": %s'
-                           % (name, f.getErrorMessage()))
-    return d.addErrback(failed)
 
-
-@defer.inlineCallbacks
-def _ask_servers(reactor, name, resolvers):
-    from twisted.names import client  # see the module docstring
-    from twisted.names import dns as tdns
+def _ask_servers(name, resolvers):
     last = None
     for server in resolvers:
-        r = client.Resolver(servers=[server], reactor=reactor)
         ips = []
         try:
-            ips.extend((yield _addresses(r, name, tdns.A)))
-        except Exception as e:
+            ips.extend(_addresses(server, name, dns.rdatatype.A))
+        except (OSError, dns.exception.DNSException) as e:
             last = e
             continue
         try:
-            ips.extend((yield _addresses(r, name, tdns.AAAA)))
-        except Exception as e:
+            ips.extend(_addresses(server, name, dns.rdatatype.AAAA))
+        except (OSError, dns.exception.DNSException) as e:
             if ips:
                 return ips
             last = e
@@ -88,46 +83,41 @@ def _ask_servers(reactor, name, resolvers):
     raise ResolveError('no addresses found for "%s"' % name)
 
 
-@defer.inlineCallbacks
-def _addresses(r, name, qtype):
-    """The addresses in one answer of server ``r`` (none for an error
-    rcode)."""
-    from twisted.names import dns as tdns
-    from twisted.names import error
-    try:
-        answers, _auth, _add = yield r.query(
-            tdns.Query(name, qtype, tdns.IN), timeout=(TIMEOUT,))
-    except (error.DomainError, error.AuthoritativeDomainError,
-            error.DNSServerError, error.DNSNameError,
-            error.DNSQueryRefusedError, error.DNSNotImplementedError,
-            error.DNSFormatError):
-        return []           # answers that only mean "no address here"
-    return [rr.payload.dottedQuad() if qtype == tdns.A
-            else socket.inet_ntop(socket.AF_INET6, rr.payload.address)
-            for rr in answers if rr.type == qtype]
+def _addresses(server, name, qtype):
+    """The addresses in one answer of ``server`` (ip, port): none for an
+    error rcode, as miekg's Exchange returns those answers."""
+    # dnspython's query module loads its QUIC and HTTPS clients: only a
+    # Corefile naming resolvers pays for them.
+    import dns.message
+    import dns.query
+    q = dns.message.make_query(name.rstrip(".") + ".", qtype)
+    r = dns.query.udp(q, server[0], timeout=TIMEOUT, port=server[1])
+    return [rd.address for rrset in r.answer if rrset.rdtype == qtype
+            for rd in rrset]
+
+
+def _ask_system(name):
+    seen = []
+    for _f, _t, _p, _c, addr in socket.getaddrinfo(name, None, 0,
+                                                   socket.SOCK_STREAM):
+        if addr[0] not in seen:
+            seen.append(addr[0])
+    if not seen:
+        raise ResolveError('no addresses found for "%s"' % name)
+    return seen
 
 
 def _text(exc):
-    from twisted.names import error
-    if isinstance(exc, (defer.TimeoutError, error.DNSQueryTimeoutError)):
+    if isinstance(exc, ResolveError):
+        return str(exc)
+    if isinstance(exc, dns.exception.Timeout):
         return "i/o timeout"
+    if isinstance(exc, socket.gaierror):
+        return "lookup: %s" % exc.strerror
     return str(exc) or exc.__class__.__name__
 
 
-def _ask_system(reactor, name):
-    def run():
-        seen = []
-        for _f, _t, _p, _c, addr in socket.getaddrinfo(
-                name, None, 0, socket.SOCK_STREAM):
-            if addr[0] not in seen:
-                seen.append(addr[0])
-        if not seen:
-            raise ResolveError('no addresses found for "%s"' % name)
-        return seen
-    return threads.deferToThreadPool(reactor, reactor.getThreadPool(), run)
-
-
-def _is_ip(host):
+def is_ip(host):
     for family in (socket.AF_INET, socket.AF_INET6):
         try:
             socket.inet_pton(family, host)

@@ -14,6 +14,8 @@ from corednstw.engines.upstream.addresses import (
 from corednstw.plugins.grpc.plugin import GRPC
 
 MAX_UPSTREAMS = 15
+#: A TO on a Unix socket: grpcio's target syntax, as CoreDNS's.
+UNIX = "unix://"
 
 
 def setup(d, block):
@@ -73,8 +75,13 @@ class _OptionReader:
 
 
 def _parse_to(d, to):
-    """(host, port) pairs of one TO: an address (port 53 unless given) or
-    a resolv.conf file, as CoreDNS's HostPortOrFile."""
+    """(host, port) pairs of one TO: an address (port 53 unless given), a
+    resolv.conf file, or ``unix://PATH`` (a socket, port None), as
+    CoreDNS's HostPortOrFile."""
+    if to.startswith(UNIX):
+        if len(to) == len(UNIX):
+            raise d.error('invalid address: "%s"' % to)
+        return [(to, None)]
     host, port = split_host_port(to)
     if host is not None and is_ip(host):
         return [(host, int(port) if port else 53)]

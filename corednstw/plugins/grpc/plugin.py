@@ -17,6 +17,7 @@ coredns_grpc_request_duration_seconds{to}.
 
 import random
 import time
+from typing import Optional
 
 from twisted.internet import defer
 
@@ -46,12 +47,16 @@ DURATION = metrics.histogram(
 
 
 class Upstream:
-    """One TO: a grpcio channel and the unary call on it."""
+    """One TO: a grpcio channel and the unary call on it.  ``port`` None:
+    ``host`` is a whole target (``unix:///run/dns.sock``)."""
 
     def __init__(self, host, port, credentials, servername):
         import grpc
-        self.label = "%s:%d" % (host if ":" not in host else
-                                "[%s]" % host, port)
+        if port is None:
+            self.label = host
+        else:
+            self.label = "%s:%d" % (host if ":" not in host else
+                                    "[%s]" % host, port)
         options = []
         if servername:
             options.append(("grpc.ssl_target_name_override", servername))
@@ -114,7 +119,7 @@ class GRPC(Plugin):
     def serve(self, req):
         if not self.match(req.qname) or not self.upstreams:
             return self.next.serve(req)
-        d = defer.Deferred()
+        d: defer.Deferred[Optional[Response]] = defer.Deferred()
         deadline = time.monotonic() + TIMEOUT
         self._try(req, self.ordered(), d, None, deadline)
         return d

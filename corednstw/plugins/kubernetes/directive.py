@@ -160,7 +160,8 @@ def _kubeconfig(c, k, block):
 
 
 def _multicluster(c, k, block):
-    k.multicluster = zones_from_args(c.args, _NoBlock)
+    # without zones it names none (not the block's keys)
+    k.multicluster = zones_from_args(c.args, block) if c.args else []
 
 
 def _startup_timeout(c, k, block):
@@ -299,8 +300,3 @@ def kubeconfig_error(path, context=None):
     if not clusters[cluster].get("server"):
         return "invalid configuration: cluster has no server defined"
     return None
-
-
-class _NoBlock:
-    """multicluster without zones names none (not the block's keys)."""
-    zones = ()

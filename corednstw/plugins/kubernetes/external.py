@@ -11,6 +11,8 @@ address), ``ttl`` the kubernetes plugin's TTL.  For a reverse lookup
 ``host`` is ``service.namespace`` and ``target`` empty.
 """
 
+from typing import Any
+
 from corednstw.core import dnswire as w
 from corednstw.core.interfaces import (
     EXTERNAL_ENDPOINT,
@@ -128,7 +130,7 @@ def services(k, zone, headless):
     ports, by (``_port._proto`` owner, EXTERNAL_PORT_PROTOCOL) with the
     endpoint's name as host."""
     svcs = []
-    groups = {}
+    groups: dict[tuple[str, str], list[Any]] = {}
     store = k.store
     ttl = k.ttl
     for key in sorted(store.services):

@@ -4,6 +4,8 @@ the backend_lookup rules they rely on) and the life cycle of its watches
 that keep the watches).  Answers off the address path are in
 ``answers``, query-name parsing in ``names``."""
 
+from typing import Optional
+
 from twisted.internet import defer
 from zope.interface import implementer
 
@@ -80,12 +82,15 @@ class Kubernetes(Watching, Plugin):
         self.upstream = None        # None: through the server itself
         self.transfer_to = []       # kubernetes' own ``transfer to``
         self._xfr = None
-        self.store = None
+        #: made by the first start (prestart), or inherited
+        self.store: Optional[st.Store] = None
         self.local_ips = []
         self.watchers = []
         self._inherited = False
         self._soa = {}
-        self._fast = ({}, {})       # A, AAAA: qname -> rdata list
+        # A, AAAA: qname -> rdata list
+        self._fast: tuple[dict[str, list[bytes]], dict[str, list[bytes]]] = (
+            {}, {})
         self._fast_version = -1
         self._held = None           # Deferreds of queries waiting for sync
         self.autopath_search = []   # the host's search list (autopath)
@@ -200,7 +205,7 @@ class Kubernetes(Watching, Plugin):
         asked again (CoreDNS does not listen before the sync, so no
         client gets a negative answer the lists had not yet ruled out).
         After the timeout, unsynced NXDOMAINs become SERVFAIL."""
-        d = defer.Deferred()
+        d: defer.Deferred[None] = defer.Deferred()
         reactor = self.reactor
         start = reactor.seconds()
         state = {"log": start + 0.5}
@@ -209,7 +214,9 @@ class Kubernetes(Watching, Plugin):
         def check():
             if d.called:
                 return
-            if self.store.synced:
+            store = self.store
+            assert store is not None    # start() watches before waiting
+            if store.synced:
                 self._release()
                 d.callback(None)
                 return
@@ -240,7 +247,7 @@ class Kubernetes(Watching, Plugin):
         held = self._held
         if held is None or len(held) >= HOLD_MAX:
             return None
-        d = defer.Deferred()
+        d: defer.Deferred[None] = defer.Deferred()
         held.append(d)
         return d.addCallback(lambda _: self.serve(req))
 
@@ -256,11 +263,13 @@ class Kubernetes(Watching, Plugin):
     # -- serving --------------------------------------------------------------
 
     def serve(self, req):
+        store = self.store
+        assert store is not None        # queries come once started
         qtype = req.qtype
         if qtype == w.A or qtype == w.AAAA:
             # Answers of plain service names seen since the store last
             # changed: one dict lookup (filled by the fast path below).
-            if self.store.version == self._fast_version:
+            if store.version == self._fast_version:
                 rds = self._fast[qtype == w.AAAA].get(req.qname)
                 if rds is not None:
                     name = req.name
@@ -270,7 +279,7 @@ class Kubernetes(Watching, Plugin):
                                     plugin="kubernetes")
             else:
                 self._fast = ({}, {})
-                self._fast_version = self.store.version
+                self._fast_version = store.version
         qname = req.qname
         zone = match(self.zones, qname)
         if zone is None:
@@ -288,7 +297,6 @@ class Kubernetes(Watching, Plugin):
         base = qname[:-len(zone) - 1] if qname != zone else ""
         if zone == ".":
             base = qname[:-1]
-        store = self.store
         # Fast path: A/AAAA of a plain service name.
         if (qtype == w.A or qtype == w.AAAA) and base.endswith(".svc") and \
                 base.count(".") == 2 and zone not in self.multicluster \
@@ -315,7 +323,9 @@ class Kubernetes(Watching, Plugin):
 
     def _addresses(self, svc, qtype):
         """A or AAAA rdata of a service's plain name (cached per service)."""
-        cache = self.store.cache
+        store = self.store
+        assert store is not None        # queries come once started
+        cache = store.cache
         key = (svc.name, svc.ns)
         entry = cache.get(key)
         if entry is None:
@@ -330,7 +340,9 @@ class Kubernetes(Watching, Plugin):
             return a, aaaa
         a, aaaa, seen = [], [], set()
         if self.endpoints:
-            for sl in self.store.slices_of(svc.name, svc.ns):
+            store = self.store
+            assert store is not None    # queries come once started
+            for sl in store.slices_of(svc.name, svc.ns):
                 if not sl.ports:
                     continue
                 for e in sl.eps:
@@ -367,6 +379,7 @@ class Kubernetes(Watching, Plugin):
     def serial(self, zone):
         """The SOA serial: the Unix time of the last change."""
         store = self.store
+        assert store is not None        # asked once started
         return (store.mc_modified if zone in self.multicluster
                 else store.modified) & 0xFFFFFFFF
 
@@ -461,7 +474,9 @@ class Kubernetes(Watching, Plugin):
     def exposed(self, ns):
         if self.namespaces and ns not in self.namespaces:
             return False
-        return ns in self.store.namespaces
+        store = self.store
+        assert store is not None        # queries come once started
+        return ns in store.namespaces
 
     def _pods(self, r):
         mode = self.pod_mode
@@ -479,8 +494,10 @@ class Kubernetes(Watching, Plugin):
             if a is None:
                 return NAME_ERROR
             return [(a[1], text, a[2], 0, None)]
+        store = self.store
+        assert store is not None        # queries come once started
         out = []
-        for key in self.store.pods_by_ip.get(text, ()):
+        for key in store.pods_by_ip.get(text, ()):
             if key[1] == r.namespace and a is not None:
                 out.append((a[1], text, a[2], 0, None))
         return out or NAME_ERROR
@@ -490,6 +507,7 @@ class Kubernetes(Watching, Plugin):
         if not r.service:
             return []
         store = self.store
+        assert store is not None        # queries come once started
         key = (r.service, r.namespace)
         svc = (store.imports if mc else store.services).get(key)
         if svc is None:
@@ -564,7 +582,7 @@ class Kubernetes(Watching, Plugin):
             found = self._services(qname, zone, zcase, base, qtype)
         if found == NAME_ERROR:
             return NAME_ERROR, [], [], False
-        records = []
+        records: list[w.RR] = []
         pending = []
         seen = set()
         for t, host, rd, _, _ in found:
@@ -604,13 +622,10 @@ class Kubernetes(Watching, Plugin):
         ds = []
         for _, cname, target in pending:
             if isinstance(target, defer.Deferred):
-                ds.append(target.addCallback(
-                    lambda o, c=cname: ([c] + o[1], False)
-                    if o[0] == 0 and o[1] else None))
+                ds.append(target.addCallback(_after_cname, cname))
             else:
                 ds.append(lookup(target, qtype, parent=req).addCallback(
-                    lambda r, c=cname: None if r is None
-                    else ([c] + list(r.answer), r.tc)))
+                    _after_cname_upstream, cname))
 
         def done(results):
             out = list(records)
@@ -691,7 +706,9 @@ class Kubernetes(Watching, Plugin):
 
     def _client_pod(self, ip):
         store = self.store
-        keys = store.pods_by_ip.get(ip) if store is not None else None
+        if store is None:
+            return None
+        keys = store.pods_by_ip.get(ip)
         if not keys:
             return None
         return store.pods.get(min(keys))
@@ -710,7 +727,9 @@ class Kubernetes(Watching, Plugin):
         return ext.services(self, zone, headless)
 
     def external_serial(self, zone):
-        return self.store.ext_modified & 0xFFFFFFFF
+        store = self.store
+        assert store is not None        # asked once started
+        return store.ext_modified & 0xFFFFFFFF
 
     # -- metadata (the metadata plugin's interface) ---------------------------
 
@@ -769,3 +788,17 @@ def _host_search():
 
 def _join(label, zone):
     return label + "." if zone == "." else label + "." + zone
+
+
+def _after_cname(out, cname):
+    """A CNAME followed inside the plugin: its records after ``cname``
+    (no truncation), or None when the target had none."""
+    return ([cname] + out[1], False) if out[0] == 0 and out[1] else None
+
+
+def _after_cname_upstream(resp, cname):
+    """A CNAME followed through the server or the upstream: its answer
+    after ``cname``, and whether it was truncated; None without one."""
+    if resp is None:
+        return None
+    return [cname] + list(resp.answer), resp.tc

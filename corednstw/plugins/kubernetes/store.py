@@ -10,6 +10,7 @@ becomes a record.
 
 import datetime
 import time
+from typing import Any
 
 from corednstw.core import logger, metrics
 from corednstw.engines.kubernetes.feed import Feed
@@ -37,6 +38,9 @@ RESOURCES = {
                 lambda o: rec.endpoint_slice(o, multicluster=True)),
 }
 
+#: A record's (name, namespace).
+Key = tuple[str, str]
+
 
 class Store(Feed):
     """Services, slices, namespaces, pods and ServiceImports, indexed."""
@@ -48,23 +52,31 @@ class Store(Feed):
         self.modified = 0
         self.mc_modified = 0
         self.ext_modified = 0       # services' external addresses
-        self.namespaces = {}        # name -> Namespace
-        self.services = {}          # (name, ns) -> Service
-        self.svc_by_ip = {}         # ip -> [(name, ns)]
-        self.svc_by_ext = {}        # external address -> [(name, ns)]
-        self.slices = {}            # (slice name, ns) -> Slice
-        self.svc_slices = {}        # (svc name, ns) -> {slice name: Slice}
-        self.ep_by_ip = {}          # ip -> {(slice name, ns)}
-        self.pods = {}              # (name, ns) -> Pod
-        self.pods_by_ip = {}        # ip -> {(name, ns)}
-        self.imports = {}           # (name, ns) -> Service (import)
-        self.mc_slices = {}         # (slice name, ns) -> Slice
-        self.mc_svc_slices = {}     # (svc name, ns) -> {slice name: Slice}
-        self.cache = {}             # (svc name, ns) -> answer cache
+        # Keys are (name, namespace) pairs.
+        self.namespaces: dict[str, rec.Namespace] = {}
+        self.services: dict[Key, rec.Service] = {}
+        self.svc_by_ip: dict[str, list[Key]] = {}
+        # external address -> services
+        self.svc_by_ext: dict[str, list[Key]] = {}
+        self.slices: dict[Key, rec.Slice] = {}
+        # (svc name, ns) -> {slice name: Slice}
+        self.svc_slices: dict[Key, dict[str, rec.Slice]] = {}
+        # ip -> {(slice name, ns)}
+        self.ep_by_ip: dict[str, set[Key]] = {}
+        self.pods: dict[Key, rec.Pod] = {}
+        self.pods_by_ip: dict[str, set[Key]] = {}
+        # ServiceImports, and their slices
+        self.imports: dict[Key, rec.Service] = {}
+        self.mc_slices: dict[Key, rec.Slice] = {}
+        self.mc_svc_slices: dict[Key, dict[str, rec.Slice]] = {}
+        # (svc name, ns) -> answer cache
+        self.cache: dict[Key, Any] = {}
         self.listeners = []         # callables(kind) after each change
-        self._tables = {SERVICES: self.services, SLICES: self.slices,
-                        NAMESPACES: self.namespaces, PODS: self.pods,
-                        IMPORTS: self.imports, MC_SLICES: self.mc_slices}
+        # kind -> its table (keys and values differ by kind)
+        self._tables: dict[str, dict[Any, Any]] = {
+            SERVICES: self.services, SLICES: self.slices,
+            NAMESPACES: self.namespaces, PODS: self.pods,
+            IMPORTS: self.imports, MC_SLICES: self.mc_slices}
 
     def _table(self, kind):
         return self._tables[kind]

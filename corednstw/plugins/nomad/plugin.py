@@ -3,6 +3,7 @@ registrations of ``SERVICE.NAMESPACE.<zone>`` and answers them as A, AAAA
 or SRV records, as CoreDNS's plugin does (no cache: put *cache* in front).
 """
 
+from typing import Optional
 from urllib.parse import quote
 
 from twisted.internet import defer
@@ -51,7 +52,7 @@ class Nomad(Plugin):
         self.region = region
         self.current = 0
         self.reachable = False
-        self.client = None
+        self.client: Optional[Client] = None     # while started
         self._timer = None
         self._retry = FIRST_RETRY
 
@@ -132,10 +133,13 @@ class Nomad(Plugin):
             query.append(("filter", self.filter))
         if self.region:
             query.append(("region", self.region))
-        url = self.client.url(self.addresses[idx],
-                              "/v1/service/" + quote(service, safe=""),
-                              query)
-        return self.client.get_json(url, self.headers())
+        client = self.client
+        if client is None:      # stopped while an agent was picked
+            return defer.fail(NoAgent("no Nomad client available: "
+                                      "stopped"))
+        url = client.url(self.addresses[idx],
+                         "/v1/service/" + quote(service, safe=""), query)
+        return client.get_json(url, self.headers())
 
     # -- serving ----------------------------------------------------------
 
@@ -160,7 +164,8 @@ class Nomad(Plugin):
         if not regs:
             FAILED.inc((req.server, namespace))
             return self._nxdomain(req, [], [])
-        answer, extra = [], []
+        answer: list[w.RR] = []
+        extra: list[w.RR] = []
         for reg in regs:
             problem = self._add(reg, req, answer, extra)
             if problem is not None:

@@ -20,6 +20,7 @@ import os
 import weakref
 
 from corednstw.core import logger, names
+from corednstw.core.config import Config
 from corednstw.engines.upstream import Upstream, hostport
 from corednstw.plugins.proxy import policy
 from corednstw.plugins.proxy.health import check_url
@@ -33,7 +34,7 @@ DEPRECATION = ("proxy was removed in CoreDNS 1.5.0; it runs here as "
                "(forward FROM TO...) instead")
 
 #: Configurations already warned about (one line per build).
-_warned = weakref.WeakSet()
+_warned: weakref.WeakSet[Config] = weakref.WeakSet()
 
 
 def setup(d, block):

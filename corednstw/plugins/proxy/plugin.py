@@ -10,6 +10,7 @@ connections, trying hosts until one answers, none is left up, or
 """
 
 import time
+from typing import Optional
 
 from twisted.internet import defer
 
@@ -203,8 +204,9 @@ class _Query:
         self.p = p
         self.g = g
         self.req = req
-        self.d = defer.Deferred()
-        self.host = None
+        self.d: defer.Deferred[Response] = defer.Deferred()
+        #: the host asked last, set by _next before it asks
+        self.host: Optional[policy.Host] = None
         self.start = p.clock()
         self.deadline = self.start + TRY_DURATION
         self.attempts = 0
@@ -251,6 +253,7 @@ class _Query:
 
     def reply(self, data, conn):
         host = self.host
+        assert host is not None     # a reply answers what _next asked
         host.conns -= 1
         req = self.req
         if len(data) > req.size and conn is not None and \
@@ -266,6 +269,7 @@ class _Query:
 
     def fail(self, exc, conn):
         host = self.host
+        assert host is not None     # a failure ends what _next asked
         if isinstance(exc, CachedClosed):
             # A pooled connection the upstream had closed: not the host's
             # fault, ask again on a fresh one.
@@ -288,7 +292,9 @@ class _Query:
         response address, the transport asked for, the time proxy started
         on the query; the messages carry the client's ID."""
         req = self.req
-        upstream = (self.host.proxy.host, self.host.proxy.port)
+        host = self.host
+        assert host is not None     # a query was asked of it
+        upstream = (host.proxy.host, host.proxy.port)
         reply = None
         for tap in self.p.taps:
             tap.tap_forwarder_query(req, upstream, req.data, self.proto,

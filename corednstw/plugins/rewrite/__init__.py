@@ -63,7 +63,7 @@ class Rewrite(Plugin):
             out = rule.apply(st, hit)
             if out is None:
                 continue
-            if st.renamed and not _valid(st.name):
+            if st.renamed and _wire(st.name) is None:
                 return _invalid(st.name)
             done = True
             responses.extend(out)
@@ -71,7 +71,7 @@ class Rewrite(Plugin):
                 break
         if not done:
             return self.next.serve(req)
-        new = req.copy(data=_query_bytes(req, st))
+        new = req.copy(data=_query_bytes(req, st), longest=LONGEST_NAME)
         return then(self.next.serve(new), self._respond, req, new, st,
                     responses)
 
@@ -139,12 +139,34 @@ class Rewrite(Plugin):
         return None
 
 
-def _valid(text):
+#: The longest question name a rule may make, in wire octets.  CoreDNS
+#: checks the new name with miekg's IsDomainName, whose count leaves out
+#: the root label and allows one octet over 256: names of 256 and 257
+#: octets pass, reach the next plugin (the file plugin answers NXDOMAIN
+#: for them) and never go on the wire, as the reply carries the client's
+#: question.
+LONGEST_NAME = 257
+
+
+def _wire(text):
+    """The wire form of a rewritten question name, or None when CoreDNS
+    refuses the name (an empty or over-long label, or longer than
+    LONGEST_NAME)."""
     try:
-        w.name_to_wire(text)
+        return w.name_to_wire(text)
     except ValueError:
-        return False
-    return True
+        pass
+    if "\\" in text or text in ("", "."):
+        return None
+    out = bytearray()
+    for label in text.rstrip(".").split("."):
+        b = label.encode("utf-8")
+        if not b or len(b) > 63:
+            return None
+        out.append(len(b))
+        out += b
+    out.append(0)
+    return bytes(out) if len(out) <= LONGEST_NAME else None
 
 
 def _invalid(text):
@@ -158,7 +180,7 @@ def _invalid(text):
 def _query_bytes(req, st):
     """The wire query with the State's question and OPT record."""
     data = req.data
-    qwire = w.name_to_wire(st.name) if st.renamed else req.qwire
+    qwire = _wire(st.name) if st.renamed else req.qwire
     head = data[:12]
     rest = data[req.qend:]
     if st.opts is not None:
@@ -274,9 +296,9 @@ def new_rule(args):
         if len(rest) != 2:
             raise ValueError("%s rules must have exactly two arguments"
                              % field)
-        make = simple.new_type_rule if field == "type" else \
+        make_field = simple.new_type_rule if field == "type" else \
             simple.new_class_rule
-        return make(mode, rest)
+        return make_field(mode, rest)
     make = _FIELDS.get(field)
     if make is None:
         raise ValueError('invalid rule type "%s"' % args[0])

@@ -188,10 +188,11 @@ class SubnetRule(Rule):
             return None
         if req.family == 1:
             bits = self.v4
-            if ip.version == 6:
-                ip = ip.ipv4_mapped
-                if ip is None:
+            if isinstance(ip, ipaddress.IPv6Address):
+                mapped = ip.ipv4_mapped
+                if mapped is None:
                     return None
+                ip = mapped
         else:
             bits = self.v6
             if ip.version == 4:

@@ -119,7 +119,7 @@ def parse_answers(kind, args):
     if len(args) < 2:
         raise ValueError("invalid arguments for %s rule" % kind)
     auto = False
-    rules = []
+    rules: list[NameResponse | ValueResponse] = []
     names = 0
     last = ""
     i = 0

@@ -9,6 +9,9 @@ rules to run on the way back (a list, maybe empty), or None when the rule
 turns out not to apply after all.
 """
 
+from collections.abc import Callable
+from typing import Any
+
 STOP, CONTINUE = "stop", "continue"
 
 
@@ -55,9 +58,13 @@ class Rule:
 
     def __init__(self, mode):
         self.stop = mode != CONTINUE
-
-    def match(self, q):
-        return True
+        #: ``match(q)``: an attribute, not a method, so that each kind
+        #: installs the test its arguments call for (match.matcher)
+        self.match: Callable[[Any], Any] = _always
 
     def apply(self, st, hit):
         return []
+
+
+def _always(q):
+    return True

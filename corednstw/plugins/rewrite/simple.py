@@ -35,10 +35,9 @@ class FieldRule(Rule):
         self.field = field
         self.frm = frm
         self.to = to
-        if not frm or not to:
-            self.match = _never
+        self.match = self._same if frm and to else _never
 
-    def match(self, q):
+    def _same(self, q):
         return getattr(q, self.field) == self.frm
 
     def apply(self, st, hit):

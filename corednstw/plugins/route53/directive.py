@@ -3,6 +3,7 @@
 credentials PROFILE [FILENAME]; fallthrough [ZONES...]; refresh DURATION
 }`` with CoreDNS's checks and messages."""
 
+import dataclasses
 import re
 
 from corednstw.core import logger
@@ -33,7 +34,7 @@ def setup(d, block):
         nonlocal refresh
         refresh = _refresh(c)
 
-    d.read_options({
+    as_read(d).read_options({
         "fallthrough": set_fall,
         "refresh": set_refresh,
         "upstream": lambda c: None,   # accepted and ignored, as CoreDNS
@@ -44,6 +45,29 @@ def setup(d, block):
         None: _unknown,
     }, unknown=None)
     return Route53(hosted, opts, refresh, fall)
+
+
+#: Options whose arguments CoreDNS reads one token at a time (NextArg),
+#: and how many at most: the tokens after them on the line are read as
+#: the next option (``credentials default file extra`` has the option
+#: ``extra``, refused as unknown).
+_TOKENS = {"credentials": 2, "aws_endpoint": 1, "refresh": 1}
+
+
+def as_read(d):
+    """``d`` with its option lines as CoreDNS's token reader sees them:
+    what an option leaves on its line begins another option."""
+    lines = []
+    for c in d.children:
+        n = _TOKENS.get(c.name)
+        while n is not None and len(c.args) > n:
+            lines.append(dataclasses.replace(c, args=c.args[:n],
+                                             children=[]))
+            c = dataclasses.replace(c, name=c.args[n], args=c.args[n + 1:],
+                                    children=[])
+            n = _TOKENS.get(c.name)
+        lines.append(c)
+    return dataclasses.replace(d, children=lines)
 
 
 def _zones(d):

@@ -12,7 +12,7 @@ ESCAPE = "\\"
 def unescape(s):
     """``s`` with its octal escapes decoded; ValueError as CoreDNS words
     it for an escape it refuses."""
-    out = []
+    out: list[str] = []
     while True:
         i = s.find(ESCAPE)
         if i < 0:

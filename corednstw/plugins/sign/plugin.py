@@ -8,7 +8,7 @@ again.  The log lines are CoreDNS's.
 
 import time
 
-from twisted.internet import task, threads
+from twisted.internet import defer, task, threads
 
 from corednstw.core import logger
 from corednstw.core.plugin import Plugin
@@ -66,7 +66,7 @@ class Sign(Plugin):
         self._busy.add(signer)
         pool = getattr(self.reactor, "getThreadPool", None)
         if pool is None:
-            d = task.defer.maybeDeferred(self.sign_and_log, signer, why)
+            d = defer.maybeDeferred(self.sign_and_log, signer, why)
         else:
             d = threads.deferToThreadPool(self.reactor, pool(),
                                           self.sign_and_log, signer, why)

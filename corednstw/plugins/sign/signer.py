@@ -212,7 +212,7 @@ def _authoritative(order, nodes, owire):
     """The names of ``order`` (canonical) at or above every zone cut:
     those get an NSEC and signatures; names below a delegation (glue)
     get neither."""
-    cuts = []
+    cuts: list[bytes] = []
     out = []
     for wire in order:
         if not is_sub(wire, owire):

@@ -126,7 +126,7 @@ class Trace(Plugin):
         self.stack = []
         self.reporter = None
         self.endpoint = {}
-        self._links = ()
+        self._links: tuple[Plugin, ...] = ()
 
     # -- life cycle -----------------------------------------------------------
 
@@ -149,7 +149,7 @@ class Trace(Plugin):
         """The plugins whose ``next`` gets a hop: this one and every later
         plugin of the chain but the last."""
         links = []
-        p = self
+        p: Plugin = self
         while p.next is not END and p.next is not None:
             links.append(p)
             p = p.next
@@ -171,8 +171,11 @@ class Trace(Plugin):
         set_value(req, METADATA_TRACE_ID, root.trace_id)
         self.stack.append(root)
         links = self._links
+        nexts = [p.next for p in links]
         for p in links:
-            p.next = _Hop(p.next, self)
+            # A hop stands in for the next plugin during this one query:
+            # it serves as the plugin does (Plugin.next is typed Plugin).
+            p.next = _Hop(p.next, self)  # type: ignore[assignment]
         try:
             result = self.next.serve(req)
         except Exception:
@@ -181,8 +184,8 @@ class Trace(Plugin):
             self.report(root)
             raise
         finally:
-            for p in links:
-                p.next = p.next.inner
+            for p, following in zip(links, nexts):
+                p.next = following
             self.stack.pop()
         return _when_done(result, self._finish_root, root, req)
 

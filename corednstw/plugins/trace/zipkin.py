@@ -11,6 +11,7 @@ started.
 import json
 from collections import deque
 from io import BytesIO
+from typing import Any
 
 from twisted.internet import defer, task
 from twisted.web.http_headers import Headers
@@ -35,7 +36,7 @@ class Reporter:
         self.max_backlog = max_backlog or MAX_BACKLOG
         self.max_batch = max_batch or MAX_BATCH
         self.interval = interval or INTERVAL
-        self.spans = deque()
+        self.spans: deque[dict[str, Any]] = deque()
         self.sent = 0
         self.dropped = 0
         self._loop = None
@@ -99,7 +100,9 @@ class Reporter:
         from twisted.web.client import FileBodyProducer, readBody
         body = json.dumps(batch, separators=(",", ":")).encode()
         headers = Headers({b"content-type": [b"application/json"]})
-        d = self._agent.request(b"POST", self.url, headers,
+        agent = self._agent
+        assert agent is not None    # flush() posts only with an agent
+        d = agent.request(b"POST", self.url, headers,
                                 FileBodyProducer(BytesIO(body)))
         d.addTimeout(TIMEOUT, self.reactor)
 

@@ -1,0 +1,1 @@
+"""Tests of the alternate package: ``trial corednstw_alternate``."""

@@ -1,0 +1,1 @@
+"""Tests of the fanout package: ``trial corednstw_fanout``."""

@@ -1,0 +1,1 @@
+"""Tests of the rpz package: ``trial corednstw_rpz``."""

@@ -1,0 +1,1 @@
+"""Tests of the rrl package: ``trial corednstw_rrl``."""

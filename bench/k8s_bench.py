@@ -46,7 +46,7 @@ import urllib.request
 import dns.message
 import dns.rdatatype
 
-from corednstw.plugins.kubernetes.watch import PAGE
+from corednstw.engines.kubernetes.watch import PAGE
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PY = os.path.join(ROOT, ".venv", "bin", "python")

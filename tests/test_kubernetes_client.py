@@ -12,7 +12,7 @@ import tempfile
 from twisted.internet import defer
 from twisted.trial import unittest
 
-from corednstw.plugins.kubernetes import client as kc
+from corednstw.engines.kubernetes import client as kc
 from tests.support import cases, tlsutil, util
 from tests.support import k8s_apiserver as k8s
 from tests.support.cases import Case

@@ -12,9 +12,10 @@ from twisted.internet import defer, reactor, task
 from twisted.trial import unittest
 
 from corednstw.core import metrics
+from corednstw.engines.kubernetes import feed
+from corednstw.engines.kubernetes import watch as wt
 from corednstw.plugins.kubernetes import records as rec
 from corednstw.plugins.kubernetes import store as st
-from corednstw.plugins.kubernetes import watch as wt
 from corednstw.service import stall
 from tests.support import k8s_apiserver as k8s
 from tests.support import util
@@ -375,10 +376,10 @@ class StoreBatchTest(unittest.TestCase):
         s.feed("begin", st.SERVICES)
         s.feed("apply", st.SERVICES, [("LIST", _svc(i)) for i in range(600)])
         s.feed("end", st.SERVICES)
-        self.assertEqual(len(s.services), st.BUDGET)
+        self.assertEqual(len(s.services), feed.BUDGET)
         self.assertFalse(s.synced)
         self.turn()
-        self.assertEqual(len(s.services), 2 * st.BUDGET)
+        self.assertEqual(len(s.services), 2 * feed.BUDGET)
         self.turn()
         self.assertEqual(len(s.services), 600)
         self.assertTrue(s.synced)
@@ -403,7 +404,7 @@ class StoreBatchTest(unittest.TestCase):
         s.stop()
         self.assertEqual(self.clock.getDelayedCalls(), [])
         s.feed("apply", st.SERVICES, [("LIST", _svc(1))])
-        self.assertEqual(len(s.services), st.BUDGET)
+        self.assertEqual(len(s.services), feed.BUDGET)
 
 
 class ListReaderTest(unittest.TestCase):
@@ -541,7 +542,8 @@ class OutageLogTest(unittest.TestCase):
     def test_api_errors_once_each(self):
         cap = util.capture_log(self)
         conn = wt.Connection({}, lambda f, *a: f(*a))
-        w = wt.Watcher(conn, st.Store(), st.SERVICES, lambda f, *a: f(*a))
+        w = wt.Watcher(conn, st.Store(), st.SERVICES, lambda f, *a: f(*a),
+                       *st.RESOURCES[st.SERVICES])
         w.failed(wt.APIError("HTTP 403: forbidden"))
         w.failed(wt.APIError("HTTP 403: forbidden"))
         w.failed(wt.APIError("HTTP 500: oops"))

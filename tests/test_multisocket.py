@@ -21,8 +21,8 @@ from corednstw import tap
 from corednstw.core import metrics
 from corednstw.plugins import multisocket
 from corednstw.service import multiproc
+from tests.support import contrib, tlsutil, util
 from tests.support import k8s_apiserver as k8s
-from tests.support import tlsutil, util
 from tests.support.util import TWISTD, free_port
 
 
@@ -160,6 +160,15 @@ KUBERNETES = """.:{port} {{
     multisocket {n}
     kubernetes cluster.local {{
         endpoint {api}
+    }}
+    prometheus 127.0.0.1:{mport}
+    ready 127.0.0.1:{rport}
+}}
+"""
+K8S_GATEWAY = """.:{port} {{
+    multisocket {n}
+    k8s_gateway example.com {{
+        kubeconfig {kubeconfig}
     }}
     prometheus 127.0.0.1:{mport}
     ready 127.0.0.1:{rport}
@@ -440,6 +449,31 @@ class GroupTest(unittest.TestCase):
         # Only the supervisor watches: one watch per kind, not three.
         watches = api.count("services", "watch")
         self.assertEqual(watches, 1)
+        out = self.stop()
+        self.assertEqual(self.proc.returncode, 0, out)
+
+    def test_k8s_gateway_data_reaches_workers(self):
+        """The add-on package's watches run in the supervisor too, and
+        its changes reach every worker."""
+        if not contrib.installed("corednstw_k8s_gateway"):
+            raise unittest.SkipTest(contrib.README_CHECK % "k8s_gateway")
+        api = k8s.APIServer().start()
+        self.addCleanup(api.stop)
+        api.add("ingresses", k8s.ingress("a", "default", ["a.example.com"],
+                                         ["192.0.2.1"]))
+        self.start(K8S_GATEWAY, kubeconfig=api.kubeconfig(self))
+
+        def address(want):
+            return lambda m: (m.rcode() == dns.rcode.NOERROR
+                              and [r.address for rr in m.answer
+                                   for r in rr] == [want])
+        self.assertTrue(self.all_answer(address("192.0.2.1"),
+                                        name="a.example.com."))
+        api.add("ingresses", k8s.ingress("b", "default", ["b.example.com"],
+                                         ["192.0.2.2"]))
+        self.wait_for(lambda: self.all_answer(address("192.0.2.2"),
+                                              name="b.example.com."))
+        self.assertEqual(api.count("ingresses", "watch"), 1)
         out = self.stop()
         self.assertEqual(self.proc.returncode, 0, out)
 

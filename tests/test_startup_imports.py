@@ -69,7 +69,7 @@ class ImportsTest(unittest.TestCase):
         loaded = [m for m in got["modules"] if m.split(".")[0] in
                   ("corednstw", "aioquic", "prometheus_client", "twisted",
                    "urllib3", "kubernetes")]
-        self.assertIn("corednstw.plugins.kubernetes.watch", loaded)
+        self.assertIn("corednstw.engines.kubernetes.watch", loaded)
         for name in LAZY:
             self.assertNotIn(name, loaded)
 

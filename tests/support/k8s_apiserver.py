@@ -18,26 +18,42 @@ import bisect
 import copy
 import gzip
 import json
+import os
 import socket
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlparse
 
-from corednstw.plugins.kubernetes import selector
+from corednstw.engines.kubernetes import selector
 
+_GW = "/apis/gateway.networking.k8s.io/"
 PATHS = {
     "/api/v1/services": "services",
     "/api/v1/namespaces": "namespaces",
     "/api/v1/pods": "pods",
+    "/api/v1/nodes": "nodes",
     "/apis/discovery.k8s.io/v1/endpointslices": "endpointslices",
     "/apis/multicluster.x-k8s.io/v1alpha1/serviceimports": "serviceimports",
+    "/apis/networking.k8s.io/v1/ingresses": "ingresses",
+    _GW + "v1/gateways": "gateways",
+    _GW + "v1/httproutes": "httproutes",
+    _GW + "v1/grpcroutes": "grpcroutes",
+    _GW + "v1/tlsroutes": "tlsroutes",
+    _GW + "v1alpha2/tlsroutes": "tlsroutes",
+    "/apis/externaldns.k8s.io/v1alpha1/dnsendpoints": "dnsendpoints",
 }
 KIND_NAMES = {
     "services": ("v1", "Service"), "namespaces": ("v1", "Namespace"),
-    "pods": ("v1", "Pod"),
+    "pods": ("v1", "Pod"), "nodes": ("v1", "Node"),
     "endpointslices": ("discovery.k8s.io/v1", "EndpointSlice"),
     "serviceimports": ("multicluster.x-k8s.io/v1alpha1", "ServiceImport"),
+    "ingresses": ("networking.k8s.io/v1", "Ingress"),
+    "gateways": ("gateway.networking.k8s.io/v1", "Gateway"),
+    "httproutes": ("gateway.networking.k8s.io/v1", "HTTPRoute"),
+    "grpcroutes": ("gateway.networking.k8s.io/v1", "GRPCRoute"),
+    "tlsroutes": ("gateway.networking.k8s.io/v1", "TLSRoute"),
+    "dnsendpoints": ("externaldns.k8s.io/v1alpha1", "DNSEndpoint"),
 }
 
 
@@ -56,7 +72,7 @@ def _meta(name, ns=None, labels=None, annotations=None):
 
 def service(name, ns, ips=("10.0.0.1",), ports=(("http", "TCP", 80),),
             type="ClusterIP", external=None, labels=None, pna=False,
-            external_ips=(), ingress=()):
+            external_ips=(), ingress=(), annotations=None):
     """A Service; ``ips=("None",)`` makes it headless.  ``ingress``: the
     load balancer's entries, an address or a host name each."""
     spec = {"type": type, "ports": [
@@ -72,12 +88,64 @@ def service(name, ns, ips=("10.0.0.1",), ports=(("http", "TCP", 80),),
         spec["publishNotReadyAddresses"] = True
     if external_ips:
         spec["externalIPs"] = list(external_ips)
-    obj = {"metadata": _meta(name, ns, labels), "spec": spec}
+    obj = {"metadata": _meta(name, ns, labels, annotations), "spec": spec}
     if ingress:
-        obj["status"] = {"loadBalancer": {"ingress": [
-            {"hostname" if any(c.isalpha() for c in x) and ":" not in x
-             else "ip": x} for x in ingress]}}
+        obj["status"] = {"loadBalancer": {"ingress": _lb(ingress)}}
     return obj
+
+
+def _lb(entries):
+    """Load balancer ingress entries: an address or a host name each."""
+    return [{"hostname" if any(c.isalpha() for c in x) and ":" not in x
+             else "ip": x} for x in entries]
+
+
+def ingress(name, ns, hosts, addresses=(), cls=None, labels=None):
+    """An Ingress with a rule per host; ``addresses`` its load balancer's
+    (addresses or host names)."""
+    spec = {"rules": [{"host": h} for h in hosts]}
+    if cls is not None:
+        spec["ingressClassName"] = cls
+    obj = {"metadata": _meta(name, ns, labels), "spec": spec}
+    if addresses:
+        obj["status"] = {"loadBalancer": {"ingress": _lb(addresses)}}
+    return obj
+
+
+def gateway(name, ns, addresses=(), cls="example"):
+    """A Gateway; ``addresses`` in its status (an address, else a host
+    name)."""
+    return {"metadata": _meta(name, ns),
+            "spec": {"gatewayClassName": cls, "listeners": [
+                {"name": "http", "port": 80, "protocol": "HTTP"}]},
+            "status": {"addresses": [
+                {"type": "Hostname" if any(c.isalpha() for c in x)
+                 and ":" not in x else "IPAddress", "value": x}
+                for x in addresses]}}
+
+
+def route(name, ns, hostnames, parents, labels=None):
+    """An HTTPRoute, GRPCRoute or TLSRoute: ``parents`` are Gateway
+    names, or (namespace, name)."""
+    refs = []
+    for p in parents:
+        refs.append({"name": p[1], "namespace": p[0]} if isinstance(
+            p, tuple) else {"name": p})
+    return {"metadata": _meta(name, ns, labels),
+            "spec": {"hostnames": list(hostnames), "parentRefs": refs}}
+
+
+def dns_endpoint(name, ns, endpoints, labels=None):
+    """A DNSEndpoint: ``endpoints`` are (dnsName, recordType, targets)."""
+    return {"metadata": _meta(name, ns, labels), "spec": {"endpoints": [
+        {"dnsName": n, "recordType": t, "targets": list(targets)}
+        for n, t, targets in endpoints]}}
+
+
+def node(name, addresses):
+    """A Node; ``addresses`` are (type, address)."""
+    return {"metadata": _meta(name), "status": {"addresses": [
+        {"type": t, "address": a} for t, a in addresses]}}
 
 
 def endpoint(addresses, hostname=None, ready=True, target=None, zone=None):
@@ -154,6 +222,7 @@ class APIServer:
         self.gzip = False           # lists gzipped when the client asks
         self.scheme = "http"
         self.list_gate = None       # a threading.Event lists wait for
+        self.hidden = set()         # paths answered 404 (a CRD absent)
         self.bookmark_every = None  # seconds between BOOKMARKs
         self.httpd = None
         self.closing = False
@@ -182,6 +251,14 @@ class APIServer:
     def url(self):
         h, p = self.httpd.server_address[:2]
         return "%s://%s:%d" % (self.scheme, h, p)
+
+    def kubeconfig(self, testcase):
+        """The absolute path of a kubeconfig (no credentials) for this
+        server, in ``testcase``'s temporary directory."""
+        path = os.path.abspath(testcase.mktemp())
+        with open(path, "w") as f:
+            f.write(_KUBECONFIG % self.url)
+        return path
 
     def stop(self):
         if self.list_gate is not None:
@@ -329,7 +406,7 @@ class _Handler(BaseHTTPRequestHandler):
         u = urlparse(self.path)
         kind = PATHS.get(u.path)
         q = {k: v[-1] for k, v in parse_qs(u.query).items()}
-        if kind is None:
+        if kind is None or u.path in self.api.hidden:
             return self._json(404, _status(404, "the server could not find "
                                            "the requested resource"))
         try:
@@ -470,6 +547,25 @@ class _Handler(BaseHTTPRequestHandler):
     def _end(self):
         self.wfile.write(b"0\r\n\r\n")
         self.wfile.flush()
+
+
+_KUBECONFIG = """\
+apiVersion: v1
+kind: Config
+current-context: test
+clusters:
+- name: test
+  cluster:
+    server: %s
+contexts:
+- name: test
+  context:
+    cluster: test
+    user: test
+users:
+- name: test
+  user: {}
+"""
 
 
 def _status(code, message, reason="NotFound"):

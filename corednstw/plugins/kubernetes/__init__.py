@@ -5,9 +5,8 @@ The package: ``plugin`` (the Kubernetes plugin: answers and life cycle),
 ``directive`` (parsing the Corefile stanza), ``answers`` (PTR, NS and
 zone transfer records), ``names`` (query-name parsing), ``records``
 (JSON to compact records), ``store`` (the indexed view on the reactor
-thread), ``watch`` (list/watch threads and the REST client metrics),
-``selector`` (label selectors), ``upstream`` (the old ``upstream
-ADDRESS...`` resolvers).
+thread, fed by the list/watch threads of ``engines.kubernetes``),
+``upstream`` (the old ``upstream ADDRESS...`` resolvers).
 """
 
 from corednstw.plugins.kubernetes.directive import setup

@@ -8,8 +8,8 @@ import os
 
 from corednstw.core import logger
 from corednstw.core.plugin import Fallthrough, zones_from_args
+from corednstw.engines.kubernetes import selector as sel
 from corednstw.engines.transfer import parse_peer
-from corednstw.plugins.kubernetes import selector as sel
 from corednstw.plugins.kubernetes import upstream as up
 from corednstw.plugins.kubernetes.names import is_reverse
 from corednstw.plugins.kubernetes.plugin import Kubernetes

@@ -24,13 +24,14 @@ from corednstw.core.interfaces import (
 from corednstw.core.names import is_subdomain
 from corednstw.core.plugin import Plugin, is_deferred, match
 from corednstw.core.request import Response
+from corednstw.engines.kubernetes import watch as wt
+from corednstw.engines.kubernetes.feed import Watching
 from corednstw.engines.system import read_search
 from corednstw.engines.transfer import Outgoing
 from corednstw.plugins.kubernetes import answers
 from corednstw.plugins.kubernetes import external as ext
 from corednstw.plugins.kubernetes import records as rec
 from corednstw.plugins.kubernetes import store as st
-from corednstw.plugins.kubernetes import watch as wt
 from corednstw.plugins.kubernetes.answers import SRV_HEADER
 from corednstw.plugins.kubernetes.names import (
     NAME_ERROR,
@@ -52,7 +53,7 @@ HOLD_MAX = 10000
 
 @implementer(IReadiness, ITransferer, IMetadataProvider, IInheritable,
              IAutoPather, IExternal, IFedData)
-class Kubernetes(Plugin):
+class Kubernetes(Watching, Plugin):
     """The plugin: its options (set by the directive), its store and
     watches, and the answers from them."""
 
@@ -106,27 +107,9 @@ class Kubernetes(Plugin):
 
     # -- life cycle -----------------------------------------------------------
 
-    def inherit(self, old):
-        """Take over the watches and the store of ``old``, the same
-        directive in an unchanged block before a reload: no relist."""
-        if old.store is None or not old.watchers:
-            return False
-        self.store = old.store
-        self.watchers, old.watchers = old.watchers, []
-        self._inherited = True
-        return True
-
-    def fed_stores(self):
-        return [self.store] if self.store is not None else []
-
     def worker_init(self):
-        """A multisocket worker: the store came with the fork, the
-        supervisor sends its changes; start() sets up the rest only."""
-        self.watchers = []
-        self._inherited = self.store is not None
+        super().worker_init()
         self._timer = None
-        if self.store is not None:
-            self.store.after_fork()
 
     def prestart(self):
         """The first start of the server: the lists begin now, so the
@@ -180,7 +163,8 @@ class Kubernetes(Plugin):
         return st.Store(kinds)
 
     def _watch_args(self, kind):
-        args = {}
+        path, parse = st.RESOURCES[kind]
+        args = {"path": path, "parse": parse}
         if kind in (st.SERVICES, st.SLICES, st.PODS):
             args["selector"] = self.labels
         if kind == st.NAMESPACES:

@@ -1,58 +1,53 @@
 """The plugin's view of the cluster, on the reactor thread.
 
-Watch threads hand over pages and event batches (``callFromThread``);
-everything here runs on the reactor, so queries read plain dicts without
-locks.  A relist marks what each page brings and sweeps the rest at the
-end: one store, no copy.
-
-Work from the watch threads goes through ``feed``: a queue drained at most
-``BUDGET`` records per reactor turn, the rest in the next turn, so a burst
-(a relist, a storm of events) never holds the reactor for long.
+Watch threads hand over pages and event batches through the engine's
+``feed.Feed`` (the queue drained a budget per reactor turn, relists
+marked and swept, the sync state); here the records are indexed for the
+answers: services by name and address, slices by service, pods by
+address.  ``RESOURCES`` says where each kind is listed and how its JSON
+becomes a record.
 """
 
-import collections
 import datetime
 import time
 from typing import Any
 
 from corednstw.core import logger, metrics
+from corednstw.engines.kubernetes.feed import Feed
 from corednstw.plugins.kubernetes import records as rec
-from corednstw.service import stall
 
 PROGRAMMING = metrics.histogram(
     "coredns_kubernetes_dns_programming_duration_seconds",
     "Histogram of the time (in seconds) it took to program a dns instance.",
     ("service_kind",), metrics.exponential(0.001, 2, 20))
 
-#: Records applied per reactor turn (~5 us each: ~1-2 ms a turn).
-BUDGET = 250
-#: During the first sync, records applied between two gc freezes.
-FREEZE_EVERY = 10000
-
 SERVICES, SLICES, NAMESPACES, PODS, IMPORTS, MC_SLICES = (
     "services", "endpointslices", "namespaces", "pods", "serviceimports",
     "mcendpointslices")
 
+#: kind -> (API path, record parser)
+RESOURCES = {
+    SERVICES: ("/api/v1/services", rec.service),
+    SLICES: ("/apis/discovery.k8s.io/v1/endpointslices",
+             rec.endpoint_slice),
+    NAMESPACES: ("/api/v1/namespaces", rec.namespace),
+    PODS: ("/api/v1/pods", rec.pod),
+    IMPORTS: ("/apis/multicluster.x-k8s.io/v1alpha1/serviceimports",
+              rec.service_import),
+    MC_SLICES: ("/apis/discovery.k8s.io/v1/endpointslices",
+                lambda o: rec.endpoint_slice(o, multicluster=True)),
+}
 
 #: A record's (name, namespace).
 Key = tuple[str, str]
 
 
-class Store:
+class Store(Feed):
     """Services, slices, namespaces, pods and ServiceImports, indexed."""
 
     def __init__(self, kinds=(SERVICES, SLICES, NAMESPACES), clock=time.time,
                  later=None):
-        self.kinds = tuple(kinds)
-        self.later = later          # callLater(delay, f) for the next turn
-        # (op, kind, events) as fed, waiting to be applied
-        self.pending: collections.deque[tuple[str, str, Any]] = \
-            collections.deque()
-        self._drain_call = None
-        self.stopped = False
-        self._unfrozen = 0
-        self.synced_kinds = set()
-        self.gen = dict.fromkeys(self.kinds, 0)
+        super().__init__(kinds, later)
         self.clock = clock
         self.modified = 0
         self.mc_modified = 0
@@ -77,102 +72,11 @@ class Store:
         # (svc name, ns) -> answer cache
         self.cache: dict[Key, Any] = {}
         self.listeners = []         # callables(kind) after each change
-        self.version = 0            # bumped by every change (answer caches)
-        # callables(op, kind, events) given every feed as it comes (the
-        # multisocket supervisor sends it on to its workers)
-        self.taps = []
         # kind -> its table (keys and values differ by kind)
         self._tables: dict[str, dict[Any, Any]] = {
             SERVICES: self.services, SLICES: self.slices,
             NAMESPACES: self.namespaces, PODS: self.pods,
             IMPORTS: self.imports, MC_SLICES: self.mc_slices}
-
-    # -- the queue from the watch threads ------------------------------------
-
-    def feed(self, op, kind, events=None):
-        """Queue ``op`` ("begin", "apply" or "end") for ``kind``; applied in
-        order, at most BUDGET records per reactor turn."""
-        for tap in self.taps:
-            tap(op, kind, events)
-        if op == "apply":
-            for i in range(0, len(events), BUDGET):
-                self.pending.append((op, kind, events[i:i + BUDGET]))
-        else:
-            self.pending.append((op, kind, events))
-        if self._drain_call is None:
-            self.drain()
-
-    def drain(self):
-        """Apply queued work up to the budget; the rest in a later turn."""
-        self._drain_call = None
-        done = 0
-        pending = self.pending
-        while pending and done < BUDGET:
-            op, kind, events = pending.popleft()
-            if op == "apply":
-                self.apply(kind, events)
-                done += len(events)
-                self._unfrozen += len(events)
-            elif op == "begin":
-                self.begin_list(kind)
-            else:
-                self.end_list(kind)
-                done += BUDGET // 2     # the sweep walks the whole table
-        if self._unfrozen >= FREEZE_EVERY and not self.synced:
-            # A first sync of a big cluster: its records live long; keep
-            # the collector's full walks from going over them again and
-            # again while the store grows (30 ms each at 50,000 services).
-            self._unfrozen = 0
-            stall.freeze()
-        if pending:
-            self._drain_call = self._later()(0, self.drain)
-
-    def _later(self):
-        if self.later is None:
-            from twisted.internet import reactor
-            self.later = reactor.callLater
-        return self.later
-
-    def after_fork(self):
-        """In a forked child: timers and taps were the parent's; queued
-        work is applied on this process's reactor from now on."""
-        self.taps = []
-        self.later = None
-        self._drain_call = None
-        if self.pending:
-            self.drain()
-
-    def stop(self):
-        """Drop queued work (the watchers are gone)."""
-        self.stopped = True
-        call, self._drain_call = self._drain_call, None
-        if call is not None and call.active():
-            call.cancel()
-        self.pending.clear()
-
-    # -- sync state -----------------------------------------------------------
-
-    @property
-    def synced(self):
-        return len(self.synced_kinds) == len(self.kinds)
-
-    def begin_list(self, kind):
-        self.gen[kind] += 1
-
-    def end_list(self, kind):
-        """The last page of a (re)list: sweep what it did not bring."""
-        gen = self.gen[kind]
-        table = self._table(kind)
-        self.version += 1
-        for key in [k for k, v in table.items() if v.mark != gen]:
-            self._delete(kind, key, record=False)
-        if not self.synced:
-            self.synced_kinds.add(kind)
-            if self.synced:
-                # The first sync's records live long: out of the
-                # collector's walks (once: a freeze also keeps whatever
-                # garbage cycles exist at that moment).
-                stall.freeze()
 
     def _table(self, kind):
         return self._tables[kind]

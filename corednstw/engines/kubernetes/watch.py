@@ -1,14 +1,20 @@
-"""List and watch against the API server, in dedicated daemon threads.
+"""List and watch against the API server, in dedicated daemon threads:
+the engine the kubernetes plugin and the k8s_gateway package share (one
+client, one protocol, one way into the reactor).
 
-One thread per resource kind talks to the API server through the official
-client's REST layer (``ApiClient.param_serialize`` + ``call_api``; raw
-JSON bodies, streamed for watches, no model objects).  Each thread lists
+One thread per resource kind talks to the API server through ``client``
+(plain GETs; the official client's REST layer only for the
+configurations it alone can do: raw JSON bodies, streamed for watches,
+no model objects).  Each thread lists
 in pages of ``PAGE`` items (client-go's pager size), a helper thread
 fetching one page ahead, then watches from the list's resourceVersion
 with bookmarks.  A 410 Gone (HTTP status on a list, ERROR event on a
 watch) means "relist now"; any other failure reconnects after a capped
 backoff, the store keeping its last good data meanwhile.  Results reach
-the reactor with one ``callFromThread`` per page or per batch of events.
+the reactor with one ``callFromThread`` per page or per batch of events,
+into a ``feed.Feed`` (the store of the plugin).  A kind of an optional
+API (a CRD not installed: 404) counts as listed and empty, and is asked
+for again now and then.
 """
 
 import codecs
@@ -23,9 +29,7 @@ from typing import Any, Union
 from urllib.parse import urlparse
 
 from corednstw.core import logger, metrics
-from corednstw.plugins.kubernetes import client as kc
-from corednstw.plugins.kubernetes import records as rec
-from corednstw.plugins.kubernetes import store as st
+from corednstw.engines.kubernetes import client as kc
 from corednstw.service import stall
 
 PAGE = 500
@@ -34,6 +38,9 @@ CHUNK = 65536           # bytes read from a response at once
 BACKOFF_START = 0.1
 BACKOFF_MAX = 3.0
 WATCH_TIMEOUT = (300, 600)      # server-side timeoutSeconds, drawn per watch
+#: Seconds between two lists of an optional kind the API server does
+#: not serve (its CRD may be installed later).
+ABSENT_RETRY = 10.0
 
 DEF_BUCKETS = (.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10)
 REQUEST_LATENCY = metrics.histogram(
@@ -49,20 +56,6 @@ REQUESTS = metrics.counter(
     "Number of HTTP requests, partitioned by status code, method, and host.",
     ("code", "method", "host"))
 
-#: kind -> (API path, record parser)
-RESOURCES = {
-    st.SERVICES: ("/api/v1/services", rec.service),
-    st.SLICES: ("/apis/discovery.k8s.io/v1/endpointslices",
-                rec.endpoint_slice),
-    st.NAMESPACES: ("/api/v1/namespaces", rec.namespace),
-    st.PODS: ("/api/v1/pods", rec.pod),
-    st.IMPORTS: ("/apis/multicluster.x-k8s.io/v1alpha1/serviceimports",
-                 rec.service_import),
-    st.MC_SLICES: ("/apis/discovery.k8s.io/v1/endpointslices",
-                   lambda o: rec.endpoint_slice(o, multicluster=True)),
-}
-
-
 class Gone(Exception):
     """410: the resourceVersion is too old; relist."""
 
@@ -70,6 +63,10 @@ class Gone(Exception):
 class APIError(Exception):
     """The API server answered with an error (an HTTP status, an ERROR
     event): logged by the watcher that got it, once per distinct error."""
+
+
+class NotServed(Exception):
+    """404 on a list: the API server does not serve the kind (yet)."""
 
 
 class Cut(Exception):
@@ -120,6 +117,9 @@ class Connection:
     """The API client shared by the watch threads, built on first use
     (importing the client costs ~0.2 s: not on the reactor)."""
 
+    #: The plugin named in the log lines.
+    name = "kubernetes"
+
     def __init__(self, opts, deliver):
         self.opts = opts
         self.deliver = deliver
@@ -142,7 +142,7 @@ class Connection:
             if self.down_since is not None:
                 return
             self.down_since = self.clock()
-        self.deliver(logger.warning, "kubernetes",
+        self.deliver(logger.warning, self.name,
                      "Kubernetes API unreachable, serving the last known "
                      "data: %s" % _reason(e))
 
@@ -154,7 +154,7 @@ class Connection:
             since, self.down_since = self.down_since, None
         if since is None:
             return
-        self.deliver(logger.info, "kubernetes",
+        self.deliver(logger.info, self.name,
                      "Kubernetes API reachable again after %.1fs"
                      % (self.clock() - since))
 
@@ -223,16 +223,24 @@ class Connection:
 
 
 class Watcher:
-    """List-then-watch of one kind into the store, in a daemon thread."""
+    """List-then-watch of one kind into the store, in a daemon thread.
 
-    def __init__(self, conn, store, kind, deliver, selector=None,
-                 field_selector=None, parse=None):
+    ``path`` is the kind's collection (``/api/v1/services``), or a tuple
+    of them, the versions of one API the first served wins; ``parse``
+    turns an object's JSON into the store's record (None: skipped).
+    ``optional``: a 404 is an API not installed (an empty list), else an
+    error."""
+
+    def __init__(self, conn, store, kind, deliver, path, parse,
+                 selector=None, field_selector=None, optional=False):
         self.conn = conn
         self.store = store
         self.kind = kind
-        self.path, self.parse = RESOURCES[kind]
-        if parse is not None:
-            self.parse = parse
+        self.paths = (path,) if isinstance(path, str) else tuple(path)
+        self.path = self.paths[0]
+        self.parse = parse
+        self.optional = optional
+        self.absent = False
         self.deliver = deliver
         self.selector = selector
         self.field_selector = field_selector
@@ -242,7 +250,7 @@ class Watcher:
         self.listed = False
         self.last_error = None
         self.thread = threading.Thread(target=self.run, daemon=True,
-                                       name="kubernetes-" + kind)
+                                       name=conn.name + "-" + kind)
 
     def start(self):
         self.thread.start()
@@ -280,6 +288,15 @@ class Watcher:
             except Gone:
                 rv = None
                 backoff = 0.0
+            except NotServed:
+                rv = None
+                at = self.paths.index(self.path) + 1
+                if at < len(self.paths):
+                    self.path = self.paths[at]      # the next version
+                    continue
+                self.path = self.paths[0]
+                self.not_served()
+                self.stopped.wait(ABSENT_RETRY)
             except Exception as e:
                 if self.stopped.is_set():
                     break
@@ -288,6 +305,18 @@ class Watcher:
                 self.failed(e)
                 backoff = min(max(BACKOFF_START, backoff * 2), BACKOFF_MAX)
                 self.stopped.wait(backoff * (0.5 + random.random() / 2))
+
+    def not_served(self):
+        """No version of an optional kind is served: the store has it
+        listed and empty (what is there is swept), logged once."""
+        self.deliver(self.store.feed, "begin", self.kind)
+        self.deliver(self.store.feed, "end", self.kind)
+        self.listed = False
+        if not self.absent:
+            self.absent = True
+            self.deliver(logger.warning, self.conn.name,
+                         "%s: not served by the API server (%s)"
+                         % (self.kind, ", ".join(self.paths)))
 
     def failed(self, e):
         """Log a failure once: an outage through the connection (one line
@@ -298,7 +327,7 @@ class Watcher:
         text = "%s: %s" % (self.kind, _reason(e))
         if text != self.last_error:
             self.last_error = text
-            self.deliver(logger.error, "kubernetes", text)
+            self.deliver(logger.error, self.conn.name, text)
 
     def _read_json(self, resp):
         try:
@@ -307,6 +336,8 @@ class Watcher:
             resp.release_conn()
         if resp.status == 410:
             raise Gone()
+        if resp.status == 404 and self.optional:
+            raise NotServed()
         if resp.status != 200:
             raise APIError("HTTP %d: %s" % (resp.status, data[:200]))
         return json.loads(data)
@@ -353,6 +384,7 @@ class Watcher:
             chunks = nxt or None
         self.deliver(self.store.feed, "end", self.kind)
         self.listed = True
+        self.absent = False
         return rv
 
     def _apply(self, batch):

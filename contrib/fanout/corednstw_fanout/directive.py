@@ -73,7 +73,10 @@ def setup(d, block):
         p.read_timeout = READ_TIMEOUT
         if trans == "tls" or f.network == "tcp-tls":
             p.servername = o.servername or host
-            p.tls = tls_options(material, p.servername, False)
+            try:
+                p.tls = tls_options(material, p.servername, False)
+            except ValueError as e:
+                raise d.error(str(e)) from e
         f.upstreams.append(p)
     if f.network == "tcp-tls":
         f.network = "tcp"       # the Upstream's TLS makes it DNS over TLS

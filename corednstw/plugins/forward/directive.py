@@ -109,8 +109,11 @@ class UpstreamMaker:
             p.hc_proto = "tcp"
         if trans != "dns":
             p.servername = sni or opts.servername or host
-            p.tls = tls_options(self.material, p.servername,
-                                 trans == "https")
+            try:
+                p.tls = tls_options(self.material, p.servername,
+                                    trans == "https")
+            except ValueError as e:
+                raise self.d.error(str(e)) from e
         return p
 
 
@@ -368,9 +371,16 @@ def tls_options(material, servername, http):
     HTTP/1.1 to a DNS-over-HTTPS server."""
     from twisted.internet import ssl
     trust, client = material
-    return ssl.optionsForClientTLS(
-        servername, trustRoot=trust, clientCertificate=client,
-        acceptableProtocols=[b"http/1.1"] if http else None,
-        extraCertificateOptions={"raiseMinimumTo": ssl.TLSVersion.TLSv1_2})
+    try:
+        return ssl.optionsForClientTLS(
+            servername, trustRoot=trust, clientCertificate=client,
+            acceptableProtocols=[b"http/1.1"] if http else None,
+            extraCertificateOptions={
+                "raiseMinimumTo": ssl.TLSVersion.TLSv1_2})
+    except UnicodeError as e:
+        # A name IDNA cannot encode ("dns.quad?.net"): a Corefile error
+        # of the caller's line, never a crash.
+        raise ValueError("invalid TLS server name %r: %s"
+                         % (servername, e)) from e
 
 

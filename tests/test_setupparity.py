@@ -68,11 +68,11 @@ DIFFERENCES = {
         "ACME certificates are not supported yet and refused "
         "(docs/plugins/tls.md)."),
     # The data lost the path the Go test appends ("keylog " + a file in
-    # its temporary directory): CoreDNS refuses a bare keylog as well
-    # (TestTLSKeyLog "No Path"); keylog itself is refused here anyway.
+    # its temporary directory): the bare keylog left is refused, by
+    # CoreDNS as well (TestTLSKeyLog "No Path").
     "plugin/tls/tls_test.go:14": (
-        "keylog is not supported yet and refused (docs/plugins/tls.md); "
-        "the bare keylog of the data is refused by CoreDNS too."),
+        "The data holds keylog without the file the Go test appends; a "
+        "bare keylog is refused here as by CoreDNS (docs/plugins/tls.md)."),
     "plugin/trace/setup_test.go:4": _DATADOG,
     "plugin/trace/setup_test.go:5": _DATADOG,
     "plugin/trace/setup_test.go:6": _DATADOG,

@@ -79,13 +79,13 @@ class ServerTLS:
             ctx.use_certificate_chain_file(self.cert)
         except SSL.Error as e:
             raise TLSError("could not load TLS cert: %s: %s"
-                           % (self.cert, _reason(e))) from e
+                           % (self.cert, reason(e))) from e
         try:
             ctx.use_privatekey_file(self.key)
             ctx.check_privatekey()
         except SSL.Error as e:
             raise TLSError("could not load TLS cert: %s: %s"
-                           % (self.key, _reason(e))) from e
+                           % (self.key, reason(e))) from e
         self._verify(ctx)
         if alpn:
             ctx.set_alpn_select_callback(_alpn_selector(alpn))
@@ -103,7 +103,7 @@ class ServerTLS:
                     crypto.load_certificate(crypto.FILETYPE_PEM, fh.read())
             except (OSError, SSL.Error, crypto.Error) as e:
                 raise TLSError("error reading %s: %s"
-                               % (self.ca, _reason(e))) from e
+                               % (self.ca, reason(e))) from e
         else:
             ctx.set_default_verify_paths()
         if mode == SSL.VERIFY_NONE:
@@ -180,7 +180,7 @@ def _alpn_selector(offered):
     return select
 
 
-def _reason(e):
+def reason(e):
     """OpenSSL's error reasons, or the exception text."""
     args = getattr(e, "args", ())
     if args and isinstance(args[0], list) and args[0]:

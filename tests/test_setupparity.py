@@ -38,8 +38,6 @@ _KUBECONFIG = ("The kubeconfig file named is not there: it is read at "
                "setup, as CoreDNS's setup reads it when it builds the "
                "client; its test runs the option parser alone "
                "(docs/plugins/kubernetes.md).")
-_CATALOG = ("RFC 9432 catalog zones are not supported yet and refused "
-            "(docs/plugins/secondary.md).")
 _DATADOG = ("Datadog tracing is not built in; trace datadog is refused "
             "at setup (docs/plugins/trace.md).")
 
@@ -60,10 +58,6 @@ DIFFERENCES = {
     "plugin/kubernetes/setup_test.go:23": _KUBECONFIG,
     "plugin/kubernetes/setup_test.go:24": _KUBECONFIG,
     "plugin/kubernetes/setup_test.go:25": _KUBECONFIG,
-    "plugin/secondary/setup_test.go:2": _CATALOG,
-    "plugin/secondary/setup_test.go:3": _CATALOG,
-    "plugin/secondary/setup_test.go:4": _CATALOG,
-    "plugin/secondary/setup_test.go:5": _CATALOG,
     "plugin/tls/acme_test.go:0": (
         "ACME certificates are not supported yet and refused "
         "(docs/plugins/tls.md)."),

@@ -111,6 +111,13 @@ class Client:
         body = urlencode(fields).encode()
         return self.request("POST", url, h, body).addCallback(_decode)
 
+    def post_json(self, url, obj, headers=None):
+        """Deferred of the decoded body of a POST of ``obj`` as JSON."""
+        h = dict(headers or {})
+        h["Content-Type"] = "application/json"
+        body = json.dumps(obj).encode()
+        return self.request("POST", url, h, body).addCallback(_decode)
+
     def close(self):
         return self.pool.closeCachedConnections()
 

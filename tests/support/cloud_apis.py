@@ -13,7 +13,13 @@ One threaded HTTP server answers, as the providers document them:
   metadata server's token (``GET /computeMetadata/v1/instance/
   service-accounts/default/token``) and Cloud DNS's record set list
   (``GET /dns/v1/projects/{project}/managedZones/{zone}/rrsets``), paged
-  with ``pageToken``.
+  with ``pageToken``;
+- Google's STS token exchange (``POST /v1/token``, RFC 8693: a subject
+  token of ``subject_tokens`` for the ``audience``), IAM Credentials'
+  ``POST /v1/projects/-/serviceAccounts/{email}:generateAccessToken``
+  (a token of ours buys one for a service account of
+  ``impersonable``, through ``delegates``), and an identity provider's
+  subject token (``GET /subject-token``, JSON, needing a header).
 
 List calls need a token the server issued (401 otherwise), and an unknown
 zone gets 404.  ``page_size`` cuts every list into pages.  ``requests``
@@ -50,6 +56,10 @@ class CloudAPIs:
         self.requests = []
         self.httpd = None
         self.fail = False
+        self.subject_tokens = set()    # what the STS exchanges
+        self.audience = None           # the workload pool it exchanges for
+        self.impersonable = set()      # service accounts tokens can buy
+        self.impersonations = []       # (email, delegates, lifetime)
 
     # -- data -------------------------------------------------------------
 
@@ -99,9 +109,13 @@ class CloudAPIs:
 
     # -- token endpoints ---------------------------------------------------
 
-    def post(self, path, form):
+    def post(self, path, form, headers=None, body=None):
         with self.lock:
             self.requests.append(("POST", path))
+            if path == "/v1/token":
+                return self._exchange(form)
+            if path.endswith(":generateAccessToken"):
+                return self._impersonate(path, headers or {}, body)
             if path == "/%s/oauth2/token" % TENANT:
                 if form.get("client_id") == CLIENT and form.get(
                         "client_secret") == SECRET and form.get(
@@ -111,6 +125,36 @@ class CloudAPIs:
             if path == "/token":
                 return self._google_token(form)
             return 404, {"error": "not found"}
+
+    def _exchange(self, form):
+        if form.get("grant_type") != ("urn:ietf:params:oauth:grant-type:"
+                                      "token-exchange") or form.get(
+                "requested_token_type") != ("urn:ietf:params:oauth:"
+                                            "token-type:access_token"):
+            return 400, {"error": "unsupported_grant_type"}
+        if form.get("subject_token") not in self.subject_tokens or \
+                form.get("audience") != self.audience:
+            return 400, {"error": "invalid_grant"}
+        code, out = self._issue()
+        out["issued_token_type"] = ("urn:ietf:params:oauth:token-type:"
+                                    "access_token")
+        return code, out
+
+    def _impersonate(self, path, headers, body):
+        auth = headers.get("Authorization", "")
+        if auth[len("Bearer "):] not in self.tokens:
+            return 401, {"error": {"code": 401}}
+        email = path.rsplit("/", 1)[-1].split(":")[0]
+        req = json.loads(body or b"{}")
+        if email not in self.impersonable or req.get("scope") != [
+                "https://www.googleapis.com/auth/cloud-platform"]:
+            return 403, {"error": {"code": 403,
+                                   "status": "PERMISSION_DENIED"}}
+        self.impersonations.append((email, req.get("delegates", []),
+                                    req.get("lifetime")))
+        _, out = self._issue()
+        return 200, {"accessToken": out["access_token"],
+                     "expireTime": "2999-01-01T00:00:00Z"}
 
     def _google_token(self, form):
         grant = form.get("grant_type")
@@ -145,6 +189,10 @@ class CloudAPIs:
             self.requests.append(("GET", path))
             if self.fail:
                 return 503, {"error": "unavailable"}
+            if path == "/subject-token":
+                if headers.get("X-Identity") != "yes":
+                    return 403, {"error": "missing X-Identity"}
+                return 200, {"id_token": sorted(self.subject_tokens)[0]}
             if path.startswith("/computeMetadata/"):
                 if headers.get("Metadata-Flavor") != "Google":
                     return 403, {"error": "missing Metadata-Flavor"}
@@ -198,6 +246,11 @@ class CloudAPIs:
 
 def _handler(api):
     class Handler(BaseHTTPRequestHandler):
+        # Persistent connections, as the real services keep them: a
+        # client's pooled connection must not be closed under a POST
+        # (which a client cannot safely retry).
+        protocol_version = "HTTP/1.1"
+
         def _send(self, code, body):
             data = json.dumps(body).encode()
             self.send_response(code)
@@ -214,9 +267,11 @@ def _handler(api):
         def do_POST(self):
             u = urlsplit(self.path)
             n = int(self.headers.get("Content-Length") or 0)
-            form = {k: v[0] for k, v in parse_qs(
-                self.rfile.read(n).decode()).items()}
-            self._send(*api.post(u.path, form))
+            body = self.rfile.read(n)
+            form = {}
+            if "json" not in self.headers.get("Content-Type", ""):
+                form = {k: v[0] for k, v in parse_qs(body.decode()).items()}
+            self._send(*api.post(u.path, form, self.headers, body))
 
         def log_message(self, *args):
             pass

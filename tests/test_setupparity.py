@@ -30,10 +30,6 @@ SHARED = os.environ.get("COREDNSTW_SHARED",
                         os.path.join(util.REPO, "..", "shared"))
 ROOT = os.path.join(SHARED, "setupparity")
 
-_AZURE = ("Only the client credentials flow is implemented: tenant, "
-          "client, secret and subscription are required at setup; "
-          "CoreDNS's test runs its option parser alone, and its SDK may "
-          "fall back on a managed identity (docs/plugins/azure.md).")
 _KUBECONFIG = ("The kubeconfig file named is not there: it is read at "
                "setup, as CoreDNS's setup reads it when it builds the "
                "client; its test runs the option parser alone "
@@ -43,18 +39,6 @@ _DATADOG = ("Datadog tracing is not built in; trace datadog is refused "
 
 #: Cases we decide otherwise on purpose, by id: the reason.
 DIFFERENCES = {
-    "plugin/azure/setup_test.go:0": _AZURE,
-    "plugin/azure/setup_test.go:2": _AZURE,
-    "plugin/azure/setup_test.go:4": _AZURE,
-    "plugin/azure/setup_test.go:6": _AZURE,
-    "plugin/azure/setup_test.go:8": _AZURE,
-    "plugin/azure/setup_test.go:11": _AZURE,
-    "plugin/azure/setup_test.go:12": _AZURE,
-    "plugin/azure/setup_test.go:14": _AZURE,
-    "plugin/azure/setup_test.go:15": _AZURE,
-    "plugin/azure/setup_test.go:17": _AZURE,
-    "plugin/azure/setup_test.go:18": _AZURE,
-    "plugin/azure/setup_test.go:19": _AZURE,
     "plugin/kubernetes/setup_test.go:23": _KUBECONFIG,
     "plugin/kubernetes/setup_test.go:24": _KUBECONFIG,
     "plugin/kubernetes/setup_test.go:25": _KUBECONFIG,

@@ -4,7 +4,14 @@
 One threaded HTTP server answers, as the providers document them:
 
 - Azure AD's client-credentials token endpoint
-  (``POST /{tenant}/oauth2/token``), Azure DNS's record set lists
+  (``POST /{tenant}/oauth2/token``: the client secret, or an assertion
+  signed with a certificate of ``azure_certificates``), the managed
+  identity's token from the instance metadata service
+  (``GET /metadata/identity/oauth2/token``, ``Metadata: true``) or from
+  App Service's identity endpoint (``GET /msi/token`` with the
+  ``X-IDENTITY-HEADER`` secret), the instance metadata
+  (``GET /metadata/instance``: the subscription), Azure DNS's record set
+  lists
   (``GET /subscriptions/{sub}/resourceGroups/{group}/providers/
   Microsoft.Network/dnsZones/{zone}/recordsets`` and, for private zones,
   ``.../privateDnsZones/{zone}/ALL``), paged with ``nextLink``;
@@ -60,6 +67,9 @@ class CloudAPIs:
         self.audience = None           # the workload pool it exchanges for
         self.impersonable = set()      # service accounts tokens can buy
         self.impersonations = []       # (email, delegates, lifetime)
+        self.azure_certificates = {}   # x5t thumbprint -> public key
+        self.identities = {}           # how a managed identity asked
+        self.identity_header = "identity-secret"
 
     # -- data -------------------------------------------------------------
 
@@ -118,13 +128,74 @@ class CloudAPIs:
                 return self._impersonate(path, headers or {}, body)
             if path == "/%s/oauth2/token" % TENANT:
                 if form.get("client_id") == CLIENT and form.get(
-                        "client_secret") == SECRET and form.get(
-                        "grant_type") == "client_credentials":
+                        "grant_type") == "client_credentials" and (
+                        form.get("client_secret") == SECRET
+                        or self._assertion_ok(form, path)):
                     return self._issue()
                 return 401, {"error": "invalid_client"}
             if path == "/token":
                 return self._google_token(form)
             return 404, {"error": "not found"}
+
+    def azure_certificate(self, cert):
+        """Register a client certificate (a cryptography Certificate)."""
+        from cryptography.hazmat.primitives import hashes
+        x5t = base64.urlsafe_b64encode(cert.fingerprint(hashes.SHA1())) \
+            .rstrip(b"=").decode()
+        self.azure_certificates[x5t] = cert.public_key()
+
+    def _assertion_ok(self, form, path):
+        """A client assertion: RS256 with a registered certificate, for
+        this token URL, from and about the client, not expired."""
+        import time
+        if form.get("client_assertion_type") != ("urn:ietf:params:oauth:"
+                                                 "client-assertion-type:"
+                                                 "jwt-bearer"):
+            return False
+        try:
+            head, body, _ = form["client_assertion"].split(".")
+            header = json.loads(_unb64(head))
+            claims = json.loads(_unb64(body))
+            key = self.azure_certificates[header["x5t"]]
+        except (KeyError, ValueError):
+            return False
+        return (self._signed(form["client_assertion"], key)
+                and claims.get("aud") == self.url + path
+                and claims.get("iss") == claims.get("sub") == CLIENT
+                and claims.get("nbf", 0) <= time.time() < claims.get("exp",
+                                                                     0))
+
+    def _signed(self, jwt, key):
+        from cryptography.exceptions import InvalidSignature
+        from cryptography.hazmat.primitives import hashes
+        from cryptography.hazmat.primitives.asymmetric import padding
+        head, body, sig = jwt.split(".")
+        try:
+            key.verify(_unb64(sig), ("%s.%s" % (head, body)).encode(),
+                       padding.PKCS1v15(), hashes.SHA256())
+        except InvalidSignature:
+            return False
+        return True
+
+    def _identity(self, path, query, headers):
+        """The managed identity endpoints: a token for the management
+        resource; how it was asked is kept in ``identities``."""
+        import time
+        if path == "/msi/token":
+            if headers.get("X-IDENTITY-HEADER") != self.identity_header or \
+                    query.get("api-version") != "2019-08-01":
+                return 401, {"error": "bad identity header"}
+        elif headers.get("Metadata") != "true" or query.get(
+                "api-version") != "2018-02-01":
+            return 400, {"error": "invalid_request"}
+        if query.get("resource") != "https://management.azure.com/":
+            return 400, {"error": "invalid_resource"}
+        self.identities[path] = query.get("client_id")
+        _, out = self._issue()
+        if path == "/msi/token":
+            del out["expires_in"]
+            out["expires_on"] = str(int(time.time()) + 3600)
+        return 200, out
 
     def _exchange(self, form):
         if form.get("grant_type") != ("urn:ietf:params:oauth:grant-type:"
@@ -168,16 +239,12 @@ class CloudAPIs:
         return 400, {"error": "invalid_grant"}
 
     def _jwt_ok(self, jwt):
-        from cryptography.exceptions import InvalidSignature
-        from cryptography.hazmat.primitives import hashes
-        from cryptography.hazmat.primitives.asymmetric import padding
         try:
-            head, body, sig = jwt.split(".")
-            claims = json.loads(_unb64(body))
+            claims = json.loads(_unb64(jwt.split(".")[1]))
             key = self.public_keys[claims["iss"]]
-            key.verify(_unb64(sig), ("%s.%s" % (head, body)).encode(),
-                       padding.PKCS1v15(), hashes.SHA256())
-        except (ValueError, KeyError, InvalidSignature):
+            if not self._signed(jwt, key):
+                return False
+        except (ValueError, KeyError, IndexError):
             return False
         return claims.get("aud") == self.url + "/token" and claims.get(
             "exp", 0) > claims.get("iat", 0)
@@ -189,6 +256,12 @@ class CloudAPIs:
             self.requests.append(("GET", path))
             if self.fail:
                 return 503, {"error": "unavailable"}
+            if path in ("/metadata/identity/oauth2/token", "/msi/token"):
+                return self._identity(path, query, headers)
+            if path == "/metadata/instance":
+                if headers.get("Metadata") != "true":
+                    return 400, {"error": "missing Metadata header"}
+                return 200, {"compute": {"subscriptionId": SUBSCRIPTION}}
             if path == "/subject-token":
                 if headers.get("X-Identity") != "yes":
                     return 403, {"error": "missing X-Identity"}

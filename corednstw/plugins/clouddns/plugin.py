@@ -18,7 +18,7 @@ from twisted.internet import defer
 from corednstw.core import logger
 from corednstw.core.names import fqdn
 from corednstw.engines.hosted import HostedZones, error_text, rr_from_text
-from corednstw.engines.webapi import Client, HTTPError, Token
+from corednstw.engines.webapi import Client, HTTPError, Token, rs256_jwt
 
 API = "https://dns.googleapis.com/"
 TOKEN_URI = "https://oauth2.googleapis.com/token"
@@ -262,26 +262,16 @@ def impersonate(client, url, bearer, delegates, lifetime):
             "expires_in": max(0.0, expires.timestamp() - time.time())}
 
 
-def _b64(data):
-    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
-
-
 def signed_jwt(creds, audience, now=None):
     """A service account's RS256-signed assertion for the token
     endpoint (RFC 7523)."""
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import padding, rsa
+    from cryptography.hazmat.primitives import serialization
     now = int(now if now is not None else time.time())
-    header = {"alg": "RS256", "typ": "JWT"}
+    header = {}
     if creds.get("private_key_id"):
         header["kid"] = creds["private_key_id"]
     claims = {"iss": creds["client_email"], "scope": SCOPE,
               "aud": audience, "iat": now, "exp": now + 3600}
-    signing = "%s.%s" % (_b64(json.dumps(header).encode()),
-                         _b64(json.dumps(claims).encode()))
     key = serialization.load_pem_private_key(
         creds["private_key"].encode(), password=None)
-    if not isinstance(key, rsa.RSAPrivateKey):
-        raise ValueError("private key is not an RSA key (RS256)")
-    sig = key.sign(signing.encode(), padding.PKCS1v15(), hashes.SHA256())
-    return signing + "." + _b64(sig)
+    return rs256_jwt(key, header, claims)

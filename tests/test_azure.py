@@ -1,6 +1,11 @@
-"""azure against a local emulation of Azure AD's token endpoint and Azure
-DNS's record set lists (tests/support/cloud_apis.py): answers from public
-and private zones, paging, tokens, failures and setup errors."""
+"""azure against a local emulation of Azure AD's token endpoint, the
+managed identity endpoints and Azure DNS's record set lists
+(tests/support/cloud_apis.py): answers from public and private zones,
+paging, tokens from a secret, a client certificate or a managed identity,
+failures and setup errors."""
+
+import datetime
+import os
 
 from twisted.internet import defer
 from twisted.trial import unittest
@@ -178,6 +183,126 @@ class AzureTest(unittest.TestCase):
         yield cases.run(self, app.port(), table()[:1])
 
 
+def make_certificate(directory, password=None):
+    """A self-signed RSA client certificate: (cryptography Certificate,
+    path of a PEM file with the key, or of a PKCS#12 file with
+    ``password``)."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import rsa
+    from cryptography.hazmat.primitives.serialization import pkcs12
+    from cryptography.x509.oid import NameOID
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "coredns")])
+    now = datetime.datetime.now(datetime.timezone.utc)
+    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name)
+            .public_key(key.public_key())
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(now - datetime.timedelta(days=1))
+            .not_valid_after(now + datetime.timedelta(days=1))
+            .sign(key, hashes.SHA256()))
+    if password is None:
+        path = os.path.join(directory, "client.pem")
+        data = key.private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption()) + cert.public_bytes(
+                serialization.Encoding.PEM)
+    else:
+        path = os.path.join(directory, "client.pfx")
+        data = pkcs12.serialize_key_and_certificates(
+            b"coredns", key, cert, None,
+            serialization.BestAvailableEncryption(password.encode()))
+    with open(path, "wb") as f:
+        f.write(data)
+    return cert, path
+
+
+class CredentialsTest(unittest.TestCase):
+    """The ways to a token besides a secret: a client certificate, and
+    the managed identity of the machine."""
+
+    def setUp(self):
+        self.log = util.capture_log(self)
+        self.api = cloud_apis.CloudAPIs().start()
+        self.addCleanup(self.api.stop)
+        self.api.azure_zone("rg", "example.org", PUBLIC)
+        self.dir = util.write_files(self, {})
+        env = {k: v for k, v in os.environ.items() if k not in (
+            "IDENTITY_ENDPOINT", "IDENTITY_HEADER")}
+        env["AZURE_POD_IDENTITY_AUTHORITY_HOST"] = self.api.url
+        self.patch(os, "environ", env)
+
+    @defer.inlineCallbacks
+    def start(self, creds):
+        app = yield util.start(self, "example.org {\n    azure rg:example.org"
+                               " {\n        endpoint %s\n%s    }\n}\n" % (
+                                   self.api.url, "".join(
+                                       "        %s\n" % c for c in creds)))
+        return app, azure_of(app)
+
+    @defer.inlineCallbacks
+    def serves(self, creds):
+        app, p = yield self.start(creds)
+        yield util.wait_for(p.ready)
+        yield cases.run(self, app.port(), table()[:2])
+
+    @defer.inlineCallbacks
+    def test_managed_identity_from_the_instance_metadata(self):
+        """No credentials: the machine's identity, and the machine's
+        subscription from the instance metadata."""
+        yield self.serves([])
+        self.assertEqual(self.api.identities,
+                         {"/metadata/identity/oauth2/token": None})
+        self.assertIn(("GET", "/metadata/instance"), self.api.requests)
+
+    @defer.inlineCallbacks
+    def test_user_assigned_identity_of_app_service(self):
+        """App Service's identity endpoint (IDENTITY_ENDPOINT and its
+        header secret), a user-assigned identity named by ``client``;
+        its token gives only ``expires_on``."""
+        os.environ["IDENTITY_ENDPOINT"] = self.api.url + "/msi/token"
+        os.environ["IDENTITY_HEADER"] = self.api.identity_header
+        yield self.serves(["client my-identity",
+                           "subscription " + cloud_apis.SUBSCRIPTION])
+        self.assertEqual(self.api.identities, {"/msi/token": "my-identity"})
+        self.assertNotIn(("GET", "/metadata/instance"), self.api.requests)
+        p = [p for p in self.api.requests if p[1] == "/msi/token"]
+        self.assertEqual(len(p), 1)
+
+    @defer.inlineCallbacks
+    def test_client_certificate_pem(self):
+        cert, path = make_certificate(self.dir)
+        self.api.azure_certificate(cert)
+        yield self.serves(["tenant " + cloud_apis.TENANT,
+                           "client " + cloud_apis.CLIENT,
+                           "certificate " + path,
+                           "subscription " + cloud_apis.SUBSCRIPTION])
+        self.assertEqual(self.api.identities, {})
+
+    @defer.inlineCallbacks
+    def test_client_certificate_pkcs12(self):
+        cert, path = make_certificate(self.dir, password="pfx-pass")
+        self.api.azure_certificate(cert)
+        yield self.serves(["tenant " + cloud_apis.TENANT,
+                           "client " + cloud_apis.CLIENT,
+                           "certificate %s pfx-pass" % path,
+                           "subscription " + cloud_apis.SUBSCRIPTION])
+
+    @defer.inlineCallbacks
+    def test_unknown_certificate_refused(self):
+        _, path = make_certificate(self.dir)
+        app, p = yield self.start(["tenant " + cloud_apis.TENANT,
+                                   "client " + cloud_apis.CLIENT,
+                                   "certificate " + path,
+                                   "subscription " + cloud_apis.SUBSCRIPTION])
+        yield util.wait_for(lambda: "Failed to update zones" in
+                            self.log.text())
+        self.assertIn("Unexpected response code: 401", self.log.text())
+        self.assertFalse(p.ready())
+        yield cases.run(self, app.port(), [
+            Case("www.example.org.", "A", rcode="SERVFAIL")])
+
+
 class SetupTest(unittest.TestCase):
 
     def setUp(self):
@@ -208,8 +333,19 @@ class SetupTest(unittest.TestCase):
                    "count", 7)
         self.check("rg:example.org", creds + "bogus",
                    'unknown property: "bogus"', 7)
-        self.check("rg:example.org", "tenant t", "client, secret, "
-                   "subscription must be set")
+        self.check("rg:example.org", "client c\nsecret s",
+                   "tenant must be set with a secret")
+        d = util.write_files(self, {"junk.pem": "not a certificate"})
+        self.check("rg:example.org", "certificate %s/junk.pem" % d,
+                   "cannot read certificate %s/junk.pem" % d, 3)
+        self.check("rg:example.org", "certificate %s/none.pem" % d,
+                   "cannot read certificate %s/none.pem: no such file or "
+                   "directory" % d, 3)
+        self.check("rg:example.org", "certificate", "Wrong argument count",
+                   3)
+        _, path = make_certificate(d)
+        self.check("rg:example.org", "tenant t\ncertificate " + path,
+                   "client must be set with a certificate")
 
     def test_valid(self):
         plugins, _ = util.build_plugins(self, """example.org {

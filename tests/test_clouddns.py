@@ -107,6 +107,93 @@ class CloudDNSTest(unittest.TestCase):
                                                              creds))
         yield cases.run(self, app.port(), TABLE[:1])
 
+    def external(self, source, **extra):
+        self.api.audience = ("//iam.googleapis.com/projects/1/locations/"
+                             "global/workloadIdentityPools/pool/providers/"
+                             "prov")
+        return dict({
+            "type": "external_account", "audience": self.api.audience,
+            "subject_token_type": "urn:ietf:params:oauth:token-type:jwt",
+            "token_url": self.api.url + "/v1/token",
+            "credential_source": source}, **extra)
+
+    def impersonation_url(self, email):
+        return ("%s/v1/projects/-/serviceAccounts/%s:generateAccessToken"
+                % (self.api.url, email))
+
+    @defer.inlineCallbacks
+    def test_external_account_from_a_file(self):
+        """Workload identity federation: a projected token file exchanged
+        at the STS; the federated token reads the zones itself."""
+        self.api.subject_tokens.add("k8s-token-1")
+        token_file = os.path.join(util.write_files(
+            self, {"token": "k8s-token-1\n"}), "token")
+        creds = self.external({"file": token_file,
+                               "format": {"type": "text"}})
+        app, _ = yield self.start("credentials " + self.file("ext.json",
+                                                             creds))
+        yield cases.run(self, app.port(), TABLE[:1])
+        self.assertIn(("POST", "/v1/token"), self.api.requests)
+        self.assertEqual(self.api.impersonations, [])
+
+    @defer.inlineCallbacks
+    def test_external_account_from_a_url_impersonating(self):
+        """The subject token from a URL (a JSON field, a header sent),
+        then a service account impersonated with the federated token."""
+        self.api.subject_tokens.add("idp-token")
+        self.api.impersonable.add("dns@proj.iam.gserviceaccount.com")
+        creds = self.external(
+            {"url": self.api.url + "/subject-token",
+             "headers": {"X-Identity": "yes"},
+             "format": {"type": "json",
+                        "subject_token_field_name": "id_token"}},
+            service_account_impersonation_url=self.impersonation_url(
+                "dns@proj.iam.gserviceaccount.com"),
+            service_account_impersonation={"token_lifetime_seconds": 1800})
+        app, _ = yield self.start("credentials " + self.file("ext.json",
+                                                             creds))
+        yield cases.run(self, app.port(), TABLE[:1])
+        self.assertEqual(self.api.impersonations, [
+            ("dns@proj.iam.gserviceaccount.com", [], "1800s")])
+
+    @defer.inlineCallbacks
+    def test_external_account_refused(self):
+        """A subject token the STS does not take: logged, SERVFAIL."""
+        token_file = os.path.join(util.write_files(
+            self, {"token": "stolen"}), "token")
+        creds = self.external({"file": token_file})
+        text = ("example.org {\n    clouddns example.org.:proj:zone-1 {\n"
+                "        endpoint %s\n        credentials %s\n    }\n}\n"
+                % (self.api.url, self.file("ext.json", creds)))
+        app = yield util.start(self, text)
+        yield util.wait_for(lambda: "Failed to update zones" in
+                            self.log.text())
+        self.assertIn("Unexpected response code: 400 ({\"error\": "
+                      "\"invalid_grant\"})", self.log.text())
+        yield cases.run(self, app.port(), [
+            Case("www.example.org.", "A", rcode="SERVFAIL")])
+
+    @defer.inlineCallbacks
+    def test_impersonated_service_account(self):
+        """gcloud's impersonated credentials: a user's refresh token buys
+        the service account's token, through a delegate."""
+        self.api.refresh_tokens.add("refresh-1")
+        self.api.impersonable.add("dns@proj.iam.gserviceaccount.com")
+        creds = {"type": "impersonated_service_account",
+                 "service_account_impersonation_url": self.impersonation_url(
+                     "dns@proj.iam.gserviceaccount.com"),
+                 "delegates": ["hop@proj.iam.gserviceaccount.com"],
+                 "source_credentials": {
+                     "type": "authorized_user", "client_id": "c",
+                     "client_secret": "s", "refresh_token": "refresh-1",
+                     "token_uri": self.api.url + "/token"}}
+        app, _ = yield self.start("credentials " + self.file("imp.json",
+                                                             creds))
+        yield cases.run(self, app.port(), TABLE[:1])
+        self.assertEqual(self.api.impersonations, [
+            ("dns@proj.iam.gserviceaccount.com",
+             ["hop@proj.iam.gserviceaccount.com"], "3600s")])
+
     @defer.inlineCallbacks
     def test_metadata_server(self):
         """No credentials anywhere: the metadata server's token."""
@@ -180,9 +267,23 @@ class SetupTest(unittest.TestCase):
         self.check(z, "credentials c.json", 'invalid credentials file '
                    '"c.json": unknown credential type: magic', 3,
                    {"c.json": '{"type": "magic"}'})
-        self.check(z, "credentials c.json", "credential type "
-                   "external_account is not supported", 3,
-                   {"c.json": '{"type": "external_account"}'})
+        for data, msg in [
+                ({"type": "external_account"},
+                 "external_account credentials: missing audience"),
+                ({"type": "external_account", "audience": "a",
+                  "subject_token_type": "t", "token_url": "u",
+                  "credential_source": {"environment_id": "aws1"}},
+                 "external_account credentials: only a credential_source "
+                 "with a file or a url is "
+                 "supported"),
+                ({"type": "impersonated_service_account",
+                  "service_account_impersonation_url": "u",
+                  "source_credentials": {"type": "authorized_user"}},
+                 "authorized_user credentials: missing client_id"),
+                ({"type": "service_account", "client_email": "e"},
+                 "service_account credentials: missing private_key")]:
+            self.check(z, "credentials c.json", 'invalid credentials file '
+                       '"c.json": ' + msg, 3, {"c.json": json.dumps(data)})
         self.check(z, "credentials missing.json", 'invalid credentials '
                    'file "missing.json": open ', 3)
         self.check(z, "bogus", 'unknown property "bogus"', 3)

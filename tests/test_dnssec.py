@@ -2,6 +2,8 @@
 and setup errors.  Every signature the tables see is checked with
 dnspython's validator against the configured keys."""
 
+import base64
+import json
 import os
 import tempfile
 
@@ -9,6 +11,7 @@ import dns.dnssec
 import dns.message
 import dns.name
 import dns.rdata
+import dns.rdataclass
 import dns.rdatatype
 import dns.rrset
 from twisted.trial import unittest
@@ -260,8 +263,6 @@ class SetupTest(unittest.TestCase):
              "this plugin can only be used once per Server Block"),
             ("miek.nl {\n dnssec {\n  key file /nonexistent/K\n }\n}\n", 3,
              "open /nonexistent/K.key: no such file or directory"),
-            ("miek.nl {\n dnssec {\n  key aws_secretsmanager K\n }\n}\n", 3,
-             "key aws_secretsmanager: AWS Secrets Manager is not built"),
             ("example.org {\n dnssec {\n  key file %s\n }\n}\n" % base, 2,
              "key miek.nl. (keyid: 18512) can not sign any of the zones"),
             ("miek.nl {\n dnssec {\n  key file %s\n }\n}\n" % bad_alg, 3,
@@ -540,3 +541,77 @@ class MiddlewareTest(unittest.TestCase):
     def test_nothing_written_passes(self):
         p, _ = self.plugin(None)
         self.assertIsNone(p.serve(self.request("a.miek.nl.", w.A)))
+
+
+class SecretsManagerTest(unittest.TestCase):
+    """``key aws_secretsmanager``: keys read from moto's Secrets Manager
+    (a real HTTP server speaking the AWS API), with boto3's default
+    credentials, region and endpoint from the environment."""
+
+    def setUp(self):
+        from tests.support.moto_aws import KEY_ID, SECRET, MotoServer
+        util.capture_log(self)
+        self.moto = MotoServer().start()
+        self.addCleanup(self.moto.stop)
+        self.patch(os, "environ", dict(
+            os.environ, AWS_ACCESS_KEY_ID=KEY_ID,
+            AWS_SECRET_ACCESS_KEY=SECRET, AWS_DEFAULT_REGION="us-east-1",
+            AWS_ENDPOINT_URL_SECRETS_MANAGER=self.moto.url))
+        import boto3
+        self.sm = boto3.client("secretsmanager", endpoint_url=self.moto.url,
+                               region_name="us-east-1",
+                               aws_access_key_id=KEY_ID,
+                               aws_secret_access_key=SECRET)
+
+    def store(self, name, key):
+        public = "%s IN DNSKEY %d 3 %d %s" % (
+            key.name, key.flags, key.algorithm,
+            base64.b64encode(key.public).decode())
+        return self.sm.create_secret(Name=name, SecretString=json.dumps(
+            {"key": public, "private": keys.private_text(key)}))["ARN"]
+
+    def test_signs_with_keys_from_secrets(self):
+        ksk = keys.generate("example.org", keys.ECDSAP256SHA256)
+        zsk = keys.generate("example.org", keys.ED25519, flags=keys.ZONE)
+        self.store("Kexample.org.+013+%05d" % ksk.tag, ksk)
+        arn = self.store("zsk", zsk)
+        d = util.Direct(self, "example.org:0 {\n    dnssec {\n"
+                        "        key aws_secretsmanager Kexample.org.+013+"
+                        "%05d %s\n    }\n    whoami\n}\n" % (ksk.tag, arn))
+        q = dns.message.make_query("example.org.", "DNSKEY",
+                                   want_dnssec=True)
+        m = dns.message.from_wire(d.ask(q.to_wire()))
+        dnskeys = m.find_rrset(m.answer, dns.name.from_text("example.org."),
+                               dns.rdataclass.IN, dns.rdatatype.DNSKEY)
+        self.assertEqual({dns.dnssec.key_id(k) for k in dnskeys},
+                         {ksk.tag, zsk.tag})
+        # The KSK signs the DNSKEY set: dnspython checks the signature.
+        sigs = m.find_rrset(m.answer, dns.name.from_text("example.org."),
+                            dns.rdataclass.IN, dns.rdatatype.RRSIG,
+                            dns.rdatatype.DNSKEY)
+        dns.dnssec.validate(dnskeys, sigs,
+                            {dns.name.from_text("example.org."): dnskeys})
+        self.assertEqual({s.key_tag for s in sigs}, {ksk.tag})
+
+    def error(self, line):
+        with self.assertRaises(CorefileError) as cm:
+            util.Direct(self, "example.org:0 {\n    dnssec {\n        %s\n"
+                        "    }\n    whoami\n}\n" % line)
+        return str(cm.exception)
+
+    def test_errors(self):
+        msg = self.error("key aws_secretsmanager none")
+        self.assertIn("Corefile:3 - Error during parsing: plugin/dnssec: key "
+                      "aws_secretsmanager none: An error occurred "
+                      "(ResourceNotFoundException)", msg)
+        self.assertIn("Wrong argument count",
+                      self.error("key aws_secretsmanager"))
+        self.sm.create_secret(Name="notjson", SecretString="hello")
+        self.assertIn("key aws_secretsmanager notjson: the secret is not a "
+                      "JSON object with key and private",
+                      self.error("key aws_secretsmanager notjson"))
+        other = keys.generate("example.net")
+        self.store("other", other)
+        self.assertIn("key example.net. (keyid: %d) can not sign any of the "
+                      "zones" % other.tag,
+                      self.error("key aws_secretsmanager other"))

@@ -202,6 +202,35 @@ class DefaultsTest(DoQTest):
         self.assertEqual(res.max_streams, 256)
 
 
+class KeyLogTest(unittest.TestCase):
+
+    @inlineCallbacks
+    def test_quic_handshake_secrets_logged(self):
+        """tls keylog covers DoQ too: the QUIC handshake's secrets, with
+        the client random of the connection, NSS key log lines."""
+        util.capture_log(self)
+        d, ca, cert, key = tlsutil.certs(self)
+        path = "%s/keys.log" % d
+        app = yield util.start(self, "quic://.:0 {\n    bind 127.0.0.1\n"
+                               "    tls %s %s {\n        keylog %s\n    }\n"
+                               "    whoami\n}\n" % (cert, key, path))
+        m = yield threads.deferToThread(
+            dns.query.quic, query(), "127.0.0.1",
+            port=app.port(transport="quic"), timeout=5, verify=ca,
+            server_hostname=tlsutil.HOSTNAME)
+        self.assertEqual(m.rcode(), dns.rcode.NOERROR)
+
+        def lines():
+            with open(path) as fh:
+                return [line.split() for line in fh]
+        yield util.wait_for(lambda: len(lines()) >= 4)
+        self.assertEqual({x[0] for x in lines()}, {
+            "CLIENT_HANDSHAKE_TRAFFIC_SECRET",
+            "SERVER_HANDSHAKE_TRAFFIC_SECRET",
+            "CLIENT_TRAFFIC_SECRET_0", "SERVER_TRAFFIC_SECRET_0"})
+        self.assertEqual(len({x[1] for x in lines()}), 1)   # one client
+
+
 class ConnectionsTest(unittest.TestCase):
     """Connections: idle ones closed, stalled streams, the limit."""
 

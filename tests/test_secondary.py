@@ -188,6 +188,215 @@ class FromKnot(unittest.TestCase):
         self.assertIn("Notify from 127.0.0.1 for example.org.", log.text())
 
 
+MEMBER_ZONE = """\
+$ORIGIN {origin}
+$TTL 300
+@    IN SOA ns1 hostmaster {serial} 3600 600 86400 60
+     IN NS  ns1
+ns1  IN A   192.0.2.53
+www  IN A   {addr}
+"""
+
+CATALOG = "catalog.example."
+
+
+def member(origin, addr, serial=1):
+    return MEMBER_ZONE.format(origin=origin, addr=addr, serial=serial)
+
+
+def member_www(origin, addr):
+    return Case("www." + origin, "A", aa=True,
+                ns=["%s 300 IN NS ns1.%s" % (origin, origin)],
+                answer=["www.%s 300 IN A %s" % (origin, addr)])
+
+
+class CatalogFromKnot(unittest.TestCase):
+    """RFC 9432 catalog zones, from a real Knot DNS generating the catalog
+    of the zones it serves: the members listed are transferred and
+    served, and a member added or removed on the primary shows up or
+    goes after its NOTIFY."""
+
+    @defer.inlineCallbacks
+    def start(self, catalog_line, listed):
+        self.log = util.capture_log(self)
+        self.port = knot.free_port()
+        zones = {o: member(o, a) for o, a in (
+            ("a.example.", "192.0.2.1"), ("b.example.", "192.0.2.2"),
+            ("c.example.", "192.0.2.3"))}
+        self.primary = yield knot.start_catalog(self, CATALOG, zones,
+                                                listed, self.port)
+        self.app = yield util.start(
+            self, ".:%d {\n    secondary catalog.example {\n        "
+            "transfer from 127.0.0.1:%d\n        %s\n    }\n    transfer "
+            "{\n        to *\n    }\n}\n"
+            % (self.port, self.primary.port, catalog_line))
+
+    @defer.inlineCallbacks
+    def test_members_follow_the_catalog(self):
+        yield self.start("catalog", ["a.example.", "b.example."])
+        yield cases.wait_for_answer(self.port,
+                                    member_www("a.example.", "192.0.2.1"))
+        yield cases.wait_for_answer(self.port,
+                                    member_www("b.example.", "192.0.2.2"))
+        # c is not listed: not served (no next plugin: SERVFAIL).
+        yield cases.run(self, self.port, [Case("www.c.example", "A",
+                                               "SERVFAIL")])
+        # The catalog itself is served and can be passed on.
+        replies = yield util.send_tcp(self.port, dns.message.make_query(
+            CATALOG, "AXFR").to_wire())
+        ptrs = {rd.target.to_text() for rr in dns.message.from_wire(
+            replies[0]).answer if rr.rdtype == 12 for rd in rr}
+        self.assertEqual(ptrs, {"a.example.", "b.example."})
+        text = self.log.text()
+        self.assertIn("Added catalog member zone a.example. from catalog "
+                      "catalog.example.", text)
+        self.assertIn("Parsed catalog zone catalog.example. with 2 member "
+                      "zones", text)
+
+        # The primary drops b and adds c: NOTIFY, new catalog, members.
+        self.primary.list_members(["a.example.", "c.example."])
+        yield cases.wait_for_answer(self.port,
+                                    member_www("c.example.", "192.0.2.3"))
+        yield cases.wait_for_answer(self.port, Case("www.b.example", "A",
+                                                    "SERVFAIL"))
+        self.assertIn("Removed catalog member zone b.example. from catalog "
+                      "catalog.example.", self.log.text())
+        # A member is kept up to date like any secondary zone.
+        self.primary.write_zone("a.example.",
+                                member("a.example.", "192.0.2.11", 2))
+        self.primary.reload()
+        yield cases.wait_for_answer(self.port,
+                                    member_www("a.example.", "192.0.2.11"))
+        self.assertIn("Notify from 127.0.0.1 for a.example.", self.log.text())
+        # A member's zone can be passed on too (transfer plugin).
+        replies = yield util.send_tcp(self.port, dns.message.make_query(
+            "c.example", "AXFR").to_wire())
+        self.assertEqual(dns.message.from_wire(replies[0]).answer[0][0]
+                         .serial, 1)
+
+    @defer.inlineCallbacks
+    def test_member_zones_restricted(self):
+        yield self.start("catalog A.example", ["a.example.", "b.example."])
+        yield cases.wait_for_answer(self.port,
+                                    member_www("a.example.", "192.0.2.1"))
+        yield util.wait_for(lambda: "Skipped 1 member zones from catalog "
+                            "catalog.example.: outside configured member "
+                            "zones" in self.log.text())
+        yield cases.run(self, self.port, [Case("www.b.example", "A",
+                                               "SERVFAIL")])
+
+
+class CatalogParse(unittest.TestCase):
+    """What RFC 9432 requires of a catalog, as CoreDNS's parser checks."""
+
+    def records(self, *lines):
+        from corednstw.core import dnswire as w
+        base = ["catalog.example. 0 IN SOA invalid. invalid. 1 3600 600 "
+                "86400 0", "catalog.example. 0 IN NS invalid."]
+        out = []
+        for line in base + list(lines):
+            name, ttl, _, rtype, rdata = line.split(None, 4)
+            out.append(w.RR.from_text(name, rtype, int(ttl), rdata))
+        return out
+
+    def parse(self, *lines):
+        from corednstw.plugins.secondary import catalog
+        return catalog.parse(CATALOG, self.records(*lines))
+
+    def test_members_groups_and_coo(self):
+        members = self.parse(
+            'version.catalog.example. 0 IN TXT "2"',
+            "m2.zones.catalog.example. 0 IN PTR B.example.",
+            "m1.zones.catalog.example. 0 IN PTR a.example.",
+            'group.m1.zones.catalog.example. 0 IN TXT "y"',
+            'group.m1.zones.catalog.example. 0 IN TXT "x"',
+            "coo.m2.zones.catalog.example. 0 IN PTR other.example.")
+        self.assertEqual([(m.id, m.zone, m.groups, m.coo) for m in members],
+                         [("m1", "a.example.", ["x", "y"], ""),
+                          ("m2", "b.example.", [], "other.example.")])
+
+    def test_refused(self):
+        from corednstw.plugins.secondary import catalog
+        version = 'version.catalog.example. 0 IN TXT "2"'
+        for lines, msg in [
+                ((), "must have exactly one version TXT record"),
+                (('version.catalog.example. 0 IN TXT "1"',),
+                 'has unsupported version "1"'),
+                ((version, "m1.zones.catalog.example. 0 IN PTR a.",
+                  "m1.zones.catalog.example. 0 IN PTR b."),
+                 "catalog member m1.zones.catalog.example. must have "
+                 "exactly one PTR record"),
+                ((version, "m1.zones.catalog.example. 0 IN PTR a.",
+                  "m2.zones.catalog.example. 0 IN PTR a."),
+                 "catalog member zone a. is listed by both m1 and m2")]:
+            with self.assertRaises(catalog.CatalogError) as cm:
+                self.parse(*lines)
+            self.assertIn(msg, str(cm.exception))
+        with self.assertRaises(catalog.CatalogError) as cm:
+            catalog.parse(CATALOG, self.records(version)[1:])
+        self.assertIn("has no SOA record", str(cm.exception))
+
+
+class CatalogMembers(unittest.TestCase):
+    """Which catalog owns a member: IDs, clashes and change of ownership
+    (driven by hand: no transfers run)."""
+
+    def setUp(self):
+        util.capture_log(self)
+        self.dir = util.write_files(self, {"db": ZONE % (1, "192.0.2.10")})
+        d = util.Direct(self, ".:0 {\n    secondary one.example "
+                        "two.example {\n        transfer from 192.0.2.1\n"
+                        "        catalog\n    }\n    secondary "
+                        "example.org {\n        transfer from 192.0.2.1\n"
+                        "    }\n}\n")
+        self.s = d.app.config.blocks[0].plugin("secondary")
+
+    def members(self, *items):
+        from corednstw.plugins.secondary.catalog import Member
+        return [Member(i, z, [], coo) for i, z, coo in items]
+
+    def test_add_reset_remove_and_clash(self):
+        s = self.s
+        s.apply_catalog("one.example.", self.members(
+            ("m1", "a.example.", ""), ("m2", "example.org.", "")))
+        self.assertEqual(s.dynamic, {"a.example.": ("one.example.", "m1")})
+        self.assertIn("a.example.", s.names)
+        self.assertEqual(s.secondaries["a.example."].primaries,
+                         [("192.0.2.1", 53)])
+        s.zone_map["a.example."] = "data"
+        s.apply_catalog("one.example.", self.members(("m9", "a.example.",
+                                                      "")))
+        self.assertEqual(s.dynamic["a.example."], ("one.example.", "m9"))
+        self.assertIsNone(s.zone_map["a.example."])     # reset
+        # Another catalog cannot take it without a change of ownership.
+        s.apply_catalog("two.example.", self.members(("m9", "a.example.",
+                                                      "")))
+        self.assertEqual(s.dynamic["a.example."], ("one.example.", "m9"))
+        s.apply_catalog("one.example.", [])
+        self.assertNotIn("a.example.", s.names)
+        self.assertNotIn("a.example.", s.secondaries)
+        # The configured zone was never touched.
+        self.assertIn("example.org.", s.secondaries)
+        self.assertNotIn("example.org.", s.dynamic)
+
+    def test_change_of_ownership(self):
+        s = self.s
+        s.apply_catalog("one.example.", self.members(
+            ("m1", "a.example.", "two.example."),
+            ("m2", "b.example.", "two.example.")))
+        s.zone_map["a.example."] = "kept"
+        s.zone_map["b.example."] = "dropped"
+        s.apply_catalog("two.example.", self.members(
+            ("m1", "a.example.", ""), ("other", "b.example.", "")))
+        self.assertEqual(s.dynamic["a.example."], ("two.example.", "m1"))
+        self.assertEqual(s.zone_map["a.example."], "kept")
+        self.assertEqual(s.dynamic["b.example."], ("two.example.", "other"))
+        self.assertIsNone(s.zone_map["b.example."])
+        # The old catalog dropping them now removes nothing.
+        s.apply_catalog("one.example.", [])
+        self.assertIn("a.example.", s.secondaries)
+
+
 class Setup(unittest.TestCase):
 
     def load(self, text):
@@ -201,14 +410,28 @@ class Setup(unittest.TestCase):
                  "unknown property to"),
                 ("secondary {\n transfer from\n}\n", "Wrong argument count"),
                 ("secondary {\n transfer from *\n}\n", "can't use '*'"),
-                ("secondary {\n transfer from 10.0.0.1\n catalog\n}\n",
-                 "not supported yet"),
+                ("secondary {\n transfer from 10.0.0.1\n catalog :\n}\n",
+                 'invalid catalog member zone ":"'),
                 ("secondary {\n transfer from 10.0.0.1\n bogus\n}\n",
                  "unknown property 'bogus'"),
         ]:
             with self.assertRaises(CorefileError) as e:
                 self.load("example.org {\n" + body + "}\n")
             self.assertIn(msg, str(e.exception))
+
+    def test_catalog_member_zones(self):
+        cfg = self.load("catalog.example {\n secondary {\n  transfer from "
+                        "10.0.0.1\n  catalog EXAMPLE.ORG internal.example\n"
+                        "  catalog example.org 10.0.0.0/24\n }\n}\n")
+        s = cfg.blocks[0].plugin("secondary")
+        self.assertEqual(s.catalog_zones, {"catalog.example.": [
+            "example.org.", "internal.example.", "0.0.10.in-addr.arpa."]})
+        # A bare catalog line accepts any member zone.
+        cfg = self.load("catalog.example {\n secondary {\n  transfer from "
+                        "10.0.0.1\n  catalog example.org\n  catalog\n"
+                        " }\n}\n")
+        self.assertEqual(cfg.blocks[0].plugin("secondary").catalog_zones,
+                         {"catalog.example.": []})
 
     def test_primaries(self):
         cfg = self.load("example.org {\n secondary {\n  transfer from "

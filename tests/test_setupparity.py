@@ -30,49 +30,27 @@ SHARED = os.environ.get("COREDNSTW_SHARED",
                         os.path.join(util.REPO, "..", "shared"))
 ROOT = os.path.join(SHARED, "setupparity")
 
-_AZURE = ("Only the client credentials flow is implemented: tenant, "
-          "client, secret and subscription are required at setup; "
-          "CoreDNS's test runs its option parser alone, and its SDK may "
-          "fall back on a managed identity (docs/plugins/azure.md).")
 _KUBECONFIG = ("The kubeconfig file named is not there: it is read at "
                "setup, as CoreDNS's setup reads it when it builds the "
                "client; its test runs the option parser alone "
                "(docs/plugins/kubernetes.md).")
-_CATALOG = ("RFC 9432 catalog zones are not supported yet and refused "
-            "(docs/plugins/secondary.md).")
 _DATADOG = ("Datadog tracing is not built in; trace datadog is refused "
             "at setup (docs/plugins/trace.md).")
 
 #: Cases we decide otherwise on purpose, by id: the reason.
 DIFFERENCES = {
-    "plugin/azure/setup_test.go:0": _AZURE,
-    "plugin/azure/setup_test.go:2": _AZURE,
-    "plugin/azure/setup_test.go:4": _AZURE,
-    "plugin/azure/setup_test.go:6": _AZURE,
-    "plugin/azure/setup_test.go:8": _AZURE,
-    "plugin/azure/setup_test.go:11": _AZURE,
-    "plugin/azure/setup_test.go:12": _AZURE,
-    "plugin/azure/setup_test.go:14": _AZURE,
-    "plugin/azure/setup_test.go:15": _AZURE,
-    "plugin/azure/setup_test.go:17": _AZURE,
-    "plugin/azure/setup_test.go:18": _AZURE,
-    "plugin/azure/setup_test.go:19": _AZURE,
     "plugin/kubernetes/setup_test.go:23": _KUBECONFIG,
     "plugin/kubernetes/setup_test.go:24": _KUBECONFIG,
     "plugin/kubernetes/setup_test.go:25": _KUBECONFIG,
-    "plugin/secondary/setup_test.go:2": _CATALOG,
-    "plugin/secondary/setup_test.go:3": _CATALOG,
-    "plugin/secondary/setup_test.go:4": _CATALOG,
-    "plugin/secondary/setup_test.go:5": _CATALOG,
     "plugin/tls/acme_test.go:0": (
         "ACME certificates are not supported yet and refused "
         "(docs/plugins/tls.md)."),
     # The data lost the path the Go test appends ("keylog " + a file in
-    # its temporary directory): CoreDNS refuses a bare keylog as well
-    # (TestTLSKeyLog "No Path"); keylog itself is refused here anyway.
+    # its temporary directory): the bare keylog left is refused, by
+    # CoreDNS as well (TestTLSKeyLog "No Path").
     "plugin/tls/tls_test.go:14": (
-        "keylog is not supported yet and refused (docs/plugins/tls.md); "
-        "the bare keylog of the data is refused by CoreDNS too."),
+        "The data holds keylog without the file the Go test appends; a "
+        "bare keylog is refused here as by CoreDNS (docs/plugins/tls.md)."),
     "plugin/trace/setup_test.go:4": _DATADOG,
     "plugin/trace/setup_test.go:5": _DATADOG,
     "plugin/trace/setup_test.go:6": _DATADOG,

@@ -354,6 +354,79 @@ class ClientAuthTest(unittest.TestCase):
         yield self.assertFailure(tlsutil.dot(self.port, q, ctx), Exception)
 
 
+class KeyLogTest(unittest.TestCase):
+    """``keylog FILE``: the server writes the secrets a real client
+    writes in its own key log (Python's ssl, SSLKEYLOGFILE format)."""
+
+    def setUp(self):
+        self.log = util.capture_log(self)
+        self.dir, self.ca, self.cert, self.key = tlsutil.certs(self)
+
+    def secrets(self, path):
+        """The secret lines of a key log (comments left out)."""
+        with open(path) as fh:
+            return {line.strip() for line in fh
+                    if line.strip() and not line.startswith("#")}
+
+    @defer.inlineCallbacks
+    def check(self, version):
+        path = os.path.join(self.dir, "server-keys.log")
+        app = yield util.start(self, corefile_text(
+            self.cert, self.key, self.ca,
+            " {\n        keylog server-keys.log\n    }\n    root %s"
+            % self.dir))
+        self.assertIn('[WARNING] plugin/tls: Writing TLS Key Log to "%s"'
+                      % path, self.log.text())
+        self.assertEqual(os.stat(path).st_mode & 0o777, 0o600)
+        ctx = tlsutil.client_context(self.ca)
+        ctx.maximum_version = version
+        client_log = os.path.join(self.dir, "client-keys.log")
+        ctx.keylog_filename = client_log
+        q = dns.message.make_query("example.org.", "A")
+        m = yield tlsutil.dot(app.port(transport="tls"), q, ctx)
+        self.assertEqual(m.rcode(), dns.rcode.NOERROR)
+        theirs = self.secrets(client_log)
+        self.assertTrue(theirs)
+        yield util.wait_for(lambda: self.secrets(path) >= theirs)
+        return theirs
+
+    @defer.inlineCallbacks
+    def test_tls13_secrets(self):
+        theirs = yield self.check(ssl.TLSVersion.TLSv1_3)
+        self.assertEqual({line.split()[0] for line in theirs}, {
+            "CLIENT_HANDSHAKE_TRAFFIC_SECRET",
+            "SERVER_HANDSHAKE_TRAFFIC_SECRET",
+            "CLIENT_TRAFFIC_SECRET_0", "SERVER_TRAFFIC_SECRET_0",
+            "EXPORTER_SECRET"})
+
+    @defer.inlineCallbacks
+    def test_tls12_master_secret(self):
+        theirs = yield self.check(ssl.TLSVersion.TLSv1_2)
+        self.assertEqual({line.split()[0] for line in theirs},
+                         {"CLIENT_RANDOM"})
+
+    def test_appends_and_errors(self):
+        path = os.path.join(self.dir, "keys.log")
+        with open(path, "w") as fh:
+            fh.write("kept\n")
+        util.Direct(self, "tls://.:0 {\n    tls %s %s {\n        keylog "
+                    "%s\n    }\n    whoami\n}\n"
+                    % (self.cert, self.key, path))
+        with open(path) as fh:
+            self.assertEqual(fh.read(), "kept\n")
+        for opts, msg in [
+                ("keylog", "Corefile:3 - Error during parsing: plugin/tls: "
+                 "Wrong argument count"),
+                ("keylog a b", "plugin/tls: Wrong argument count"),
+                ("keylog %s/none/keys.log" % self.dir,
+                 'plugin/tls: unable to write TLS Key Log to "%s/none/'
+                 'keys.log": No such file or directory' % self.dir)]:
+            with self.assertRaises(CorefileError) as cm:
+                util.Direct(self, "tls://.:0 {\n    tls %s %s {\n        "
+                            "%s\n    }\n}\n" % (self.cert, self.key, opts))
+            self.assertIn(msg, str(cm.exception))
+
+
 def _read_frame(s):
     n = struct.unpack("!H", _read_exactly(s, 2))[0]
     return _read_exactly(s, n)

@@ -111,6 +111,9 @@ class Config:
                              list[tuple[str, Block]]] = {}
         # address -> {path: (twisted.web resource, directive name)}
         self.http: dict[str, dict[str, tuple[Any, str]]] = {}
+        # address -> the TLS its endpoints are served with (see
+        # IHTTPEndpointOwner.http_tls); absent: plain HTTP
+        self.http_tls: dict[str, Any] = {}
         self.files = [path]
         # the chain order of this Corefile (its global ``order`` options)
         self.order = directives.Ordering()
@@ -118,14 +121,23 @@ class Config:
         self.notices: list[tuple[str, int, str]] = []
 
     def handle_http(self, address: str, path: str, resource: Any,
-                    d: Directive) -> None:
+                    d: Directive, tls: Any = None) -> None:
         """Register an HTTP endpoint for directive ``d``.  Several blocks of
         one directive may share it (``prometheus :9153`` everywhere); two
-        different directives on one path clash."""
+        different directives on one path clash.  ``tls`` (with a
+        ``source``, the file it was read from) puts the whole address on
+        TLS: an address is never served both ways, and two different
+        sources for one address clash."""
         paths = self.http.setdefault(address, {})
         if path in paths and paths[path][1] != d.name:
             raise d.error("%s already served on %s by %s" % (
                 path, address, paths[path][1]))
+        if tls is not None:
+            have = self.http_tls.get(address)
+            if have is not None and have.source != tls.source:
+                raise d.error("%s already served with the TLS of %s" % (
+                    address, have.source))
+            self.http_tls[address] = tls
         if path not in paths:
             paths[path] = (resource, d.name)
 
@@ -202,8 +214,10 @@ def _build_block(cfg: Config, sb: corefile.ServerBlock, index: int,
         try:
             plugin = _setup(d, block)
             if plugin is not None and IHTTPEndpointOwner.providedBy(plugin):
+                tls = getattr(plugin, "http_tls", None)
                 for address, path, resource in plugin.http_endpoints():
-                    block.config.handle_http(address, path, resource, d)
+                    block.config.handle_http(address, path, resource, d,
+                                             tls)
         except CorefileError as e:
             if errors is None:
                 raise

@@ -141,7 +141,10 @@ class ILameduck(Interface):
 class IHTTPEndpointOwner(Interface):
     """Serves HTTP paths (health, ready, prometheus, ...).  The
     configuration binds each address once and mounts every owner's paths on
-    it; two directives claiming one path on one address is a setup error."""
+    it; two directives claiming one path on one address is a setup error.
+    An owner may also have an ``http_tls`` attribute: None, or the TLS its
+    addresses are served with (an object with ``source``, the file it was
+    read from, and ``creator()``, an IOpenSSLServerConnectionCreator)."""
 
     def http_endpoints() -> list[tuple[str, str, Any]]:
         """A list of ``(address, path, resource)``: ``address`` as written in

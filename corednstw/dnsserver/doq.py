@@ -141,6 +141,7 @@ class QuicServer(protocol.DatagramProtocol):
                                    alpn_protocols=[self.alpn])
         config.load_cert_chain(tls.cert, tls.key)
         config.idle_timeout = self.timeouts.idle
+        config.secrets_log_file = tls.keylog
         self.config = config
 
     def close_all(self):

@@ -5,6 +5,8 @@ The certificate is held by a ``Switchable`` so a reload that keeps a
 listener hands its next connections the new certificate.
 """
 
+import os
+
 from OpenSSL import SSL, crypto
 from twisted.internet.interfaces import IOpenSSLServerConnectionCreator
 from zope.interface import implementer
@@ -38,13 +40,22 @@ class ServerTLS:
     and a reload reads them again, picking renewed certificates up.
     """
 
-    def __init__(self, cert, key, ca=None, client_auth="nocert"):
+    def __init__(self, cert, key, ca=None, client_auth="nocert",
+                 keylog=None):
         self.cert = cert
         self.key = key
         self.ca = ca
         self.client_auth = client_auth
+        #: The key log (``keylog FILE``): a KeyLog, or None.
+        self.keylog = keylog
         self._contexts = {}
         self.context(())    # load and check everything now
+
+    def set_keylog(self, keylog):
+        """Log the secrets of every connection from now on (contexts are
+        built anew)."""
+        self.keylog = keylog
+        self._contexts = {}
 
     def context(self, alpn=()):
         """An OpenSSL context for this certificate, offering ``alpn``
@@ -68,16 +79,18 @@ class ServerTLS:
             ctx.use_certificate_chain_file(self.cert)
         except SSL.Error as e:
             raise TLSError("could not load TLS cert: %s: %s"
-                           % (self.cert, _reason(e))) from e
+                           % (self.cert, reason(e))) from e
         try:
             ctx.use_privatekey_file(self.key)
             ctx.check_privatekey()
         except SSL.Error as e:
             raise TLSError("could not load TLS cert: %s: %s"
-                           % (self.key, _reason(e))) from e
+                           % (self.key, reason(e))) from e
         self._verify(ctx)
         if alpn:
             ctx.set_alpn_select_callback(_alpn_selector(alpn))
+        if self.keylog is not None:
+            ctx.set_keylog_callback(self.keylog.callback)
         return ctx
 
     def _verify(self, ctx):
@@ -90,7 +103,7 @@ class ServerTLS:
                     crypto.load_certificate(crypto.FILETYPE_PEM, fh.read())
             except (OSError, SSL.Error, crypto.Error) as e:
                 raise TLSError("error reading %s: %s"
-                               % (self.ca, _reason(e))) from e
+                               % (self.ca, reason(e))) from e
         else:
             ctx.set_default_verify_paths()
         if mode == SSL.VERIFY_NONE:
@@ -99,6 +112,40 @@ class ServerTLS:
             ctx.set_verify(mode, _checked)
         else:
             ctx.set_verify(mode, _anything)
+
+
+class KeyLog:
+    """The TLS key log of ``keylog FILE``: every handshake's secrets, one
+    NSS key log line each (what Wireshark reads to decrypt a capture).
+
+    The file is opened for appending (created mode 0600) when the
+    configuration is built, as CoreDNS opens it at setup, and closed when
+    the plugin stops; a line from a connection still open after that is
+    dropped.  Also a file object, for aioquic's ``secrets_log_file``
+    (DoQ and DoH3 listeners).
+    """
+
+    def __init__(self, path):
+        self.path = path
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        self.fh = os.fdopen(fd, "a", buffering=1)
+
+    def callback(self, conn, line):
+        """pyOpenSSL's keylog callback: ``line`` without its newline."""
+        self.write(line.decode("ascii", "replace") + "\n")
+
+    def write(self, text):
+        try:
+            self.fh.write(text)
+            self.fh.flush()
+        except ValueError:      # closed: the configuration was replaced
+            pass
+
+    def flush(self):
+        """aioquic flushes the file it writes to."""
+
+    def close(self):
+        self.fh.close()
 
 
 def _readable(path, what):
@@ -133,7 +180,7 @@ def _alpn_selector(offered):
     return select
 
 
-def _reason(e):
+def reason(e):
     """OpenSSL's error reasons, or the exception text."""
     args = getattr(e, "args", ())
     if args and isinstance(args[0], list) and args[0]:

@@ -10,6 +10,7 @@ reach an HTTP server on a UNIX socket (Nomad's task API socket): the API
 path is what follows the socket's path from ``/v1/`` on.
 """
 
+import base64
 import json
 import time
 from io import BytesIO
@@ -111,6 +112,13 @@ class Client:
         body = urlencode(fields).encode()
         return self.request("POST", url, h, body).addCallback(_decode)
 
+    def post_json(self, url, obj, headers=None):
+        """Deferred of the decoded body of a POST of ``obj`` as JSON."""
+        h = dict(headers or {})
+        h["Content-Type"] = "application/json"
+        body = json.dumps(obj).encode()
+        return self.request("POST", url, h, body).addCallback(_decode)
+
     def close(self):
         return self.pool.closeCachedConnections()
 
@@ -175,3 +183,23 @@ class Token:
         for w in waiting:
             w.callback(self.value)
         return None
+
+
+def b64url(data):
+    """Unpadded base64url, as JWTs spell their parts."""
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+
+
+def rs256_jwt(key, header, claims):
+    """A JWT of ``claims`` signed with the RSA private ``key`` (RS256):
+    the assertions OAuth token endpoints take from service accounts and
+    certificate-holding clients (RFC 7523)."""
+    from cryptography.hazmat.primitives import hashes
+    from cryptography.hazmat.primitives.asymmetric import padding, rsa
+    if not isinstance(key, rsa.RSAPrivateKey):
+        raise ValueError("private key is not an RSA key (RS256)")
+    signing = "%s.%s" % (b64url(json.dumps(dict(header, alg="RS256",
+                                                  typ="JWT")).encode()),
+                         b64url(json.dumps(claims).encode()))
+    sig = key.sign(signing.encode(), padding.PKCS1v15(), hashes.SHA256())
+    return signing + "." + b64url(sig)

@@ -1,11 +1,14 @@
 """prometheus: counts every query of the block and serves /metrics.
 
-``prometheus [ADDRESS]`` (default localhost:9153).  Middleware: it passes the
+``prometheus [ADDRESS] { runtime_metrics; tls FILE }`` (default
+localhost:9153); FILE is a web configuration (corednstw.service.webconfig)
+that puts /metrics on TLS.  Middleware: it passes the
 query on, then records the answer in the core families
 (corednstw.core.metrics).
 The metrics endpoint is shared by every block naming the same address.
 """
 
+import time
 from collections.abc import Sequence
 from typing import Optional
 
@@ -19,7 +22,7 @@ from corednstw.core import dnswire as w
 from corednstw.core import metrics
 from corednstw.core.interfaces import IHTTPEndpointOwner, IZoneAdder
 from corednstw.core.plugin import Plugin, match
-from corednstw.service import httpd
+from corednstw.service import httpd, webconfig
 
 DEFAULT_ADDRESS = "localhost:9153"
 
@@ -93,12 +96,18 @@ class Prometheus(Plugin):
     name = "prometheus"
     runs_in = "both"
 
-    def __init__(self, address):
+    def __init__(self, address, web=None):
         self.address = address
         self.extra_zones = []
+        #: The web configuration of ``tls FILE`` (webconfig.WebConfig).
+        self.web = web
+        self.http_tls = web.tls if web is not None else None
 
     def http_endpoints(self):
-        return [(self.address, "/metrics", MetricsResource(self))]
+        page = MetricsResource(self)
+        if self.web is not None:
+            page = self.web.guard(page, time.monotonic)
+        return [(self.address, "/metrics", page)]
 
     def add_zone(self, zone):
         """Label queries for ``zone`` with it (plugins that load zones at
@@ -154,6 +163,20 @@ def _runtime_metrics(c):
 
 def setup(d, block):
     address = httpd.address_arg(d, DEFAULT_ADDRESS, children=True)
-    d.read_options({"runtime_metrics": _runtime_metrics},
+    web = None
+
+    def tls(c):
+        """``tls FILE``: the exporter toolkit's web configuration file
+        (TLS, basic auth, headers, rate limit), read now."""
+        nonlocal web
+        if web is not None:
+            raise c.error("tls block already specified")
+        path = block.path(c.one())
+        try:
+            web = webconfig.WebConfig(path)
+        except webconfig.WebConfigError as e:
+            raise c.error(str(e)) from e
+
+    d.read_options({"runtime_metrics": _runtime_metrics, "tls": tls},
                    unknown="unknown option: %s")
-    return Prometheus(address)
+    return Prometheus(address, web)

@@ -244,7 +244,8 @@ class App(service.Service):
                                               cfg.listeners[lk])
             self.muxes.append(mux)
         for address, paths in cfg.http.items():
-            self.http[address] = httpd.serve(self.reactor, address, paths)
+            self.http[address] = httpd.serve(self.reactor, address, paths,
+                                             cfg.http_tls.get(address))
 
     def _listen(self, lk, host, mux, entries, sockets=None):
         """Open the sockets of listener ``lk`` on ``host`` (see
@@ -348,10 +349,11 @@ class App(service.Service):
         try:
             for address, paths in cfg.http.items():
                 site = self.http.get(address)
+                tls = cfg.http_tls.get(address)
                 if site is not None:
-                    site.factory.resource.paths = httpd.Root(paths).paths
+                    httpd.update(site, paths, tls)
                 else:
-                    site = httpd.serve(self.reactor, address, paths)
+                    site = httpd.serve(self.reactor, address, paths, tls)
                     opened.append(site)
                 sites[address] = site
         except Exception:

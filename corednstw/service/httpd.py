@@ -7,7 +7,8 @@ twisted.web Site whose root dispatches on the exact path.
 
 import socket
 
-from twisted.internet import error
+from twisted.internet import error, protocol
+from twisted.protocols.tls import TLSMemoryBIOFactory
 from twisted.web import resource, server
 
 
@@ -99,13 +100,46 @@ class QuietSite(server.Site):
         pass
 
 
-def serve(reactor, address, paths):
-    """Listen on ``address`` ("host:port") with the given path table;
-    CannotListenError when its port names no service."""
+class Endpoint(protocol.Factory):
+    """The factory of one address: the Site, spoken over TLS when the
+    address has a TLS configuration (``prometheus { tls FILE }``).  A
+    reload swaps the paths and the TLS settings in place, so the port
+    stays bound; open connections keep what they were made with."""
+
+    def __init__(self, paths, tls=None):
+        self.site = QuietSite(Root(paths))
+        self.site.displayTracebacks = False
+        self.update(paths, tls)
+
+    def update(self, paths, tls):
+        self.site.resource.paths = Root(paths).paths
+        self.tls = tls
+        self.wrapped = None if tls is None else TLSMemoryBIOFactory(
+            tls.creator(), False, self.site)
+
+    def doStart(self):
+        self.site.doStart()
+
+    def doStop(self):
+        self.site.doStop()
+
+    def buildProtocol(self, addr):
+        if self.wrapped is None:
+            return self.site.buildProtocol(addr)
+        return self.wrapped.buildProtocol(addr)
+
+
+def serve(reactor, address, paths, tls=None):
+    """Listen on ``address`` ("host:port") with the given path table, over
+    TLS with ``tls`` (a webconfig.WebTLS); CannotListenError when its port
+    names no service."""
     try:
         host, port = split_address(address, 0)
     except ValueError as e:
         raise error.CannotListenError(address, None, e) from e
-    site = QuietSite(Root(paths))
-    site.displayTracebacks = False
-    return reactor.listenTCP(port, site, interface=host)
+    return reactor.listenTCP(port, Endpoint(paths, tls), interface=host)
+
+
+def update(port, paths, tls=None):
+    """Give a listening ``port`` of ``serve`` new paths and TLS."""
+    port.factory.update(paths, tls)

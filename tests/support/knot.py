@@ -4,6 +4,9 @@
 configuration and the zone files into a temporary directory, runs
 ``knotd`` on 127.0.0.1 and a free port, waits until it answers SOA for
 every zone, and stops it at test cleanup.
+``start_catalog(testcase, catalog, zones, listed, notify_port)`` runs one
+that generates an RFC 9432 catalog of the ``listed`` zones, and
+``Knot.list_members`` changes that list (configuration reloaded).
 ``start_secondary(testcase, zone, primary_port, key)`` runs one that
 transfers ``zone`` in from a primary, the requests signed with a TSIG
 key.  Without knotd the test is skipped, except under CI=true where it
@@ -101,6 +104,8 @@ class Knot:
         self.dir = directory
         self.port = port
         self.proc = proc
+        #: listed members -> configuration text (start_catalog's knots)
+        self.make_conf = None
 
     def log(self):
         """What knotd wrote so far."""
@@ -114,6 +119,14 @@ class Knot:
     def reload(self):
         """Re-read the zone files (SIGHUP); knot then sends NOTIFY."""
         self.proc.send_signal(signal.SIGHUP)
+
+    def list_members(self, listed):
+        """A catalog of ``start_catalog`` that lists ``listed`` now: the
+        configuration rewritten and reloaded; knot serves a new catalog
+        version and sends NOTIFY."""
+        with open(os.path.join(self.dir, "knot.conf"), "w") as f:
+            f.write(self.make_conf(listed))
+        self.reload()
 
     def stop(self):
         if self.proc.poll() is None:
@@ -142,6 +155,50 @@ def start(testcase, zones, notify_port=None, ixfr=False):
                        zones=zlines, journal=JOURNAL if ixfr else NO_JOURNAL)
     knot = run(testcase, d, port, conf)
     for origin in zones:
+        yield wait_answers(port, origin, knot.proc)
+    return knot
+
+
+CATALOG = """\
+  - domain: {catalog}
+    catalog-role: generate
+    acl: transfer
+    notify: secondary
+"""
+
+MEMBER = """\
+  - domain: {zone}
+    file: "{dir}/{zone}zone"
+    catalog-role: member
+    catalog-zone: {catalog}
+    acl: transfer
+    notify: secondary
+"""
+
+
+@defer.inlineCallbacks
+def start_catalog(testcase, catalog, zones, listed, notify_port):
+    """Run knotd as a catalog producer: the zones of ``listed`` (origins
+    of ``zones``, {origin: zone text}) are served and listed in the
+    catalog ``catalog`` it generates; every change is notified to
+    127.0.0.1:``notify_port``."""
+    require(testcase)
+    d = util.write_files(testcase, {o + "zone": t for o, t in zones.items()})
+    os.makedirs(os.path.join(d, "db"), exist_ok=True)
+    port = free_port()
+
+    def make_conf(members):
+        return CONF.format(dir=d, port=port, notify_port=notify_port,
+                           journal=NO_JOURNAL,
+                           zones="zone:\n" + CATALOG.format(catalog=catalog)
+                           + "".join(MEMBER.format(zone=z, dir=d,
+                                                   catalog=catalog)
+                                     for z in members))
+    knot = run(testcase, d, port, make_conf(listed))
+    knot.make_conf = make_conf
+    # Knot answers a catalog over TCP only (as a secondary asks it).
+    yield wait_answers(port, catalog, knot.proc, tcp=True)
+    for origin in listed:
         yield wait_answers(port, origin, knot.proc)
     return knot
 
@@ -176,16 +233,20 @@ def run(testcase, d, port, conf):
 
 
 @defer.inlineCallbacks
-def wait_answers(port, origin, proc, tries=150):
-    """Poll until the server on ``port`` answers SOA for ``origin``."""
+def wait_answers(port, origin, proc, tries=150, tcp=False):
+    """Poll until the server on ``port`` answers SOA for ``origin`` (over
+    TCP with ``tcp``)."""
     import dns.message
     from twisted.internet import reactor, task
     for _ in range(tries):
         if proc.poll() is not None:
             raise RuntimeError("knotd exited with %s" % proc.returncode)
         try:
-            data = yield util.send_udp(
-                port, util.make_query(origin, "SOA").to_wire(), timeout=0.3)
+            wire = util.make_query(origin, "SOA").to_wire()
+            if tcp:
+                data = (yield util.send_tcp(port, wire, timeout=0.3))[0]
+            else:
+                data = yield util.send_udp(port, wire, timeout=0.3)
             m = dns.message.from_wire(data)
             if m.rcode() == 0 and m.answer:
                 return

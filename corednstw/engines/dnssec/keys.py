@@ -147,10 +147,17 @@ def read_pair(base):
     """The Key in ``base.key`` and ``base.private``; KeyFileError when a
     file is missing, unreadable, malformed or of another algorithm."""
     pub, priv = base + ".key", base + ".private"
-    name, ttl, flags, alg, public = parse_public(_read(pub), pub)
+    return parse_pair(_read(pub), _read(priv), pub, priv, base)
+
+
+def parse_pair(pub_text, priv_text, pub="stdin", priv="stdin", base=""):
+    """The Key of a public key record and a private key file's text
+    (``pub`` and ``priv`` name them in errors); KeyFileError when either
+    is malformed, of another algorithm or they do not match."""
+    name, ttl, flags, alg, public = parse_public(pub_text, pub)
     if alg not in ALGORITHMS:
         raise KeyFileError("unsupported algorithm %d in %s" % (alg, pub))
-    fields = parse_private_fields(_read(priv), priv)
+    fields = parse_private_fields(priv_text, priv)
     private = private_key(fields, alg, priv)
     if public_bytes(private, alg) != public:
         raise KeyFileError("private key in %s does not match the public key "

@@ -1,7 +1,8 @@
 """Parsing ``azure RESOURCE_GROUP:ZONE... { tenant TENANT_ID; client
-CLIENT_ID; secret CLIENT_SECRET; subscription SUBSCRIPTION_ID;
-environment ENVIRONMENT; fallthrough [ZONES...]; access private|public;
-endpoint URL [LOGIN_URL] }`` with CoreDNS's checks and messages."""
+CLIENT_ID; secret CLIENT_SECRET; certificate FILE [PASSWORD];
+subscription SUBSCRIPTION_ID; environment ENVIRONMENT; fallthrough
+[ZONES...]; access private|public; endpoint URL [LOGIN_URL] }`` with
+CoreDNS's checks and messages."""
 
 import functools
 from collections.abc import Callable
@@ -12,14 +13,15 @@ from corednstw.core.plugin import Fallthrough
 from corednstw.engines.authority import go_quote
 from corednstw.engines.hosted import HostedZone
 
-from .plugin import ENVIRONMENTS, Azure, Credentials, Zone
+from .plugin import ENVIRONMENTS, Azure, Credentials, Zone, read_certificate
 
 _CREDENTIALS = ("tenant", "client", "secret", "subscription")
 
 
 def setup(d, block):
-    """The options apply in Corefile order; the four credentials must all
-    be given (managed identities are not supported)."""
+    """The options apply in Corefile order.  A secret or a certificate
+    needs a tenant and a client; without either, the machine's managed
+    identity is used (``client``: a user-assigned one)."""
     hosted = _zones(d)
     creds = Credentials()
     fall = Fallthrough()
@@ -35,14 +37,31 @@ def setup(d, block):
         "fallthrough": fallthrough,
         "access": lambda c: _access(c, hosted),
         "endpoint": lambda c: _endpoint(c, creds),
+        "certificate": lambda c: _certificate(c, creds, block),
         None: _unknown,
     }
     d.read_options(handlers, unknown=None)
-    missing = [k for k in _CREDENTIALS if not getattr(creds, k)]
-    if missing:
-        raise d.error("%s must be set: managed identities are not "
-                      "supported" % ", ".join(missing))
+    if creds.kind != "managed identity":
+        missing = [k for k in ("tenant", "client") if not getattr(creds, k)]
+        if missing:
+            raise d.error("%s must be set with a %s" % (
+                " and ".join(missing), creds.kind))
     return Azure(hosted, creds, fall)
+
+
+def _certificate(c, creds, block):
+    """``certificate FILE [PASSWORD]``: a client certificate and its RSA
+    key (PEM, or PKCS#12 with its password), read now."""
+    args = c.between(1, 2)
+    path = block.path(args[0])
+    try:
+        creds.certificate = read_certificate(
+            path, args[1] if len(args) > 1 else None)
+    except OSError as e:
+        raise c.error("cannot read certificate %s: %s" % (
+            path, (e.strerror or str(e)).lower())) from e
+    except ValueError as e:
+        raise c.error("cannot read certificate %s: %s" % (path, e)) from e
 
 
 def _zones(d):

@@ -1,8 +1,15 @@
 """The azure plugin: record sets listed with Azure DNS's REST API (the
-calls the Go SDK makes), with an OAuth token from Azure AD's client
-credentials flow, served through engines.hosted."""
+calls the Go SDK makes), with an OAuth token from Azure AD (a client
+secret or a client certificate's signed assertion) or from the managed
+identity of the machine (the instance metadata service, or the identity
+endpoint of App Service and Container Apps), served through
+engines.hosted."""
 
-from typing import Optional
+import hashlib
+import os
+import time
+import uuid
+from typing import Any, Optional
 from urllib.parse import quote
 
 from twisted.internet import defer
@@ -10,7 +17,7 @@ from twisted.internet import defer
 from corednstw.core import logger
 from corednstw.core.names import fqdn
 from corednstw.engines.hosted import HostedZones, error_text, rr_from_text
-from corednstw.engines.webapi import Client, Token
+from corednstw.engines.webapi import Client, Token, b64url, rs256_jwt
 
 #: Azure's clouds by the names go-autorest knows: (login, management).
 _PUBLIC = ("https://login.microsoftonline.com/",
@@ -32,13 +39,36 @@ PUBLIC_API = "2018-05-01"
 PRIVATE_API = "2018-09-01"
 REFRESH = 60.0
 
+#: The instance metadata service; AZURE_POD_IDENTITY_AUTHORITY_HOST
+#: names another (AAD Pod Identity's, or a test's), as Azure's SDKs allow.
+IMDS = "http://169.254.169.254"
+IMDS_TOKEN_API = "2018-02-01"
+IMDS_INSTANCE_API = "2021-02-01"
+#: App Service's and Container Apps' identity endpoint protocol.
+IDENTITY_API = "2019-08-01"
+ASSERTION_TYPE = "urn:ietf:params:oauth:client-assertion-type:jwt-bearer"
+
 
 class Credentials:
-    """A service principal and where to use it."""
+    """A service principal (a secret or a certificate) or a managed
+    identity (``client``: a user-assigned one's client ID), and where to
+    use it.  An empty ``subscription`` is the machine's, read from the
+    instance metadata."""
 
     tenant = client = secret = subscription = ""
     login, management = _PUBLIC
     resource = _PUBLIC[1]
+    #: ``certificate``: (DER of the certificate, RSA private key)
+    certificate: Optional[tuple[bytes, Any]] = None
+
+    @property
+    def kind(self):
+        """How tokens are had, in go-autorest's order of preference."""
+        if self.secret:
+            return "secret"
+        if self.certificate is not None:
+            return "certificate"
+        return "managed identity"
 
 
 class Zone:
@@ -83,15 +113,62 @@ class Azure(HostedZones):
         return self._token.get()
 
     def _new_token(self):
-        """Azure AD's client credentials flow (ADAL's v1 endpoint)."""
+        """Azure AD's client credentials flow (ADAL's v1 endpoint), with
+        the secret or a certificate's assertion; else the managed
+        identity's token."""
         client = self.client
         assert client is not None   # tokens are asked for once started
         c = self.creds
-        url = "%s%s/oauth2/token?api-version=1.0" % (
-            _slash(c.login), quote(c.tenant, safe=""))
-        return client.post_form(url, {
-            "grant_type": "client_credentials", "client_id": c.client,
-            "client_secret": c.secret, "resource": c.resource})
+        if c.kind == "managed identity":
+            return self._identity_token(client)
+        url = "%s%s/oauth2/token" % (_slash(c.login),
+                                     quote(c.tenant, safe=""))
+        form = {"grant_type": "client_credentials", "client_id": c.client,
+                "resource": c.resource}
+        if c.kind == "secret":
+            form["client_secret"] = c.secret
+        else:
+            form["client_assertion_type"] = ASSERTION_TYPE
+            form["client_assertion"] = client_assertion(c, url)
+        return client.post_form(url + "?api-version=1.0", form)
+
+    def _identity_token(self, client):
+        """The managed identity's token: from the identity endpoint App
+        Service and Container Apps give (IDENTITY_ENDPOINT with its
+        IDENTITY_HEADER secret), else from the instance metadata
+        service."""
+        c = self.creds
+        query = [("resource", c.resource)]
+        if c.client:
+            query.append(("client_id", c.client))
+        endpoint = os.environ.get("IDENTITY_ENDPOINT")
+        secret = os.environ.get("IDENTITY_HEADER")
+        if endpoint and secret:
+            url = client.url(endpoint, "", [("api-version", IDENTITY_API)]
+                             + query)
+            d = client.get_json(url, {"X-IDENTITY-HEADER": secret})
+        else:
+            url = client.url(imds(), "/metadata/identity/oauth2/token",
+                             [("api-version", IMDS_TOKEN_API)] + query)
+            d = client.get_json(url, {"Metadata": "true"})
+        return d.addCallback(_expires_in)
+
+    @defer.inlineCallbacks
+    def subscription(self):
+        """The subscription: configured, or the machine's (read once)."""
+        c = self.creds
+        if not c.subscription:
+            client = self.client
+            assert client is not None
+            meta = yield client.get_json(client.url(
+                imds(), "/metadata/instance",
+                [("api-version", IMDS_INSTANCE_API)]), {"Metadata": "true"})
+            try:
+                c.subscription = meta["compute"]["subscriptionId"]
+            except (KeyError, TypeError) as e:
+                raise ValueError("no subscription in the instance "
+                                 "metadata") from e
+        return c.subscription
 
     def first_page(self, zone):
         c = self.creds
@@ -110,6 +187,7 @@ class Azure(HostedZones):
         """Every record set of the zone, following ``nextLink``."""
         client = self.client
         assert client is not None   # zones are fetched once started
+        yield self.subscription()
         url = self.first_page(hz.ref)
         rrs = []
         while url:
@@ -120,6 +198,61 @@ class Azure(HostedZones):
                 rrs.extend(_checked(rs, hz.ref.private))
             url = page.get("nextLink")
         return rrs
+
+
+def imds():
+    return os.environ.get("AZURE_POD_IDENTITY_AUTHORITY_HOST") or IMDS
+
+
+def _expires_in(token):
+    """Identity endpoints may give only ``expires_on`` (seconds since the
+    epoch): the lifetime left, as the token cache reads it."""
+    if isinstance(token, dict) and "expires_in" not in token and \
+            token.get("expires_on"):
+        token = dict(token, expires_in=max(
+            0.0, float(token["expires_on"]) - time.time()))
+    return token
+
+
+def client_assertion(c, audience, now=None):
+    """The signed JWT a client proves its certificate with (Azure AD's
+    certificate credentials): the certificate named by its SHA-1
+    thumbprint, for ``audience`` (the token URL), short-lived."""
+    der, key = c.certificate
+    now = int(now if now is not None else time.time())
+    return rs256_jwt(key, {"x5t": b64url(hashlib.sha1(der).digest())}, {
+        "aud": audience, "iss": c.client, "sub": c.client,
+        "jti": str(uuid.uuid4()), "nbf": now, "exp": now + 600})
+
+
+def read_certificate(path, password=None):
+    """(certificate DER, RSA private key) from a PEM file holding both,
+    or a PKCS#12 (.pfx) file with ``password``; ValueError when it holds
+    no pair usable for RS256."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import rsa
+    from cryptography.hazmat.primitives.serialization import pkcs12
+    with open(path, "rb") as f:
+        data = f.read()
+    secret = password.encode() if password else None
+    pair: tuple[Any, Any]
+    if b"-----BEGIN" in data:
+        pair = (serialization.load_pem_private_key(data, password=secret),
+                x509.load_pem_x509_certificate(data))
+    else:
+        pair = pkcs12.load_key_and_certificates(data, secret)[:2]
+    key, cert = pair
+    if cert is None or key is None:
+        raise ValueError("the file holds no certificate and key")
+    if not isinstance(key, rsa.RSAPrivateKey):
+        raise ValueError("the private key is not an RSA key")
+    spki = (serialization.Encoding.DER,
+            serialization.PublicFormat.SubjectPublicKeyInfo)
+    if cert.public_key().public_bytes(*spki) != key.public_key() \
+            .public_bytes(*spki):
+        raise ValueError("the private key is not the certificate's")
+    return cert.public_bytes(serialization.Encoding.DER), key
 
 
 def _checked(rs, private):

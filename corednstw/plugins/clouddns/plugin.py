@@ -1,9 +1,12 @@
 """The clouddns plugin: record sets listed with the Cloud DNS REST API
 (the calls Google's Go client makes), with an OAuth token from a service
-account's signed JWT, an authorized user's refresh token, or the metadata
-server; served through engines.hosted."""
+account's signed JWT, an authorized user's refresh token, workload
+identity federation (an external account's token exchanged at Google's
+STS), a service account impersonated with another credential's token, or
+the metadata server; served through engines.hosted."""
 
 import base64
+import datetime
 import json
 import os
 import time
@@ -15,17 +18,20 @@ from twisted.internet import defer
 from corednstw.core import logger
 from corednstw.core.names import fqdn
 from corednstw.engines.hosted import HostedZones, error_text, rr_from_text
-from corednstw.engines.webapi import Client, Token
+from corednstw.engines.webapi import Client, HTTPError, Token, rs256_jwt
 
 API = "https://dns.googleapis.com/"
 TOKEN_URI = "https://oauth2.googleapis.com/token"
 SCOPE = "https://www.googleapis.com/auth/cloud-platform"
 JWT_BEARER = "urn:ietf:params:oauth:grant-type:jwt-bearer"
+TOKEN_EXCHANGE = "urn:ietf:params:oauth:grant-type:token-exchange"
+ACCESS_TOKEN = "urn:ietf:params:oauth:token-type:access_token"
 REFRESH = 60.0
-#: The credential types CoreDNS accepts, and those implemented here.
+#: The credential types CoreDNS accepts (all implemented).
 KNOWN_TYPES = ("service_account", "authorized_user",
                "impersonated_service_account", "external_account")
-SUPPORTED_TYPES = ("service_account", "authorized_user")
+#: Seconds an impersonated token lives unless the file says otherwise.
+IMPERSONATION_LIFETIME = 3600
 
 
 class Zone:
@@ -74,16 +80,7 @@ class CloudDNS(HostedZones):
         if creds is None:
             return client.get_json(metadata_url(), {
                 "Metadata-Flavor": "Google"})
-        uri = creds.get("token_uri") or TOKEN_URI
-        if creds["type"] == "service_account":
-            return client.post_form(uri, {
-                "grant_type": JWT_BEARER,
-                "assertion": signed_jwt(creds, uri)})
-        return client.post_form(uri, {
-            "grant_type": "refresh_token",
-            "client_id": creds["client_id"],
-            "client_secret": creds["client_secret"],
-            "refresh_token": creds["refresh_token"]})
+        return token_for(client, creds)
 
     # -- listing ----------------------------------------------------------
 
@@ -158,26 +155,123 @@ def default_credentials():
     return None
 
 
-def _b64(data):
-    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+def token_for(client, creds):
+    """A Deferred of the token response (``access_token``,
+    ``expires_in``) for the credentials file's JSON ``creds``."""
+    kind = creds["type"]
+    if kind == "service_account":
+        uri = creds.get("token_uri") or TOKEN_URI
+        return client.post_form(uri, {
+            "grant_type": JWT_BEARER, "assertion": signed_jwt(creds, uri)})
+    if kind == "authorized_user":
+        return client.post_form(creds.get("token_uri") or TOKEN_URI, {
+            "grant_type": "refresh_token",
+            "client_id": creds["client_id"],
+            "client_secret": creds["client_secret"],
+            "refresh_token": creds["refresh_token"]})
+    if kind == "external_account":
+        return external_account_token(client, creds)
+    return impersonated_token(client, creds)
+
+
+@defer.inlineCallbacks
+def external_account_token(client, creds):
+    """Workload identity federation: the subject token of the
+    ``credential_source`` exchanged at the STS ``token_url`` (RFC 8693)
+    for a federated token, which impersonates a service account when the
+    file names one."""
+    subject = yield subject_token(client, creds["credential_source"])
+    form = {"grant_type": TOKEN_EXCHANGE, "audience": creds["audience"],
+            "scope": SCOPE, "requested_token_type": ACCESS_TOKEN,
+            "subject_token": subject,
+            "subject_token_type": creds["subject_token_type"]}
+    headers = {}
+    if creds.get("client_id") and creds.get("client_secret"):
+        headers["Authorization"] = "Basic " + base64.b64encode(
+            ("%s:%s" % (creds["client_id"], creds["client_secret"]))
+            .encode()).decode()
+    elif creds.get("workforce_pool_user_project"):
+        form["options"] = json.dumps(
+            {"userProject": creds["workforce_pool_user_project"]})
+    sts = yield client.post_form(creds["token_url"], form, headers)
+    url = creds.get("service_account_impersonation_url")
+    if not url:
+        return sts
+    lifetime = (creds.get("service_account_impersonation") or {}).get(
+        "token_lifetime_seconds", IMPERSONATION_LIFETIME)
+    result = yield impersonate(client, url, sts["access_token"], [],
+                               lifetime)
+    return result
+
+
+def subject_token(client, source):
+    """A Deferred of the subject token a ``credential_source`` gives: a
+    file's text (read each time: a projected token is renewed) or a URL's
+    body, plain or a JSON object's field."""
+    fmt = source.get("format") or {}
+
+    def pick(text):
+        if fmt.get("type") == "json":
+            field = fmt.get("subject_token_field_name")
+            token = json.loads(text).get(field)
+            if not token:
+                raise ValueError("no %s in the subject token" % field)
+            return token
+        return text.strip()
+    if "file" in source:
+        return defer.maybeDeferred(_read_text, source["file"]).addCallback(
+            pick)
+    d = client.request("GET", source["url"], source.get("headers") or {})
+
+    def body(result):
+        code, data = result
+        if code < 200 or code >= 300:
+            raise HTTPError(code, data)
+        return data.decode("utf-8")
+    return d.addCallback(body).addCallback(pick)
+
+
+def _read_text(path):
+    with open(path, encoding="utf-8") as f:
+        return f.read()
+
+
+@defer.inlineCallbacks
+def impersonated_token(client, creds):
+    """``impersonated_service_account``: the source credentials' token
+    buys one of the target service account (IAM Credentials
+    generateAccessToken, through the ``delegates`` chain)."""
+    source = yield token_for(client, creds["source_credentials"])
+    result = yield impersonate(
+        client, creds["service_account_impersonation_url"],
+        source["access_token"], creds.get("delegates") or [],
+        IMPERSONATION_LIFETIME)
+    return result
+
+
+@defer.inlineCallbacks
+def impersonate(client, url, bearer, delegates, lifetime):
+    """generateAccessToken: its answer as a token response."""
+    body = {"scope": [SCOPE], "lifetime": "%ds" % int(lifetime)}
+    if delegates:
+        body["delegates"] = list(delegates)
+    out = yield client.post_json(url, body, {
+        "Authorization": "Bearer " + bearer})
+    expires = datetime.datetime.fromisoformat(out["expireTime"])
+    return {"access_token": out["accessToken"],
+            "expires_in": max(0.0, expires.timestamp() - time.time())}
 
 
 def signed_jwt(creds, audience, now=None):
     """A service account's RS256-signed assertion for the token
     endpoint (RFC 7523)."""
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import padding, rsa
+    from cryptography.hazmat.primitives import serialization
     now = int(now if now is not None else time.time())
-    header = {"alg": "RS256", "typ": "JWT"}
+    header = {}
     if creds.get("private_key_id"):
         header["kid"] = creds["private_key_id"]
     claims = {"iss": creds["client_email"], "scope": SCOPE,
               "aud": audience, "iat": now, "exp": now + 3600}
-    signing = "%s.%s" % (_b64(json.dumps(header).encode()),
-                         _b64(json.dumps(claims).encode()))
     key = serialization.load_pem_private_key(
         creds["private_key"].encode(), password=None)
-    if not isinstance(key, rsa.RSAPrivateKey):
-        raise ValueError("private key is not an RSA key (RS256)")
-    sig = key.sign(signing.encode(), padding.PKCS1v15(), hashes.SHA256())
-    return signing + "." + _b64(sig)
+    return rs256_jwt(key, header, claims)

@@ -1,6 +1,7 @@
 """secondary: zones transferred in from a primary (CoreDNS's secondary).
 
-``secondary [ZONES...] { transfer from ADDRESS...; fallthrough [ZONES...] }``.
+``secondary [ZONES...] { transfer from ADDRESS...; catalog [MEMBER-ZONES...];
+fallthrough [ZONES...] }``.
 On start every zone is fetched by AXFR over TCP from the primaries in
 order; until one succeeds the zone answers SERVFAIL and the transfer is
 retried after 250ms, doubling up to 10s.  Then the SOA timers run: every
@@ -9,9 +10,15 @@ over TCP and a newer zone transferred; a failed check is retried every
 ``retry`` (plus up to 2s); when ``expire`` passes without a successful
 check the zone answers SERVFAIL.  A NOTIFY from a primary is answered and
 triggers the check at once.  Lookups follow corednstw.engines.authority.
+
+With ``catalog`` a zone is an RFC 9432 catalog (see .catalog): after each
+transfer of it the member zones it lists (within MEMBER-ZONES, if named)
+are added, transferred from the same primaries and kept up to date like
+the others, and the members it no longer lists are dropped.
 """
 
 import random
+from typing import Any
 
 from twisted.internet import defer, protocol
 from twisted.protocols.basic import Int16StringReceiver
@@ -19,10 +26,14 @@ from twisted.protocols.basic import Int16StringReceiver
 from corednstw.core import dnswire as w
 from corednstw.core import logger
 from corednstw.core.durations import format_duration
-from corednstw.core.plugin import Fallthrough, zones_from_args
+from corednstw.core.interfaces import IZoneAdder
+from corednstw.core.names import normalize
+from corednstw.core.plugin import Fallthrough, match, zones_from_args
 from corednstw.core.request import make_query, parse_response
 from corednstw.engines import authority
 from corednstw.engines.transfer import parse_peer
+
+from .catalog import parse as parse_catalog
 
 TIMEOUT = 10.0
 FIRST_RETRY = 0.25
@@ -270,6 +281,14 @@ class Secondary(authority.ZonePlugin):
         self.secondaries = {}
         self.fall = Fallthrough()
         self.running = False
+        #: catalog origin -> the member zones accepted ([]: any)
+        self.catalog_zones: dict[str, list[str]] = {}
+        #: catalog origin -> {member zone: Member} of its last transfer
+        self.catalogs: dict[str, dict] = {}
+        #: catalog origin -> the member zones it added
+        self.catalog_members: dict[str, set[str]] = {}
+        #: member zone -> (catalog origin, member ID)
+        self.dynamic: dict[str, tuple[str, str]] = {}
 
     def add(self, origin, primaries):
         if origin not in self.names:
@@ -304,8 +323,15 @@ class Secondary(authority.ZonePlugin):
         sz.timers = []
 
     def _later(self, sz, delay, fn, *args):
-        if self.running:
+        """Run ``fn`` after ``delay`` while ``sz`` is still served (a
+        member zone its catalog dropped schedules nothing more)."""
+        if self.running and self._current(sz):
             sz.timers.append(self.reactor.callLater(delay, fn, *args))
+
+    def _current(self, sz):
+        """Whether ``sz`` is still the state of its zone (a catalog may
+        have dropped or replaced it)."""
+        return self.secondaries.get(sz.origin) is sz
 
     def _initial(self, sz, delay):
         def failed(f):
@@ -406,12 +432,17 @@ class Secondary(authority.ZonePlugin):
                     if rrs is None:
                         rrs = yield axfr(self.reactor, peer, sz.origin)
                     data = authority.from_records(sz.origin, rrs)
+                    members = None
+                    if sz.origin in self.catalog_zones:
+                        members = parse_catalog(sz.origin, rrs)
                 except Exception as e:
                     logger.error(self.name,
                                  "Failed to transfer `%s' from %s: %s"
                                  % (sz.origin, _hp(peer), e))
                     err = e
                     continue
+                if not self._current(sz):
+                    return data     # dropped by its catalog meanwhile
                 self.zone_map[sz.origin] = data
                 if self.incremental:
                     sz.records = rrs
@@ -419,6 +450,8 @@ class Secondary(authority.ZonePlugin):
                 logger.info(self.name, "Transferred: %s from %s%s" % (
                     sz.origin, _hp(peer), how))
                 self.notify_peers(sz.origin)
+                if members is not None:
+                    self.apply_catalog(sz.origin, members)
                 return data
         finally:
             sz.busy = False
@@ -436,6 +469,103 @@ class Secondary(authority.ZonePlugin):
             logger.warning(self.name, "IXFR of `%s' from %s failed, asking "
                            "for AXFR: %s" % (sz.origin, _hp(peer), e))
             return None
+
+    # -- catalog zones (RFC 9432) ---------------------------------------------
+
+    def apply_catalog(self, origin, members):
+        """Serve the members catalog ``origin`` lists now, drop those it no
+        longer lists.  A zone served otherwise (configured, or a member of
+        another catalog) is left alone, unless that catalog hands it over
+        to this one (its ``coo`` property names ``origin``)."""
+        accept = self.catalog_zones.get(origin) or []
+        listed = set()
+        rejected = 0
+        for m in members:
+            if accept and match(accept, m.zone) is None:
+                rejected += 1
+                continue
+            listed.add(m.zone)
+            if m.zone not in self.secondaries:
+                self._add_member(m, origin)
+                logger.info(self.name, "Added catalog member zone %s from "
+                            "catalog %s" % (m.zone, origin))
+                continue
+            owner = self.dynamic.get(m.zone)
+            if owner is None:
+                self._skip(m.zone, origin)
+            elif owner[0] == origin:
+                if owner[1] != m.id:
+                    self._add_member(m, origin)
+                    logger.info(self.name, "Reset catalog member zone %s "
+                                "from %s after member ID changed from %s to "
+                                "%s" % (m.zone, origin, owner[1], m.id))
+            else:
+                self._migrate(m, origin, owner)
+        for zone in sorted(self.catalog_members.get(origin, set()) - listed):
+            if self.dynamic.get(zone, ("",))[0] == origin:
+                self._remove_member(zone)
+                logger.info(self.name, "Removed catalog member zone %s from "
+                            "catalog %s" % (zone, origin))
+        self.catalogs[origin] = {m.zone: m for m in members}
+        self.catalog_members[origin] = listed
+        if rejected:
+            logger.warning(self.name, "Skipped %d member zones from catalog "
+                           "%s: outside configured member zones"
+                           % (rejected, origin))
+        logger.info(self.name, "Parsed catalog zone %s with %d member zones"
+                    % (origin, len(members)))
+
+    def _skip(self, zone, origin):
+        logger.warning(self.name, "Skipping catalog member zone %s from %s: "
+                       "zone already exists" % (zone, origin))
+
+    def _migrate(self, m, origin, owner):
+        """A member of another catalog: taken over only when that catalog
+        says it moves here; its data kept when both catalogs (and the zone
+        as served) agree on the member ID."""
+        source = self.catalogs.get(owner[0], {}).get(m.zone)
+        if source is None or source.coo != origin:
+            self._skip(m.zone, origin)
+            return
+        self.catalog_members.get(owner[0], set()).discard(m.zone)
+        if owner[1] == source.id == m.id:
+            self._add_member(m, origin, keep=self.zone_map.get(m.zone))
+            logger.info(self.name, "Migrated catalog member zone %s from "
+                        "catalog %s to %s, preserving state for member ID "
+                        "%s" % (m.zone, owner[0], origin, source.id))
+        else:
+            self._add_member(m, origin)
+            logger.info(self.name, "Migrated catalog member zone %s from "
+                        "catalog %s to %s with state reset after member "
+                        "identity changed from %s to %s"
+                        % (m.zone, owner[0], origin, source.id, m.id))
+
+    def _add_member(self, m, origin, keep=None):
+        """Serve member ``m`` of catalog ``origin`` (anew: a zone it
+        replaces is forgotten, its timers stopped), transferred from the
+        catalog's primaries."""
+        old = self.secondaries.get(m.zone)
+        if old is not None:
+            self._cancel(old)
+        sz = SecondaryZone(m.zone, list(self.secondaries[origin].primaries))
+        self.secondaries[m.zone] = sz
+        if m.zone not in self.names:
+            self.names.append(m.zone)
+            if self.block is not None:
+                for p in self.block.find(IZoneAdder):
+                    p.add_zone(m.zone)
+        self.zone_map[m.zone] = keep
+        self.expired.discard(m.zone)
+        self.dynamic[m.zone] = (origin, m.id)
+        if self.running:
+            self._initial(sz, FIRST_RETRY)
+
+    def _remove_member(self, zone):
+        self._cancel(self.secondaries.pop(zone))
+        self.names.remove(zone)
+        self.zone_map.pop(zone, None)
+        self.expired.discard(zone)
+        del self.dynamic[zone]
 
     # -- NOTIFY ---------------------------------------------------------------
 
@@ -480,28 +610,48 @@ def _primaries(c):
     return primaries
 
 
-def _catalog(c):
-    """Named, so that it is refused as unsupported, not unknown."""
-    raise c.error("catalog zones are not supported yet")
+def _member_zones(c):
+    """``catalog [MEMBER-ZONES...]``: the member zones accepted, each with
+    the names below it ([]: any)."""
+    zones = []
+    for a in c.args:
+        normalized = normalize(a)
+        if not normalized:
+            raise c.error('invalid catalog member zone "%s"' % a)
+        zones.extend(normalized)
+    return zones
+
+
+def _merge(have, zones):
+    """Another ``catalog`` line: the union, where a bare one (any zone)
+    wins over every list."""
+    if have is not None and (not have or not zones):
+        return []
+    merged = list(have or [])
+    merged.extend(z for z in zones if z not in merged)
+    return merged
 
 
 def setup(d, block):
     origins = zones_from_args(d.args, block)
     primaries = []
-    fall = None
-
-    def fallthrough(c):
-        nonlocal fall
-        fall = Fallthrough.parse(c.args)
-
-    d.read_options({"transfer": lambda c: primaries.extend(_primaries(c)),
-                    "fallthrough": fallthrough, "catalog": _catalog})
+    # The options read: "fall" a Fallthrough, "catalog" the member zones.
+    opts: dict[str, Any] = {}
+    d.read_options({
+        "transfer": lambda c: primaries.extend(_primaries(c)),
+        "fallthrough": lambda c: opts.update(fall=Fallthrough.parse(c.args)),
+        "catalog": lambda c: opts.update(catalog=_merge(
+            opts.get("catalog"), _member_zones(c)))})
     if not primaries:   # a transfer line names one at least
         raise d.error("secondary zones require a transfer from property")
     existing = block.plugin("secondary")
     plugin = existing if existing is not None else Secondary()
-    if fall is not None:
-        plugin.fall = fall
+    if "fall" in opts:
+        plugin.fall = opts["fall"]
+    catalog = opts.get("catalog")
     for origin in origins:
         plugin.add(origin, primaries)
+        if catalog is not None:
+            plugin.catalog_zones[origin] = _merge(
+                plugin.catalog_zones.get(origin), catalog)
     return None if existing is not None else plugin

@@ -21,6 +21,7 @@ from corednstw.core.interfaces import IZoneAdder
 from corednstw.core.plugin import END, match, zones_from_args
 from corednstw.engines import authority
 from corednstw.engines.authority import go_quote
+from corednstw.engines.expressions import goregexp
 
 DEFAULT_REGEX = r"db\.(.*)"
 DEFAULT_TEMPLATE = "{1}"
@@ -179,7 +180,7 @@ def walk(directory, regex, template, current, paths):
 def setup(d, block):
     origins = zones_from_args(d.args, block)
     directory = None
-    regex = re.compile(DEFAULT_REGEX)
+    regex = goregexp.compile(DEFAULT_REGEX)
     template = DEFAULT_TEMPLATE
     reload = 60.0
     for c in d.children:
@@ -197,9 +198,9 @@ def setup(d, block):
                 if len(c.args[1]) > MAX_REGEX:
                     raise c.error("regexp too large")
                 try:
-                    regex = re.compile(c.args[1])
-                except re.error as e:
-                    raise c.error("error parsing regexp: %s" % e) from e
+                    regex = goregexp.compile(c.args[1])
+                except goregexp.RegexpError as e:
+                    raise c.error(str(e)) from e
                 if regex.groups == 0:
                     raise c.error("Need at least one sub expression")
                 template = c.args[2]

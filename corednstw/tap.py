@@ -140,5 +140,6 @@ def makeService(options):
 
     from corednstw.service import signals
     app = load_app(options, reactor)
+    logger.write_in_background()
     reactor.callWhenRunning(signals.install, app)
     return app

@@ -163,6 +163,17 @@ class PlainTest(unittest.TestCase):
         self.assertTrue(any("dropping invalid Proxy Protocol packet" in x
                             for x in self.log.lines))
 
+    @defer.inlineCallbacks
+    def test_udp_invalid_flood_logged_once(self):
+        """A client sending bad headers as fast as it can writes one
+        warning per 10 s, not one per datagram."""
+        q = dns.message.make_query("example.org.", "A")
+        bad = [v1("192.0.2.20", n) + q.to_wire() for n in range(200)]
+        m = yield self.udp(*bad + [q.to_wire()])
+        self.assertEqual(whoami(m)[0], "127.0.0.1")
+        self.assertEqual(sum("dropping invalid Proxy Protocol packet" in x
+                             for x in self.log.lines), 1)
+
 
 class RestrictedTest(PlainTest):
     """Only 192.0.2.0/24 may send headers; other sources are refused when

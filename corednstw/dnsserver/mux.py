@@ -209,7 +209,7 @@ class Mux:
         logger.error("", "Recovered from panic in server: %r %s" % (
             self.label, failure.getErrorMessage()))
         if _stacktrace(req):
-            failure.printTraceback(file=sys.__stdout__)
+            logger.raw(failure.getTraceback().rstrip("\n"))
         metrics.PANICS.inc()
         self._drop(req, w.SERVFAIL, send)
 
@@ -220,7 +220,7 @@ class Mux:
         logger.error("", "Recovered from panic in server: %r %s" % (
             self.label, exc))
         if _stacktrace(req):
-            traceback.print_exc(file=sys.__stdout__)
+            logger.raw(traceback.format_exc().rstrip("\n"))
         metrics.PANICS.inc()
         try:
             self._drop(req, w.SERVFAIL, send)

@@ -23,6 +23,7 @@ def install(app):
         if signum == signal.SIGINT:
             if interrupted:     # a second ^C: no waiting for lameduck
                 logger.info("", "SIGINT: Force quit")
+                logger.flush()
                 os._exit(2)
             interrupted.append(True)
             logger.info("", "SIGINT: Shutting down")
@@ -32,6 +33,7 @@ def install(app):
 
     def immediate(signum, _frame):
         logger.info("", "SIGQUIT: Quitting process immediately")
+        logger.flush()
         os._exit(0)
 
     def reload(signum, _frame):

@@ -18,7 +18,7 @@ import tempfile
 
 from twisted.trial import unittest
 
-from corednstw.core import corefile, names
+from corednstw.core import corefile, names, plugin
 from corednstw.core.corefile import ZoneAddr, check_duplicates, parse
 from corednstw.core.dump import dump
 from corednstw.core.errors import CorefileError
@@ -493,6 +493,24 @@ class ZoneTests(unittest.TestCase):
         self.assertEqual(names.longest_match(["org.", "example.org.", "."],
                                              "www.example.org."),
                          "example.org.")
+
+    def test_escaped_dots_are_in_labels(self):
+        """miekg's IsSubDomain compares labels: ``a\\.internal.`` is one
+        label under the root, ``a\\\\.internal.`` a label ``a\\`` under
+        internal."""
+        for child, parent, want in [
+                ("a\\.internal.", "internal.", False),
+                ("a\\\\.internal.", "internal.", True),
+                ("a\\\\\\.internal.", "internal.", False),
+                ("x.a\\.internal.", "a\\.internal.", True),
+                ("a\\.internal.", ".", True),
+                ("b.a\\.internal.", "internal.", False)]:
+            self.assertEqual(names.is_subdomain(child, parent), want,
+                             (child, parent))
+        self.assertIsNone(plugin.match(["internal."], "a\\.internal."))
+        self.assertEqual(plugin.match(["internal.", "."], "a\\.internal."),
+                         ".")
+        self.assertEqual(names.label_end("a\\.b\\\\.c."), 6)
 
     def test_is_domain_name(self):
         self.assertTrue(names.is_domain_name("a" * 63 + ".org"))

@@ -165,6 +165,26 @@ class KeyFileTest(unittest.TestCase):
                                 dnskey_map("example.org.", k),
                                 now=2 ** 30)
 
+    def test_private_key_never_readable_by_others(self):
+        """The .private file is created 0600, not created with the umask's
+        mode and tightened afterwards (another user could open it in
+        between): with umask 0, every mode it is seen with is 0600."""
+        old = os.umask(0)
+        self.addCleanup(os.umask, old)
+        seen = []
+        chmod = os.chmod
+
+        def watch(path, mode):
+            seen.append(os.stat(path).st_mode & 0o777)
+            chmod(path, mode)
+        self.patch(keys.os, "chmod", watch)
+        d = tempfile.mkdtemp()
+        self.addCleanup(util._rmtree, d)
+        base = keys.write_files(keys.generate("example.org"), d)
+        seen.append(os.stat(base + ".private").st_mode & 0o777)
+        self.assertEqual(set(seen), {0o600})
+        self.assertEqual(keys.read_pair(base).name, "example.org.")
+
     def test_ttl_comments_and_parentheses(self):
         pub = ("; This is a key-signing key, keyid 18512, for miek.nl.\n"
                "; Created: 20160423195532\n"

@@ -117,3 +117,28 @@ class WalkTest(unittest.TestCase):
         self.assertRaises(w.FormatError, w.skip_question, data[:20], 12)
         self.assertRaises(w.FormatError, w.skip_question,
                           bytes(12) + b"\x80a\x00", 12)
+
+
+class LongNameTest(unittest.TestCase):
+    """A name that loops through compression pointers grows past 255
+    bytes long before the loop limit: decoding stops at the limit, not
+    after copying 127 laps of labels."""
+
+    def test_expanding_stops_at_255_bytes(self):
+        # At 12: a 63-byte label, then a pointer back to 12.
+        data = bytes(12) + b"\x3f" + b"a" * 63 + b"\xc0\x0c"
+        # "compression loop" would mean 127 laps copied first.
+        with self.assertRaises(w.FormatError) as cm:
+            w.expand_name(data, 12)
+        self.assertEqual(str(cm.exception), "name too long")
+        with self.assertRaises(w.FormatError) as cm:
+            w.read_name(data, 12)
+        self.assertEqual(str(cm.exception), "name too long")
+
+    def test_longest_name_still_read(self):
+        wire = b"".join(b"\x3f" + b"x" * 63 for _ in range(3)) + \
+            b"\x3d" + b"y" * 61 + b"\x00"
+        self.assertEqual(len(wire), 255)
+        data = bytes(12) + wire
+        self.assertEqual(w.expand_name(data, 12), (wire, len(data)))
+        self.assertEqual(w.read_name(data, 12)[1], len(data))

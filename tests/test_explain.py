@@ -188,3 +188,29 @@ class EndpointTest(unittest.TestCase):
                       "Wrong argument count", str(cm.exception))
         s = util.Direct(self, ".:0 {\n    whoami\n    explain\n}\n")
         self.assertEqual(list(s.app.config.http), ["127.0.0.1:6054"])
+
+    def test_loopback_only_unless_allowed(self):
+        """explain takes the client address from its caller, so acl and
+        view are no protection: it starts on a loopback address only,
+        unless ``allow_remote`` says otherwise."""
+        for address in (":6054", "0.0.0.0:6054", "192.0.2.1:6054",
+                        "[::]:6054", "dns.example:6054"):
+            with self.assertRaises(CorefileError) as cm:
+                util.Direct(self, ".:0 {\n    explain %s\n    whoami\n}\n"
+                            % address)
+            self.assertIn("Corefile:2 - Error during parsing: "
+                          "plugin/explain: %s is not a loopback address"
+                          % address, str(cm.exception))
+        for text in ("explain [::1]:6054", "explain localhost:6054",
+                     "explain 127.0.0.2:6054",
+                     "explain :6054 {\n        allow_remote\n    }"):
+            s = util.Direct(self, ".:0 {\n    %s\n    whoami\n}\n" % text)
+            self.assertEqual(len(s.app.config.http), 1, text)
+        for text, error in [
+                ("explain {\n        allow_remote x\n    }",
+                 "Wrong argument count"),
+                ("explain {\n        public\n    }",
+                 "unknown property 'public'")]:
+            with self.assertRaises(CorefileError) as cm:
+                util.Direct(self, ".:0 {\n    %s\n    whoami\n}\n" % text)
+            self.assertIn(error, str(cm.exception))

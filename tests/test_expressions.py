@@ -283,12 +283,15 @@ class GoRegexpTest(unittest.TestCase):
             ("\\Qa.b\\E", "xa.b", ["a.b"]),
             ("(a)|(b)", "b", ["b", "", "b"]),
             ("a{,2}", "a{,2}", ["a{,2}"]),
+            ("\\pL+", "ab1", ["ab"]),
+            ("(?U)a+", "aaa", ["a"]),
+            ("a$", "a\n", None),
         ]:
             rx = goregexp.compile(pattern)
             self.assertEqual(goregexp.submatches(rx, name), want, pattern)
 
     def test_refused(self):
-        for pattern in ["(a)\\1", "(?=a)", "(?<=a)b", "\\pL", "(?U)a*",
+        for pattern in ["(a)\\1", "(?=a)", "(?<=a)b", "\\C", "(?P<\u00e9>a)",
                         "[a", "a{1001}", "a" * 10001]:
             self.assertRaises(goregexp.RegexpError, goregexp.compile,
                               pattern)

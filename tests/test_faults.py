@@ -230,7 +230,8 @@ class Process:
         def limit():
             if nofile:
                 resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, nofile))
-        with open(stdout or self.out, "w") as f:
+        with open(self.out if stdout is None else stdout, "w",
+                  closefd=not isinstance(stdout, int)) as f:
             self.proc = subprocess.Popen(
                 [util.TWISTD, "-n", "--pidfile=", "coredns", "-c",
                  os.path.join(d, "Corefile")], stdout=f,
@@ -370,6 +371,23 @@ class ProcessFaults(Upstreams, unittest.TestCase):
             [ask(srv.port, "f%d.example." % i, proto=("udp", "tcp")[i % 2])
              for i in range(500)])
         self.assertEqual(rcodes(replies), ["NOERROR"])
+        self.assertIsNone(srv.proc.poll())
+
+    @defer.inlineCallbacks
+    def test_log_to_a_pipe_nobody_reads(self):
+        """Query logs written to a pipe whose reader stalled: its 64 KiB
+        fill after some 600 lines, and the 3,000 queries after that are
+        answered all the same (the lines wait in the log's buffer)."""
+        r, w = os.pipe()
+        self.addCleanup(os.close, r)
+        srv = Process(self, "    log\n    whoami", stdout=w)
+        os.close(w)
+        yield srv.ready()
+        for wave in range(6):
+            replies = yield defer.gatherResults(
+                [ask(srv.port, "p%d-%d.example." % (wave, i))
+                 for i in range(500)])
+            self.assertEqual(rcodes(replies), ["NOERROR"])
         self.assertIsNone(srv.proc.poll())
 
 

@@ -415,6 +415,28 @@ class ForwardTest(Served, unittest.TestCase):
         self.assertEqual(m.rcode(), dns.rcode.REFUSED)
 
     @defer.inlineCallbacks
+    def test_udp_source_port_per_query(self):
+        """Each UDP query leaves from a socket of its own, so a fresh
+        random source port: a forged reply must guess it as well as the
+        ID.  Twenty queries in flight together, then twenty one by one."""
+        up = self.upstream()
+        port = yield self.serve(" forward . %s" % up.addr())
+        replies = yield defer.gatherResults(
+            [util.query(port, "p%d.example" % i) for i in range(20)])
+        for i in range(20):
+            m = yield util.query(port, "s%d.example" % i)
+            replies.append(m)
+        self.assertEqual({m.rcode() for m in replies}, {dns.rcode.NOERROR})
+        ports = [p for _host, p in up.sources]
+        self.assertEqual(len(ports), 40)
+        # The kernel picks each from the ephemeral range at random; a
+        # repeat among 40 is possible but rare.
+        self.assertGreaterEqual(len(set(ports)), 36)
+        labels = ("forward", up.addr(), "udp")
+        self.assertEqual(engine.CONN_MISSES.get(labels), 40)
+        self.assertEqual(engine.CONN_HITS.get(labels), 0)
+
+    @defer.inlineCallbacks
     def test_tcp_connection_reused(self):
         up = self.upstream()
         port = yield self.serve(" forward . %s" % up.addr())

@@ -11,6 +11,7 @@ from twisted.trial import unittest
 
 from corednstw.core.errors import CorefileError
 from corednstw.dnsserver import proxyprotocol
+from corednstw.service.app import App
 from tests.support import tlsutil, util
 
 V2 = proxyprotocol.V2_SIG
@@ -161,6 +162,17 @@ class PlainTest(unittest.TestCase):
         self.assertEqual(whoami(m)[0], "127.0.0.1")
         self.assertTrue(any("dropping invalid Proxy Protocol packet" in x
                             for x in self.log.lines))
+
+    @defer.inlineCallbacks
+    def test_udp_invalid_flood_logged_once(self):
+        """A client sending bad headers as fast as it can writes one
+        warning per 10 s, not one per datagram."""
+        q = dns.message.make_query("example.org.", "A")
+        bad = [v1("192.0.2.20", n) + q.to_wire() for n in range(200)]
+        m = yield self.udp(*bad + [q.to_wire()])
+        self.assertEqual(whoami(m)[0], "127.0.0.1")
+        self.assertEqual(sum("dropping invalid Proxy Protocol packet" in x
+                             for x in self.log.lines), 1)
 
 
 class RestrictedTest(PlainTest):
@@ -340,3 +352,50 @@ class SetupTest(unittest.TestCase):
             proxyprotocol.parse(b"PROXY TCP4 192.0.2.1 ::1 1 2\r\n")
         with self.assertRaises(proxyprotocol.ProxyError):
             proxyprotocol.parse(V2 + b"\x31\x11\x00\x00")
+
+
+class TrustWarningTest(unittest.TestCase):
+    """proxyproto without allow believes any client's header; in a block
+    that decides by address that is worth a warning at start and in
+    --check (the default itself is CoreDNS's and stays)."""
+
+    WARNING = ("[WARNING] plugin/proxyproto: proxyproto has no allow: every "
+               "client can claim any address with a PROXY header, and %s "
+               "(%s:3)")
+
+    def lines(self, body, check=False):
+        """The proxyproto log lines of a Corefile with ``body`` loaded as
+        the server does (or as --check does), and the Corefile's path."""
+        log = util.capture_log(self)
+        corefile = ".:0 {\n    bind 127.0.0.1\n    %s\n    whoami\n}\n" % body
+        path = util.write_files(self, {"Corefile": corefile}) + "/Corefile"
+        if check:
+            from corednstw import tap
+            self.assertEqual(tap.check(path, 0, False), 0)
+        else:
+            App(path, dns_port=0).load()
+        return [x for x in log.lines if "plugin/proxyproto" in x], path
+
+    def test_warned_at_start_and_in_check(self):
+        for check in (False, True):
+            got, path = self.lines(
+                "proxyproto\n    acl {\n        allow net 10.0.0.0/8\n"
+                "        block\n    }\n    transfer {\n        to 192.0.2.1\n"
+                "    }", check)
+            self.assertEqual(got, [self.WARNING % (
+                "acl, transfer decide by that address", path)])
+
+    def test_view_alone(self):
+        got, d = self.lines("proxyproto\n    view v {\n        expr "
+                            "incidr(client_ip(), '10.0.0.0/8')\n    }")
+        self.assertEqual(got, [self.WARNING % ("view decides by that "
+                                               "address", d)])
+
+    def test_not_warned(self):
+        for body in ("proxyproto {\n        allow 10.0.0.0/8\n    }\n"
+                     "    acl {\n        block net 10.0.0.0/8\n    }",
+                     "proxyproto {\n        default ignore\n    }\n"
+                     "    acl {\n        block net 10.0.0.0/8\n    }",
+                     "proxyproto\n    transfer {\n        to *\n    }",
+                     "proxyproto"):
+            self.assertEqual(self.lines(body)[0], [], body)

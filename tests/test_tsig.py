@@ -2,6 +2,7 @@
 answers (BADKEY, BADSIG, BADTIME, REFUSED) through the chain."""
 
 import base64
+import struct
 import time
 
 import dns.message
@@ -163,6 +164,22 @@ class DirectTest(unittest.TestCase):
         self.clock.advance(299)
         m = dns.message.from_wire(self.d.ask(wire), keyring=False)
         self.assertEqual(m.tsig_error, 0)
+
+    def test_tsig_not_last_formerr(self):
+        """RFC 8945 5.1: a TSIG anywhere but last in the additional
+        section is FORMERR, whether a record or a second TSIG follows."""
+        wire = signed("a.example.org").to_wire()
+        tsig_rr = wire[len(dns.message.make_query(
+            "a.example.org", "A").to_wire()):]
+        extra = (b"\x00" + struct.pack("!HHIH", 1, 1, 0, 4)
+                 + bytes([192, 0, 2, 9]))
+        for more in (extra, tsig_rr):
+            data = bytearray(wire + more)
+            data[11] += 1
+            m = dns.message.from_wire(self.d.ask(bytes(data)),
+                                      keyring=False)
+            self.assertEqual(m.rcode(), dns.rcode.FORMERR)
+            self.assertIsNone(m.tsig)
 
     def test_chain_sees_no_tsig(self):
         seen = []

@@ -166,6 +166,7 @@ def build(server: IServer, path: str, blocks: list[corefile.ServerBlock],
     for i, sb in enumerate(blocks):
         cfg.blocks.append(_build_block(cfg, sb, i, errors))
         _notify(cfg, sb.directives)
+        _warn_proxy_trust(cfg, cfg.blocks[-1])
     if errors:
         raise errors[0]
     _group_listeners(cfg)
@@ -260,6 +261,43 @@ def _warn_no_certificate(cfg: Config, key: corefile.ZoneAddr) -> None:
     if ("", 0, text) not in cfg.notices:
         cfg.notices.append(("", 0, text))
         logger.warning("tls", text)
+
+
+def _address_gates(ds: Sequence[Directive]) -> list[str]:
+    """The directives of a block that let a client in or out by its
+    address: acl, view, and transfer to named peers (``to *`` lets
+    everyone transfer, whatever the address)."""
+    names = []
+    for d in ds:
+        if d.name in ("acl", "view") or d.name == "transfer" and any(
+                c.name == "to" and any(a != "*" for a in c.args)
+                for c in d.children):
+            if d.name not in names:
+                names.append(d.name)
+    return names
+
+
+def _warn_proxy_trust(cfg: Config, block: Block) -> None:
+    """Warn when ``proxyproto`` believes every client's PROXY header (no
+    ``allow``, ``default`` not set otherwise: CoreDNS's default, kept)
+    in a block whose access depends on the client's address: any client
+    can then claim an address acl, view or transfer let in."""
+    policy = block.settings.get("proxyproto")
+    if policy is None or policy.nets or (policy.default_set and
+                                         policy.default != "use"):
+        return
+    gates = _address_gates(block.source.directives)
+    if not gates:
+        return
+    d = next(d for d in block.source.directives if d.name == "proxyproto")
+    text = ("proxyproto has no allow: every client can claim any address "
+            "with a PROXY header, and %s decide%s by that address (%s:%d)"
+            % (", ".join(gates), "s" if len(gates) == 1 else "",
+               d.file, d.line))
+    key = (d.file, d.line, text)
+    if key not in cfg.notices:
+        cfg.notices.append(key)
+        logger.warning("proxyproto", text)
 
 
 def _notify(cfg: Config, ds: Sequence[Directive]) -> None:

@@ -709,8 +709,6 @@ def expand_name(data, off):
         n = data[off]
         if n == 0:
             out.append(0)
-            if len(out) > 255:
-                raise FormatError("name too long")
             return bytes(out), off + 1 if end is None else end
         if n & 0xC0 == 0xC0:
             if off + 1 >= length:
@@ -726,6 +724,10 @@ def expand_name(data, off):
             raise FormatError("bad label type")
         if off + 1 + n > length:
             raise FormatError("label overruns message")
+        if len(out) + n + 1 > 254:
+            # Over 255 bytes with the root's zero: stop now, not after
+            # copying up to 127 laps of a pointer loop.
+            raise FormatError("name too long")
         out += data[off:off + 1 + n]
         off += 1 + n
 

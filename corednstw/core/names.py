@@ -155,11 +155,39 @@ def normalize(name_or_cidr):
     return [normalize_name(h) for h in hosts]
 
 
+def escaped(name, i):
+    """True when ``name[i]`` is escaped: an odd run of backslashes before
+    it (``a\\.b`` is one label holding a dot; ``a\\\\.b``, two)."""
+    n = i
+    while n > 0 and name[n - 1] == "\\":
+        n -= 1
+    return (i - n) % 2 == 1
+
+
+def label_end(name, start=0):
+    """Index of the first dot at or after ``start`` that ends a label (a
+    dot a backslash escapes does not), or -1."""
+    i = name.find(".", start)
+    while i > 0 and escaped(name, i):
+        i = name.find(".", i + 1)
+    return i
+
+
+def in_zone(name, zone):
+    """True when ``name`` is ``zone`` or below it, both lower-case FQDNs
+    in presentation form.  Labels are compared, as miekg's IsSubDomain
+    does: ``a\\.internal.`` (one label) is not below ``internal.``."""
+    if zone == "." or name == zone:
+        return True
+    i = len(name) - len(zone) - 1
+    return (i > 0 and name[i] == "." and name.endswith(zone)
+            and not ("\\" in name and escaped(name, i)))
+
+
 def is_subdomain(child, parent):
     """True when ``child`` equals ``parent`` or lies below it
     (case-insensitive; names need not be fully qualified)."""
-    child, parent = normalize_name(child), normalize_name(parent)
-    return parent == "." or child == parent or child.endswith("." + parent)
+    return in_zone(normalize_name(child), normalize_name(parent))
 
 
 def longest_match(zones, qname):

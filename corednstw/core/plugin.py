@@ -43,11 +43,18 @@ def match(zones: Iterable[str], qname: str) -> Optional[str]:
     """The longest zone of ``zones`` containing ``qname`` (both lower-case
     FQDNs), or None.  CoreDNS's plugin.Zones.Matches."""
     best = None
+    plain = "\\" not in qname
     for z in zones:
-        if z == "." or qname == z or qname.endswith("." + z):
+        if z == "." or qname == z or qname.endswith("." + z) and (
+                plain or _in_zone(qname, z)):
             if best is None or len(z) > len(best):
                 best = z
     return best
+
+
+def _in_zone(qname: str, zone: str) -> bool:
+    from corednstw.core import names
+    return bool(names.in_zone(qname, zone))
 
 
 def is_deferred(result: object) -> TypeIs[defer.Deferred[Any]]:

@@ -206,7 +206,9 @@ class Request:
                     if opts:
                         w.check_options(opts)
                     self.edns = w.EDNS(rclass, ttl, opts)
-                elif rtype == 250:  # TSIG: last; kept for the tsig plugin
+                elif rtype == 250 and self.tsig is None:
+                    # The first TSIG, for the tsig plugin (which checks
+                    # that it is the last record).
                     self.tsig = start
         except w.FormatError as e:
             raise RecordError(str(e)) from e

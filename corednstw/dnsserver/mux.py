@@ -17,6 +17,7 @@ import traceback
 
 from corednstw.core import dnswire as w
 from corednstw.core import logger, metrics
+from corednstw.core.names import label_end
 from corednstw.core.plugin import END, is_deferred
 from corednstw.core.request import RecordError, Request, Response
 
@@ -109,6 +110,8 @@ class Mux:
                     found = entry
                     break
             i = q.find(".")
+            if i > 0 and q[i - 1] == "\\":
+                i = label_end(q, i)     # an escaped dot is in a label
             q = q[i + 1:] or "."
         if found is not None:
             return found
@@ -211,7 +214,7 @@ class Mux:
         logger.error("", "Recovered from panic in server: %r %s" % (
             self.label, failure.getErrorMessage()))
         if _stacktrace(req):
-            failure.printTraceback(file=sys.__stdout__)
+            logger.raw(failure.getTraceback().rstrip("\n"))
         metrics.PANICS.inc()
         self._drop(req, w.SERVFAIL, send)
 
@@ -222,7 +225,7 @@ class Mux:
         logger.error("", "Recovered from panic in server: %r %s" % (
             self.label, exc))
         if _stacktrace(req):
-            traceback.print_exc(file=sys.__stdout__)
+            logger.raw(traceback.format_exc().rstrip("\n"))
         metrics.PANICS.inc()
         try:
             self._drop(req, w.SERVFAIL, send)

@@ -275,6 +275,7 @@ class ProxyMux:
         self.policy = policy
         self.clock = clock
         self.sessions = collections.OrderedDict()
+        self.invalid = logger.Limited("proxyproto", clock=clock)
 
     def __getattr__(self, name):
         return getattr(self.mux, name)
@@ -291,8 +292,8 @@ class ProxyMux:
                                        or not header.dgram):
                 raise ProxyError("only v2 UDP headers are accepted on UDP")
         except ProxyError as e:
-            logger.warning("proxyproto", "dropping invalid Proxy Protocol "
-                           "packet from %s: %s" % (client, e))
+            self.invalid.warning("dropping invalid Proxy Protocol packet "
+                                 "from %s: %s" % (client, e))
             return False
         payload = data[used:]
         if decision == "reject" and header is not None:

@@ -22,6 +22,7 @@ from corednstw.core.interfaces import IZoneAdder
 from corednstw.core.plugin import END, match, zones_from_args
 from corednstw.engines import authority
 from corednstw.engines.authority import go_quote
+from corednstw.engines.expressions import goregexp
 
 DEFAULT_REGEX = r"db\.(.*)"
 DEFAULT_TEMPLATE = "{1}"
@@ -180,7 +181,8 @@ def walk(directory, regex, template, current, paths):
 def setup(d, block):
     """The options apply in Corefile order; ``directory`` is required and
     ``upstream`` accepted and ignored, as CoreDNS does."""
-    o = types.SimpleNamespace(directory=None, regex=re.compile(DEFAULT_REGEX),
+    o = types.SimpleNamespace(directory=None,
+                              regex=goregexp.compile(DEFAULT_REGEX),
                               template=DEFAULT_TEMPLATE, reload=60.0)
     d.read_options({
         "directory": lambda c: _directory(c, block, o),
@@ -214,9 +216,9 @@ def _regex(c, text):
     if len(text) > MAX_REGEX:
         raise c.error("regexp too large")
     try:
-        regex = re.compile(text)
-    except re.error as e:
-        raise c.error("error parsing regexp: %s" % e) from e
+        regex = goregexp.compile(text)
+    except goregexp.RegexpError as e:
+        raise c.error(str(e)) from e
     if regex.groups == 0:
         raise c.error("Need at least one sub expression")
     return regex

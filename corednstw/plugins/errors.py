@@ -9,13 +9,12 @@ unless a ``consolidate`` pattern matches it: then matching errors are
 counted over the pattern's period and one summary line is written.
 """
 
-import re
-
 from corednstw.core import dnswire as w
 from corednstw.core import logger
 from corednstw.core.durations import format_duration
 from corednstw.core.plugin import END, Plugin, is_deferred
 from corednstw.core.request import Response
+from corednstw.engines.expressions import goregexp
 
 NAME = "errors"
 MAX_REGEXP_LEN = 10000
@@ -37,7 +36,7 @@ class Pattern:
     def __init__(self, period, text, level=logger.error, show_first=False):
         self.period = period
         self.text = text
-        self.regexp = re.compile(text)
+        self.regexp = goregexp.compile(text)
         self.level = level
         self.show_first = show_first
         self.count = 0
@@ -161,9 +160,9 @@ def _consolidate(c):
         raise c.error("regex pattern too long: %d > %d"
                       % (len(args[1]), MAX_REGEXP_LEN))
     try:
-        re.compile(args[1])
-    except re.error as e:
-        raise c.error("error parsing regexp: %s: `%s`" % (e, args[1])) from e
+        goregexp.compile(args[1])
+    except goregexp.RegexpError as e:
+        raise c.error(str(e)) from e
     level = None
     show_first = False
     for a in args[2:]:

@@ -8,6 +8,10 @@ the block holding ``explain`` (or the one whose metrics label is
 ``server``, e.g. ``dns://:53``), and the answer is the trace of
 dnsserver/explainer.py as JSON.
 
+explain bypasses acl and view: they decide on ``client``, an address
+the HTTP caller chooses.  So ADDRESS must be a loopback address unless
+the block says ``allow_remote`` (``explain ADDRESS { allow_remote }``).
+
 CoreDNS has no such directive (its ``debug`` takes no address); it is
 registered as corednstw's own, placed right after ``debug``.
 """
@@ -120,7 +124,31 @@ def _fail(request, failure):
 
 
 def setup(d, block):
-    return Explain(httpd.address_arg(d, DEFAULT_ADDRESS))
+    address = httpd.address_arg(d, DEFAULT_ADDRESS, children=True)
+    remote = False
+    for c in d.children:
+        if c.name != "allow_remote":
+            raise c.error("unknown property '%s'" % c.name)
+        if c.args:
+            raise c.arg_error()
+        remote = True
+    if not remote and not _loopback(httpd.split_address(address, 0)[0]):
+        raise d.error("%s is not a loopback address: explain lets whoever "
+                      "reaches it ask any query as any client, past acl "
+                      "and view; add allow_remote to serve it there"
+                      % address)
+    return Explain(address)
+
+
+def _loopback(host):
+    """True for a loopback IP address or ``localhost``; all interfaces
+    (an empty host) and other names are not."""
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.split("%")[0]).is_loopback
+    except ValueError:
+        return False
 
 
 PLUGIN = PluginEntry("explain", setup, after="debug")

@@ -166,8 +166,11 @@ class TSIGServer(Plugin):
                          % w.type_text(req.qtype))
             return Response(w.REFUSED, plugin=self.name)
         try:
-            owner, rdata = _read_tsig(req.data, off)
+            owner, rdata, end = _read_tsig(req.data, off)
         except (w.FormatError, dns.exception.DNSException, struct.error):
+            return Response(w.FORMERR, plugin=self.name)
+        if end != len(req.data):
+            # RFC 8945 5.1: the TSIG must be the last record.
             return Response(w.FORMERR, plugin=self.name)
         error, key = self.check(req.data, off, owner, rdata)
         _strip(req, off)
@@ -204,11 +207,12 @@ class TSIGServer(Plugin):
 
 
 def _read_tsig(data, off):
-    """(owner text, TSIG rdata) of the record at ``off``."""
+    """(owner text, TSIG rdata, offset past the record) of the record at
+    ``off``."""
     owner, end = w.read_name(data, off)
     rtype, rclass, ttl, rdlen = _RRHEAD.unpack_from(data, end)
     rd = dns.rdata.from_wire(rclass, rtype, data, end + 10, rdlen)
-    return owner, rd
+    return owner, rd, end + 10 + rdlen
 
 
 def _strip(req, off):

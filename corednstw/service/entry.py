@@ -118,6 +118,9 @@ def make_service(path, dns_port, multisocket=None, reactor=None, err=None):
         from twisted.internet import reactor
     from corednstw.service import signals
     app = load_app(path, dns_port, multisocket, reactor, err)
+    # Log lines leave through a thread while serving: a stalled stdout
+    # must not stop the reactor (core/logger.py).
+    logger.write_in_background()
     reactor.callWhenRunning(signals.install, app)
     return app
 

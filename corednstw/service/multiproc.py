@@ -549,6 +549,7 @@ def _child(sup, slot, ours, theirs, mask):
 
 def _flush():
     """Nothing buffered is written twice (once by each side of a fork)."""
+    logger.flush()
     for f in (sys.stdout, sys.stderr, sys.__stdout__, sys.__stderr__):
         try:
             if f is not None:

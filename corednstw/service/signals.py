@@ -46,6 +46,7 @@ def install(app):
             if interrupted:     # a second ^C: no waiting for lameduck
                 logger.info("", "SIGINT: Force quit")
                 run_exit_hooks()
+                logger.flush()
                 os._exit(2)
             interrupted.append(True)
             logger.info("", "SIGINT: Shutting down")
@@ -56,6 +57,7 @@ def install(app):
     def immediate(signum, _frame):
         logger.info("", "SIGQUIT: Quitting process immediately")
         run_exit_hooks()
+        logger.flush()
         os._exit(0)
 
     def reload(signum, _frame):

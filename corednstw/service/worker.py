@@ -55,6 +55,7 @@ def _own_signals():
 
 
 def _quit(signum, frame):
+    logger.flush()
     os._exit(0)
 
 

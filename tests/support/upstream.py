@@ -47,6 +47,7 @@ class Upstream:
         self.mangle = None
         self.queries = []        # (proto, qname lower, type text, message)
         self.replies = []        # the reply bytes sent, in order
+        self.sources = []        # the (host, port) of each UDP query
         self.pending = []
         self.udp = self.tcp = None
         self.port = 0
@@ -170,6 +171,8 @@ class _UDP(protocol.DatagramProtocol):
         self.up = up
 
     def datagramReceived(self, data, addr):
+        self.up.sources.append(addr)
+
         def send(wire):
             if self.transport is not None:
                 self.transport.write(wire, addr)

@@ -320,8 +320,12 @@ def write_files(key, directory):
         f.write("%s IN DNSKEY %d 3 %d %s\n" % (
             key.name, key.flags, key.algorithm,
             base64.b64encode(key.public).decode()))
-    with open(base + ".private", "w") as f:
-        os.chmod(base + ".private", 0o600)
+    # Created 0600: never readable by others, not even for a moment (and
+    # a file of that name left before is tightened before it is written).
+    fd = os.open(base + ".private", os.O_WRONLY | os.O_CREAT | os.O_TRUNC,
+                 0o600)
+    os.fchmod(fd, 0o600)
+    with os.fdopen(fd, "w") as f:
         f.write(private_text(key))
     key.path = base
     return base

@@ -6,8 +6,9 @@ Modules:
 ``ids``
     random message IDs, drawn from the OS in batches (``new_id``).
 ``transport``
-    the connections to one upstream: ``UDPConn`` (one connected socket,
-    replies matched to queries by message ID, one timer per socket) and
+    the connections to one upstream: ``UDPConn`` (a connected socket of
+    its own per query, ``UDPQuery``, so a fresh source port; one timer
+    for all of an upstream's queries) and
     ``StreamConn`` (TCP or TLS, one query at a time, pooled).
 ``https``
     ``DoHClient``, the HTTP side of an ``https://`` upstream: twisted.web's
@@ -58,12 +59,11 @@ that needs a single query.
 """
 
 from corednstw.engines.upstream.conn import (
-                                               UDP_RCVBUF,
-                                               StreamConn,
-                                               StreamFactory,
-                                               UDPConn,
-                                               grow_rcvbuf,
-                                               local_end,
+    StreamConn,
+    StreamFactory,
+    UDPConn,
+    UDPQuery,
+    local_end,
 )
 from corednstw.engines.upstream.errors import (
                                                CachedClosed,
@@ -99,7 +99,7 @@ __all__ = [
     "CONN_HITS", "CONN_MISSES", "CachedClosed", "DEFAULT_EXPIRE",
     "DEFAULT_READ_TIMEOUT", "HC_FAILURES", "HC_INTERVAL", "HC_TIMEOUT",
     "IDs", "MAX_DIAL", "MIN_DIAL", "Upstream", "REQUEST_DURATION",
-    "StreamConn", "StreamFactory", "UDPConn", "UDP_RCVBUF",
-    "UpstreamError", "error_text", "exchange", "grow_rcvbuf", "hostport",
+    "StreamConn", "StreamFactory", "UDPConn", "UDPQuery",
+    "UpstreamError", "error_text", "exchange", "hostport",
     "local_end", "matches", "new_id", "readable", "truncated",
 ]

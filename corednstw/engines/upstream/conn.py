@@ -9,6 +9,8 @@ takes stream connections back into its pool (``yield_conn``,
 ``forget_conn``).
 """
 
+import errno
+import os
 import socket
 import struct
 
@@ -19,24 +21,6 @@ from corednstw.engines.upstream.errors import CachedClosed, UpstreamError
 from corednstw.engines.upstream.ids import new_id
 
 _ID = struct.Struct("!H")
-
-#: Receive buffer of an upstream UDP socket.  All queries to an upstream
-#: share one socket (CoreDNS spreads them over a pool of sockets, each with
-#: its own buffer), so a burst of replies needs more room than the
-#: default; the kernel caps it at net.core.rmem_max.
-UDP_RCVBUF = 1 << 20
-
-
-def grow_rcvbuf(port):
-    """Raise the receive buffer of UDP ``port`` to UDP_RCVBUF (best
-    effort: left as it is where the OS refuses)."""
-    try:
-        sock = port.socket
-        if sock.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF) < UDP_RCVBUF:
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, UDP_RCVBUF)
-    except (AttributeError, OSError):
-        pass
-
 
 def local_end(transport):
     """(host, port) of our end of a Twisted port or transport, or None."""
@@ -49,101 +33,189 @@ def local_end(transport):
         return None
 
 
-class UDPConn(protocol.DatagramProtocol):
-    """One connected UDP socket to an upstream; replies are matched to
-    queries by message ID (replies with an unknown ID are ignored).
+class UDPConn:
+    """The UDP queries to one upstream, each on a socket of its own.
 
-    Every query on a socket has the same read timeout, so the pending map
-    (insertion ordered) is also ordered by deadline: one timer per socket,
-    armed for the oldest query, replaces a timer per query."""
+    A fresh socket per query gets a fresh random source port from the
+    kernel: an off-path attacker forging a reply must guess the port as
+    well as the message ID (16 + about 15 bits), where one socket kept
+    for every query would leave the ID alone to guess.  A reply with
+    another ID is ignored (the query waits on), as is a datagram from
+    elsewhere (the socket is connected).
+
+    Every query has the same read timeout, so the pending map (insertion
+    ordered) is also ordered by deadline: one timer, armed for the
+    oldest query, replaces a timer per query."""
 
     proto = "udp"
 
     def __init__(self, proxy, created):
         self.proxy = proxy
         self.created = created
-        self.pending = {}        # msgid -> (waiter, deadline)
-        self.retired = False
-        self.dead = False
-        self.port = None
+        self.pending = {}        # UDPQuery -> deadline
         self.timer = None
-        self._local = None
-
-    def local(self):
-        """Our (host, port) on this socket (CoreDNS's LocalAddr)."""
-        if self._local is None:
-            self._local = local_end(self.port)
-        return self._local
-
-    def stopProtocol(self):
-        # The reactor closed the socket (a read error): replace it.
-        self.dead = True
-        self._fail_all(UpstreamError("socket closed"))
+        self.spent = []          # sockets to close on the next turn
+        self.reaper = None
+        host = proxy.host
+        self.family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        self.peer = (host, proxy.port)
 
     def query(self, wire, timeout, waiter, now):
-        pending = self.pending
-        msgid = new_id()
-        while msgid in pending:
-            msgid = new_id()
-        pending[msgid] = (waiter, now + timeout)
+        q = UDPQuery(self, waiter)
+        try:
+            q.open(self.family, self.proxy.source, self.peer)
+            q.sock.send(_ID.pack(q.msgid) + wire[2:])
+        except OSError as e:
+            q.close()
+            return waiter.fail(UpstreamError(str(e)), q)
+        self.pending[q] = now + timeout
+        self.proxy.reactor.addReader(q)
         if self.timer is None:
             self.timer = self.proxy.reactor.callLater(timeout, self._expire)
-        try:
-            self.transport.write(_ID.pack(msgid) + wire[2:])
-        except OSError as e:
-            entry = pending.pop(msgid, None)
-            if entry is not None:
-                entry[0].fail(UpstreamError(str(e)), self)
 
-    def datagramReceived(self, data, addr):
-        if len(data) < 12:
-            return
-        entry = self.pending.pop((data[0] << 8) | data[1], None)
-        if entry is None:
-            return
-        entry[0].reply(data, self)
-        if self.retired and not self.pending:
-            self.close()
+    def done(self, q):
+        """``q`` is answered or failed: no longer waited for."""
+        if self.pending.pop(q, None) is not None:
+            self.proxy.reactor.removeReader(q)
+            return True
+        return False
 
     def _expire(self):
         self.timer = None
         pending = self.pending
-        now = self.proxy.reactor.seconds()
+        reactor = self.proxy.reactor
+        now = reactor.seconds()
         late = []
-        for msgid, entry in pending.items():
-            if entry[1] > now:
+        for q, deadline in pending.items():
+            if deadline > now:
                 break
-            late.append(msgid)
-        for msgid in late:
-            entry = pending.pop(msgid, None)
-            if entry is not None:
-                entry[0].fail(UpstreamError("i/o timeout"), self)
-        if pending and self.timer is None and self.port is not None:
-            first = next(iter(pending.values()))[1]
-            self.timer = self.proxy.reactor.callLater(
-                max(first - self.proxy.reactor.seconds(), 0), self._expire)
-        if self.retired and not pending:
-            self.close()
+            late.append(q)
+        for q in late:
+            # The reactor runs timers before it reads: a reply that came
+            # in time may still wait in the socket.
+            q.doRead()
+            q.fail(UpstreamError("i/o timeout"))
+        if pending and self.timer is None:
+            first = next(iter(pending.values()))
+            self.timer = reactor.callLater(max(first - reactor.seconds(), 0),
+                                           self._expire)
 
-    def _fail_all(self, exc):
-        pending, self.pending = self.pending, {}
-        for waiter, _deadline in pending.values():
-            waiter.fail(exc, self)
+    def retire(self, sock):
+        """Close ``sock`` on the reactor's next turn, not now: the events
+        the reactor is dispatching may still name its descriptor, and a
+        socket opened meanwhile (a retry) would get the same number and
+        the other socket's event (an error from a dead upstream)."""
+        self.spent.append(sock)
+        if self.reaper is None:
+            self.reaper = self.proxy.reactor.callLater(0, self._reap)
 
-    def connectionRefused(self):
-        # ICMP port unreachable: every query on this socket went to the
-        # same dead upstream.
-        self._fail_all(UpstreamError("connection refused"))
+    def _reap(self):
+        self.reaper = None
+        spent, self.spent = self.spent, []
+        for sock in spent:
+            sock.close()
+
+    def refused(self):
+        """ICMP port unreachable on one query's socket: nobody listens at
+        the upstream, so no query waiting on it will be answered."""
+        for q in list(self.pending):
+            q.fail(UpstreamError("connection refused"))
 
     def close(self):
         if self.timer is not None:
             if self.timer.active():
                 self.timer.cancel()
             self.timer = None
-        self._fail_all(UpstreamError("transport stopped"))
-        if self.port is not None:
-            port, self.port = self.port, None
-            port.stopListening()
+        for q in list(self.pending):
+            q.fail(UpstreamError("transport stopped"))
+        if self.reaper is not None:
+            self.reaper.cancel()
+            self._reap()
+
+
+class UDPQuery:
+    """One query's connected UDP socket, read by the reactor until the
+    reply with the query's ID comes (the conn handed to the waiter)."""
+
+    __slots__ = ("owner", "waiter", "sock", "msgid", "_local")
+    proto = "udp"
+
+    def __init__(self, owner, waiter):
+        self.owner = owner
+        self.waiter = waiter
+        self.sock = None
+        self.msgid = new_id()
+        self._local = None
+
+    def open(self, family, source, peer):
+        self.sock = s = socket.socket(family, socket.SOCK_DGRAM)
+        s.setblocking(False)
+        if source:
+            s.bind((source, 0))
+        s.connect(peer)
+
+    def local(self):
+        """Our (host, port) on this socket (CoreDNS's LocalAddr)."""
+        if self._local is None and self.sock is not None:
+            try:
+                self._local = self.sock.getsockname()[:2]
+            except OSError:
+                pass
+        return self._local
+
+    # The reactor's IReadDescriptor.
+    def fileno(self):
+        return self.sock.fileno() if self.sock is not None else -1
+
+    def logPrefix(self):
+        return "UDPQuery"
+
+    def doRead(self):
+        sock = self.sock
+        while sock is not None:
+            try:
+                data = sock.recv(65535)
+            except BlockingIOError:
+                return
+            except ConnectionRefusedError:
+                return self.owner.refused()
+            except OSError as e:
+                return self.fail(UpstreamError(str(e)))
+            if len(data) >= 12 and (data[0] << 8 | data[1]) == self.msgid:
+                if self.owner.done(self):
+                    try:
+                        self.waiter.reply(data, self)
+                    finally:
+                        self.close()
+                return
+
+    def connectionLost(self, reason):
+        # The reactor saw an error without data (EPOLLERR): the socket's
+        # pending error says which.
+        err = 0
+        if self.sock is not None:
+            try:
+                err = self.sock.getsockopt(socket.SOL_SOCKET,
+                                           socket.SO_ERROR)
+            except OSError:
+                pass
+        if err == errno.ECONNREFUSED:
+            return self.owner.refused()
+        self.fail(UpstreamError(os.strerror(err) if err else
+                                "socket closed"))
+
+    def fail(self, exc):
+        if self.owner.done(self):
+            self.local()            # for the error text, before closing
+            try:
+                self.waiter.fail(exc, self)
+            finally:
+                self.close()
+
+    def close(self):
+        sock, self.sock = self.sock, None
+        if sock is not None:
+            self.owner.retire(sock)
 
 
 class StreamConn(Int16StringReceiver):

@@ -18,7 +18,6 @@ from corednstw.engines.upstream.conn import (
     StreamConn,
     StreamFactory,
     UDPConn,
-    grow_rcvbuf,
 )
 from corednstw.engines.upstream.errors import UpstreamError
 from corednstw.engines.upstream.exchange import exchange
@@ -132,28 +131,13 @@ class Upstream:
         return self._query_stream(wire, proto, waiter)
 
     def _query_udp(self, wire, waiter, now):
+        """Every UDP query opens a socket of its own (a fresh source
+        port): counted as a connection cache miss, as CoreDNS counts a
+        query that dials."""
         u = self.udp
-        if u is not None and (u.dead or self._expired(u, u.created, now)):
-            u.retired = True
-            if not u.pending:
-                u.close()
-            u = self.udp = None
         if u is None:
-            u = UDPConn(self, now)
-            iface = self.source or ("::" if ":" in self.host else "")
-            try:
-                u.port = self.reactor.listenUDP(0, u, interface=iface,
-                                                maxPacketSize=65535)
-                u.port.connect(self.host, self.port)
-            except Exception as e:
-                if u.port is not None:
-                    u.port.stopListening()
-                return waiter.fail(UpstreamError(str(e)), None)
-            grow_rcvbuf(u.port)
-            self.udp = u
-            CONN_MISSES.inc(self.labels_udp)
-        else:
-            CONN_HITS.inc(self.labels_udp)
+            u = self.udp = UDPConn(self, now)
+        CONN_MISSES.inc(self.labels_udp)
         u.query(wire, self.read_timeout, waiter, now)
 
     def _query_https(self, wire, waiter):

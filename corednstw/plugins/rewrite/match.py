@@ -9,6 +9,7 @@ not match costs one call and one string operation.
 import re
 
 from corednstw.core.names import normalize_name
+from corednstw.engines.expressions import goregexp
 
 EXACT, PREFIX, SUFFIX, SUBSTRING, REGEX = (
     "exact", "prefix", "suffix", "substring", "regex")
@@ -36,8 +37,8 @@ def compile_regex(pattern, context="regex"):
         raise ValueError("%s pattern too long: %d > %d"
                          % (context, len(pattern), MAX_REGEX_LEN))
     try:
-        return re.compile(pattern)
-    except re.error as e:
+        return goregexp.compile(pattern)
+    except goregexp.RegexpError as e:
         raise ValueError("invalid regex matching pattern: %s" % pattern) from e
 
 

@@ -5,6 +5,7 @@ import re
 
 from corednstw.core import dnswire as w
 from corednstw.core import goparse
+from corednstw.engines.expressions import goregexp
 from corednstw.plugins.rewrite import match as m
 from corednstw.plugins.rewrite.rule import Rule
 
@@ -47,8 +48,8 @@ def _name_matcher(field, kind, value):
             raise ValueError("regex pattern too long in a %s rule: %d > %d"
                              % (field, len(value), m.MAX_REGEX_LEN))
         try:
-            return m.matcher(kind, re.compile(value))
-        except re.error as e:
+            return m.matcher(kind, goregexp.compile(value))
+        except goregexp.RegexpError as e:
             raise ValueError("invalid regex pattern in a %s rule: %s"
                              % (field, value)) from e
     if kind not in m.MATCH_TYPES:
@@ -229,8 +230,8 @@ def new_cname_rule(mode, args):
             raise ValueError("regex pattern too long in a cname rule: "
                              "%d > %d" % (len(frm), m.MAX_REGEX_LEN))
         try:
-            frm = re.compile(frm)
-        except re.error as e:
+            frm = goregexp.compile(frm)
+        except goregexp.RegexpError as e:
             raise ValueError("invalid cname rewrite regex pattern: %s"
                              % e) from e
     return CnameRule(mode, kind, frm, to)

@@ -132,22 +132,6 @@ def trusted_roots(path):
     return pem
 
 
-def matches(name, domains):
-    """Whether a TLS server name is one of ``domains`` (a wildcard
-    covers one label)."""
-    try:
-        name = normalize_domain(name)
-    except ACMEError:
-        return False
-    for d in domains:
-        if name == d:
-            return True
-        if d.startswith("*.") and "." in name and \
-                name.split(".", 1)[1] == d[2:]:
-            return True
-    return False
-
-
 # -- the DNS-01 answers --------------------------------------------------
 
 
@@ -243,6 +227,7 @@ class ACMETLS:
     def __init__(self, options):
         self.options = options
         self.current = None     # a tlsconfig.ServerTLS once issued
+        self._bare = None
 
     @property
     def cert(self):
@@ -257,23 +242,21 @@ class ACMETLS:
         self.current = tlsconfig.ServerTLS(cert, key)
 
     def context(self, alpn=()):
-        ctx = self._ready().context(alpn)
-        ctx.set_tlsext_servername_callback(self._server_name)
-        return ctx
+        """The certificate's context; until there is one, a context with
+        no certificate, whose handshakes fail with an alert (the
+        listener cannot be given no connection at all)."""
+        if self.current is None:
+            if self._bare is None:
+                self._bare = SSL.Context(SSL.TLS_SERVER_METHOD)
+                self._bare.set_min_proto_version(SSL.TLS1_2_VERSION)
+            return self._bare
+        return self.current.context(alpn)
 
     def _ready(self):
         if self.current is None:
             raise tlsconfig.TLSError("ACME certificate is not ready for %s"
                                      % self.options.domains)
         return self.current
-
-    def _server_name(self, conn):
-        """Refuse a server name the certificate is not for."""
-        name = conn.get_servername()
-        if name and not matches(name.decode("ascii", "replace"),
-                                self.options.domains):
-            raise SSL.Error("server name %r is not managed by this ACME "
-                            "configuration" % name)
 
 
 # -- obtaining certificates ------------------------------------------------

@@ -7,11 +7,13 @@ import ssl
 
 import dns.message
 import dns.rcode
-from twisted.internet import defer
+from cryptography import x509
+from twisted.internet import defer, task
 from twisted.trial import unittest
 
 from corednstw.dnsserver import acme
 from tests.support import pebble, tlsutil, util
+from tests.support.unbound import make_certs
 
 COREFILE = """.:0 tls://.:0 {
     bind 127.0.0.1
@@ -106,3 +108,43 @@ class ACMETest(unittest.TestCase):
                               ssl.create_default_context(cadata=root),
                               hostname="dns.example")
         self.assertEqual(m.rcode(), dns.rcode.NOERROR)
+
+
+class ScheduleTest(unittest.TestCase):
+    """When renewal and a new try after a failure are due (a Clock)."""
+
+    def setUp(self):
+        self.log = util.capture_log(self)
+        self.clock = task.Clock()
+        options = acme.Options(["dns.example"],
+                               storage=util.write_files(self, {}))
+        options.validate()
+        self.manager = acme.Manager(options, acme.Solver(), self.clock)
+
+    def test_renewal_when_a_third_of_the_lifetime_is_left(self):
+        d = util.write_files(self, {})
+        with open(make_certs(d, ("dns.example",))[1], "rb") as fh:
+            cert = x509.load_pem_x509_certificate(fh.read())
+        start = cert.not_valid_before_utc.timestamp()
+        end = cert.not_valid_after_utc.timestamp()
+        self.clock.advance(start)
+        self.assertAlmostEqual(self.manager._due(cert),
+                               (end - start) * 2 / 3, places=3)
+        self.clock.advance(end - start)
+        self.assertEqual(self.manager._due(cert), 0.0)
+
+    def test_failures_are_retried_later_and_later(self):
+        delays = []
+        self.patch(self.manager, "obtain", lambda: delays.append(
+            self.clock.seconds()))
+        for _ in range(3):
+            self.manager._failed_text("connection refused")
+            self.clock.advance(self.manager.RETRY_MAX)
+        self.assertEqual(self.manager.retry, self.manager.RETRY_FIRST * 8)
+        self.assertEqual(len(delays), 3)
+        self.assertIn("obtaining the ACME certificate for dns.example from "
+                      "%s: connection refused (next try in 60s)"
+                      % acme.DEFAULT_CA, self.log.text())
+        self.manager.stop()
+        self.manager._failed_text("connection refused")
+        self.assertEqual(self.clock.getDelayedCalls(), [])

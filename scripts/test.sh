@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs everything the tests need (a venv with the package, the example
 # and contrib/ plugin packages, Debian servers the integration tests
-# start, iproute2 and iptables for node-cache's test in a network
+# start (pebble: a test ACME CA), iproute2 and iptables for node-cache's test in a network
 # namespace), runs the linters (ruff over the
 # tree, mypy over the typed contract modules: each counts as one test) and
 # the whole trial suite.  Ends with a line "N passed, N failed[, N skipped]";
@@ -9,7 +9,7 @@
 set -u
 cd "$(dirname "$0")/.."
 
-DEBS="unbound knot knot-dnsutils bind9-utils bind9-dnsutils ldnsutils etcd-server iproute2 iptables prometheus"
+DEBS="unbound knot knot-dnsutils bind9-utils bind9-dnsutils ldnsutils etcd-server iproute2 iptables prometheus pebble"
 missing=""
 for p in $DEBS; do
   dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"

@@ -23,6 +23,7 @@ from twisted.trial import unittest
 from corednstw.core.errors import CorefileError
 from corednstw.service.app import App
 from tests.support import util
+from tests.support.unbound import make_certs
 
 #: The shared data beside the repository; COREDNSTW_SHARED names another
 #: place (a worktree checked out one level deeper, for instance).
@@ -42,9 +43,6 @@ DIFFERENCES = {
     "plugin/kubernetes/setup_test.go:23": _KUBECONFIG,
     "plugin/kubernetes/setup_test.go:24": _KUBECONFIG,
     "plugin/kubernetes/setup_test.go:25": _KUBECONFIG,
-    "plugin/tls/acme_test.go:0": (
-        "ACME certificates are not supported yet and refused "
-        "(docs/plugins/tls.md)."),
     # The data lost the path the Go test appends ("keylog " + a file in
     # its temporary directory): the bare keylog left is refused, by
     # CoreDNS as well (TestTLSKeyLog "No Path").
@@ -62,6 +60,20 @@ DIFFERENCES = {
 KEYS = {
     "plugin/shed/setup_test.go:4": ["tls://.:853"],
 }
+
+def _ca_pem(d):
+    """The text of a fresh test CA certificate, made in ``d``."""
+    with open(make_certs(d, ("dns.example",))[0]) as fh:
+        return fh.read()
+
+
+#: Fixtures the Go test writes itself (the data holds none): case id ->
+#: name -> a function of the directory making the content.
+WRITTEN = {
+    # TestParseACMETLS copies its test CA to roots.pem (ca_root).
+    "plugin/tls/acme_test.go:0": {"roots.pem": _ca_pem},
+}
+
 
 #: The environment CoreDNS's kubernetes setup tests take for granted:
 #: they run its option parser alone, which never looks for a cluster.
@@ -90,6 +102,8 @@ def write_fixtures(testcase, case):
     was read from (a test may hold bytes that are not UTF-8)."""
     d = util.write_files(testcase, {})
     files = dict(case.get("fixtures") or {}, Corefile=corefile(case))
+    for name, make in WRITTEN.get(case["id"], {}).items():
+        files[name] = make(d)
     for name, text in files.items():
         path = os.path.join(d, name)
         os.makedirs(os.path.dirname(path), exist_ok=True)

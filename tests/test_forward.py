@@ -165,6 +165,17 @@ class SetupTableTest(unittest.TestCase):
                              (frm, maxfails, hc_rd, hc_domain, force, prefer),
                              text)
 
+    def test_escaped_dot_is_no_label_boundary(self):
+        """``a\\.internal.`` is one label under the root, not a name
+        below ``internal.`` (miekg's IsSubDomain): FROM and except
+        compare labels."""
+        [f] = self.parse("forward internal 127.0.0.1 {\n"
+                         "    except skip.internal\n}")
+        self.assertTrue(f.match("a.internal."))
+        self.assertFalse(f.match("a\\.internal."))
+        self.assertFalse(f.match("x.skip.internal."))
+        self.assertTrue(f.match("x\\.skip.internal."))
+
     def test_multi_forward(self):
         fs = self.parse("forward . ::1\nforward com ::2")
         self.assertEqual(

@@ -16,7 +16,7 @@ of the first try is sent and the client walks on by itself.
 """
 
 from corednstw.core import dnswire as w
-from corednstw.core import metrics
+from corednstw.core import metrics, names
 from corednstw.core.interfaces import IAutoPather
 from corednstw.core.plugin import Plugin, is_deferred, match, zones_from_args
 from corednstw.core.request import (
@@ -169,7 +169,7 @@ def _in_domain(qname, first):
     (an empty or root domain holds every name)."""
     if first in ("", "."):
         return True
-    return qname == first or qname.endswith("." + first)
+    return names.in_zone(qname, first)
 
 
 def _join(base, domain):

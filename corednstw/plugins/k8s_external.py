@@ -20,6 +20,7 @@ from twisted.internet import defer
 from zope.interface import implementer
 
 from corednstw.core import dnswire as w
+from corednstw.core import names
 from corednstw.core.interfaces import (
     EXTERNAL_ENDPOINT,
     IExternal,
@@ -79,7 +80,7 @@ class External(Plugin):
             if qname == z:
                 return self._apex(req, zone)
             sub = self.apex + "." + z
-            if qname == sub or qname.endswith("." + sub):
+            if names.in_zone(qname, sub):
                 return self._sub_apex(req, zone)
         svcs, rcode = self._source.external(req, zone, self.headless)
         if not svcs:

@@ -16,7 +16,7 @@ import random
 from twisted.internet import defer
 
 from corednstw.core import dnswire as w
-from corednstw.core import metrics
+from corednstw.core import metrics, names
 from corednstw.core.plugin import Plugin
 from corednstw.core.request import RawResponse, Response
 from corednstw.engines.upstream import (
@@ -73,7 +73,7 @@ class Fanout(Plugin):
 
     def match(self, qname):
         f = self.from_
-        if not (f == "." or qname == f or qname.endswith("." + f)):
+        if not names.in_zone(qname, f):
             return False
         if self.excepted:
             # The name and each of its parents, down to the root.

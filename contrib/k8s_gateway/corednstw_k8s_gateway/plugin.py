@@ -18,7 +18,7 @@ from zope.interface import implementer
 
 from corednstw import __version__
 from corednstw.core import dnswire as w
-from corednstw.core import logger
+from corednstw.core import logger, names
 from corednstw.core.interfaces import IFedData, IInheritable, IReadiness
 from corednstw.core.plugin import Fallthrough, Plugin, match, then
 from corednstw.core.request import Response
@@ -89,11 +89,11 @@ class K8sGateway(Watching, Plugin):
             for kind in KINDS[r]:
                 if kind == st.SERVICES:
                     n = max(1, len(self.service_selectors))
-                    names = [kind] + ["%s#%d" % (kind, i)
-                                      for i in range(1, n)]
+                    watched = [kind] + ["%s#%d" % (kind, i)
+                                        for i in range(1, n)]
                 else:
-                    names = [kind]
-                out.extend(k for k in names if k not in out)
+                    watched = [kind]
+                out.extend(k for k in watched if k not in out)
         return out
 
     def _service_kinds(self):
@@ -152,20 +152,20 @@ class K8sGateway(Watching, Plugin):
         return getattr(self, "_" + resource.lower())(keys)
 
     def _ingress(self, keys):
-        ips, names = [], []
+        ips, hosts = [], []
         classes = self.ingress_classes
         for r in self.store.find(st.INGRESSES, keys):
             if classes and r.cls not in classes:
                 continue
             ips.extend(r.ips)
-            names.extend(r.lookups)
-        return ips, names, []
+            hosts.extend(r.lookups)
+        return ips, hosts, []
 
     def _service(self, keys):
         """Services of all the selectors' watches, each once: ready
         endpoints when asked for, else the external IPs (which, as
         upstream, end the search), else the load balancer's."""
-        ips, names, seen = [], [], set()
+        ips, hosts, seen = [], [], set()
         for kind in self._service_kinds():
             for r in self.store.find(kind, keys):
                 if (r.name, r.ns) in seen:
@@ -176,15 +176,15 @@ class K8sGateway(Watching, Plugin):
                         ips.extend(s.ips)
                     continue
                 if r.external:
-                    return ips + list(r.external), names, []
+                    return ips + list(r.external), hosts, []
                 ips.extend(r.ips)
-                names.extend(r.lookups)
-        return ips, names, []
+                hosts.extend(r.lookups)
+        return ips, hosts, []
 
     def _routes(self, kind, keys):
         """The addresses of the parent Gateways of the routes (of the
         classes given, if any)."""
-        ips, names = [], []
+        ips, hosts = [], []
         classes = self.gateway_classes
         for r in self.store.find(kind, keys):
             for ns, name in r.parents:
@@ -192,8 +192,8 @@ class K8sGateway(Watching, Plugin):
                 if g is None or (classes and g.cls not in classes):
                     continue
                 ips.extend(g.ips)
-                names.extend(g.lookups)
-        return ips, names, []
+                hosts.extend(g.lookups)
+        return ips, hosts, []
 
     def _httproute(self, keys):
         return self._routes(st.HTTPROUTES, keys)
@@ -228,36 +228,36 @@ class K8sGateway(Watching, Plugin):
         """(addresses, texts) of the first step (resource, keys) with
         any; a Deferred while host names are being resolved."""
         while i < len(steps):
-            ips, names, texts = self.lookup(*steps[i])
+            ips, hosts, texts = self.lookup(*steps[i])
             i += 1
-            if names:
+            if hosts:
                 def resolved(more, ips=ips, texts=texts, i=i):
                     if ips or more or texts:
                         return ips + more, texts
                     return self._first(steps, i)
-                return self._resolve(names).addCallback(resolved)
+                return self._resolve(hosts).addCallback(resolved)
             if ips or texts:
                 return ips, texts
         return [], []
 
     def _all(self, keys):
         """The addresses every resource knows for ``keys`` (the server's
-        own: the apex and secondary names)."""
-        ips, names = [], []
+        own: the apex and secondary hosts)."""
+        ips, hosts = [], []
         for r in self.active:
             got = self.lookup(r, keys)
             ips.extend(got[0])
-            names.extend(got[1])
-        if not names:
+            hosts.extend(got[1])
+        if not hosts:
             return ips
-        return self._resolve(names).addCallback(lambda more: ips + more)
+        return self._resolve(hosts).addCallback(lambda more: ips + more)
 
-    def _resolve(self, names):
+    def _resolve(self, hosts):
         """The addresses of host names, by the system's resolver in the
         reactor's thread pool; a name that fails adds none."""
         ds = [threads.deferToThreadPool(
             self.reactor, self.reactor.getThreadPool(), _addresses, n)
-            for n in dict.fromkeys(names)]
+            for n in dict.fromkeys(hosts)]
 
         def done(results):
             return [ip for ok, got in results if ok for ip in got]
@@ -281,7 +281,7 @@ class K8sGateway(Watching, Plugin):
                 root = True
                 break
             sub = _join(self.apex, z)
-            if qname == sub or qname.endswith("." + sub):
+            if names.in_zone(qname, sub):
                 return self._sub_apex(req, zone, zcase)
         steps = [(r, keys) for keys in key_sets(qname, zone)
                  for r in self.active]
@@ -337,14 +337,14 @@ class K8sGateway(Watching, Plugin):
     def _own(self, zcase, secondary):
         """The address records of this server (the Service named by the
         apex) and, for an NS answer, of the secondary's."""
-        names = [(self.apex, _join(self.apex, zcase))]
+        apexes = [(self.apex, _join(self.apex, zcase))]
         if secondary and self.secondary:
-            names.append((self.secondary, _join(self.secondary, zcase)))
-        found = [self._all([key]) for key, _ in names]
+            apexes.append((self.secondary, _join(self.secondary, zcase)))
+        found = [self._all([key]) for key, _ in apexes]
 
         def records(results):
             out = []
-            for (_, owner), ips in zip(names, results):
+            for (_, owner), ips in zip(apexes, results):
                 v4, v6 = _split(ips)
                 out.extend(w.RR(owner, w.A, TTL_SOA, rd) for rd in v4)
                 out.extend(w.RR(owner, w.AAAA, TTL_SOA, rd) for rd in v6)

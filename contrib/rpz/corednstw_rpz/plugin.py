@@ -20,7 +20,7 @@ in whole.
 import ipaddress
 
 from corednstw.core import dnswire as w
-from corednstw.core import logger, metrics
+from corednstw.core import logger, metrics, names
 from corednstw.core.plugin import Plugin, then
 from corednstw.core.request import NoReply, Response
 from corednstw.engines import authority
@@ -299,4 +299,4 @@ def _servers(resp, qname):
 
 def _above(owner, qname):
     """``owner`` is ``qname`` or a name above it."""
-    return owner == qname or owner == "." or qname.endswith("." + owner)
+    return names.in_zone(qname, owner)

@@ -8,7 +8,7 @@ from twisted.internet import defer
 from zope.interface import implementer
 
 from corednstw.core import dnswire as w
-from corednstw.core import logger
+from corednstw.core import logger, names
 from corednstw.core.interfaces import INotifier, ITransferer
 from corednstw.core.plugin import Fallthrough, Plugin
 
@@ -35,7 +35,7 @@ class ZonePlugin(Plugin):
     def find_zone(self, qname):
         best = None
         for z in self.names:
-            if qname == z or z == "." or qname.endswith("." + z):
+            if names.in_zone(qname, z):
                 if best is None or len(z) > len(best):
                     best = z
         return best

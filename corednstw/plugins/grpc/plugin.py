@@ -22,7 +22,7 @@ from typing import Optional
 from twisted.internet import defer
 
 from corednstw.core import dnswire as w
-from corednstw.core import metrics
+from corednstw.core import metrics, names
 from corednstw.core.plugin import Plugin
 from corednstw.core.request import RawResponse, Response
 from corednstw.dnsserver.grpcdns import METHOD, decode_packet, encode_packet
@@ -98,10 +98,10 @@ class GRPC(Plugin):
 
     def match(self, qname):
         f = self.from_
-        if not (f == "." or qname == f or qname.endswith("." + f)):
+        if not names.in_zone(qname, f):
             return False
         return qname == f or not any(
-            ig == "." or qname == ig or qname.endswith("." + ig)
+            names.in_zone(qname, ig)
             for ig in self.ignored)
 
     def ordered(self):

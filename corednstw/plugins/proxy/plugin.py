@@ -15,7 +15,7 @@ from typing import Optional
 from twisted.internet import defer
 
 from corednstw.core import dnswire as w
-from corednstw.core import metrics
+from corednstw.core import metrics, names
 from corednstw.core.interfaces import IForwarderTap
 from corednstw.core.plugin import Plugin
 from corednstw.core.request import RawResponse, Response
@@ -75,12 +75,12 @@ class Group:
         """True when ``qname`` is under FROM and not under an ``except``
         name (FROM itself is always taken)."""
         f = self.from_
-        if not (f == "." or qname == f or qname.endswith("." + f)):
+        if not names.in_zone(qname, f):
             return False
         if qname == f:
             return True
         for ig in self.ignored:
-            if ig == "." or qname == ig or qname.endswith("." + ig):
+            if names.in_zone(qname, ig):
                 return False
         return True
 

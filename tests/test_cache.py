@@ -1584,6 +1584,33 @@ class PreferPositiveTest(unittest.TestCase):
                                  (timeout, bad.__name__))
 
 
+def ask_twice(testcase, answer, off, store, qname, qtype, **kw):
+    """Ask a cache in front of ``answer(req)`` (a structured Response)
+    twice, two seconds apart, with its quick path ``off`` (a method name)
+    turned off or not: the two answers and the stored entry's fields,
+    to compare a quick path with the general one."""
+    h = Harness(testcase)
+    if off:
+        testcase.patch(h.cache, off, lambda *a: None)
+
+    def serve(req):
+        h.calls += 1
+        return answer(req)
+    h.cache.next = util.Stub(serve)
+    q = h.query(qname, qtype, **kw)
+    q.id = 4242
+    wire = q.to_wire()
+    first = h.s.ask(wire)
+    h.clock.t += 2
+    second = h.s.ask(wire)
+    item = getattr(h.cache, store).get((qname.lower(), w.type_value(qtype),
+                                        1, kw.get("do", False), False))
+    testcase.assertEqual(h.calls, 1)
+    return first, second, (item.segs, item.an, item.ns, item.ar,
+                           item.hflags, item.ad, item.rcode,
+                           item.orig_ttl, item.qlen, item.answering)
+
+
 class PlainMissTest(unittest.TestCase):
     """The quick miss path (a structured answer of the question's own
     records, as kubernetes, hosts or template give) stores and sends
@@ -1600,29 +1627,14 @@ class PlainMissTest(unittest.TestCase):
 
     def run_shape(self, qname, qtype, records, general, **kw):
         from corednstw.core.request import Response
-        h = Harness(self)
-        if general:
-            self.patch(h.cache, "_store_plain", lambda *a: None)
 
-        def serve(req):
-            h.calls += 1
+        def answer(req):
             return Response(0, [
                 w.RR(req.name, w.type_value(t), ttl,
                      dns.rdata.from_text("IN", t, text).to_wire())
                 for t, text, ttl in records], aa=True, plugin="stub")
-        h.cache.next = util.Stub(serve)
-        q = h.query(qname, qtype, **kw)
-        q.id = 4242
-        wire = q.to_wire()
-        first = h.s.ask(wire)
-        h.clock.t += 2
-        second = h.s.ask(wire)
-        item = h.cache.pcache.get((qname.lower(), w.type_value(qtype), 1,
-                                   kw.get("do", False), False))
-        self.assertEqual(h.calls, 1)
-        return first, second, (item.segs, item.an, item.ns, item.ar,
-                               item.hflags, item.ad, item.rcode,
-                               item.orig_ttl, item.qlen, item.answering)
+        return ask_twice(self, answer, "_store_plain" if general else None,
+                         "pcache", qname, qtype, **kw)
 
     def test_same_as_general_path(self):
         for qname, qtype, records in self.SHAPES:
@@ -1659,29 +1671,14 @@ class DenialMissTest(unittest.TestCase):
 
     def run_shape(self, qname, qtype, rcode, zone, ttl, general, **kw):
         from corednstw.core.request import Response
-        h = Harness(self)
-        if general:
-            self.patch(h.cache, "_store_denial", lambda *a: None)
         soa = dns.rdata.from_text("IN", "SOA", self.SOA_TEXT).to_wire()
 
-        def serve(req):
-            h.calls += 1
+        def answer(req):
             owner = req.name if zone.lower() == req.name.lower() else zone
             return Response(rcode, [], [w.RR(owner, w.SOA, ttl, soa)],
                             aa=True, plugin="stub")
-        h.cache.next = util.Stub(serve)
-        q = h.query(qname, qtype, **kw)
-        q.id = 4243
-        wire = q.to_wire()
-        first = h.s.ask(wire)
-        h.clock.t += 2
-        second = h.s.ask(wire)
-        item = h.cache.ncache.get((qname.lower(), w.type_value(qtype), 1,
-                                   kw.get("do", False), False))
-        self.assertEqual(h.calls, 1)
-        return first, second, (item.segs, item.an, item.ns, item.ar,
-                               item.hflags, item.ad, item.rcode,
-                               item.orig_ttl, item.qlen, item.answering)
+        return ask_twice(self, answer, "_store_denial" if general else None,
+                         "ncache", qname, qtype, **kw)
 
     def test_same_as_general_path(self):
         for shape in self.SHAPES:

@@ -21,19 +21,23 @@ of a DoT query (the reactor, the length framing, the DNS work).
 
 import argparse
 import os
-import subprocess
 import sys
 import tempfile
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from transports_bench import certificate  # noqa: E402
 
-def certificate(work):
-    cert, key = os.path.join(work, "cert.pem"), os.path.join(work, "key.pem")
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048",
-                    "-nodes", "-keyout", key, "-out", cert, "-days", "2",
-                    "-subj", "/CN=localhost"], check=True,
-                   capture_output=True)
-    return cert, key
+
+def drain(read, want):
+    """Every record ``read`` gives until the library raises ``want`` (it
+    needs more ciphertext)."""
+    got = []
+    try:
+        while True:
+            got.append(read(65536))
+    except want:
+        return got
 
 
 def pyopenssl_pair(cert, key):
@@ -74,32 +78,17 @@ def pyopenssl_pair(cert, key):
         return pump_out(client)
 
     def pump_out(conn):
-        out = []
-        while True:
-            try:
-                out.append(conn.bio_read(65536))
-            except want:
-                return b"".join(out)
+        return b"".join(drain(conn.bio_read, want))
 
     def client_recv(wire):
         client.bio_write(wire)
-        try:
-            while True:
-                client.recv(65536)
-        except want:
-            pass
+        drain(client.recv, want)
 
     def serve(wire):
         """What the server does per record: ciphertext in, plaintext
         out, the answer in, ciphertext out (as TLSMemoryBIOProtocol)."""
         server.bio_write(wire)
-        got = []
-        try:
-            while True:
-                got.append(server.recv(65536))
-        except want:
-            pass
-        server.send(got[0])
+        server.send(drain(server.recv, want)[0])
         return pump_out(server)
     return client_send, serve, client_recv
 
@@ -131,21 +120,11 @@ def stdlib_pair(cert, key):
 
     def client_recv(wire):
         cin.write(wire)
-        try:
-            while True:
-                client.read(65536)
-        except want:
-            pass
+        drain(client.read, want)
 
     def serve(wire):
         sin.write(wire)
-        got = []
-        try:
-            while True:
-                got.append(server.read(65536))
-        except want:
-            pass
-        server.write(got[0])
+        server.write(drain(server.read, want)[0])
         return sout.read()
     return client_send, serve, client_recv
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Microseconds per query of a whole chain, without sockets or dnsperf.
 
-    .venv/bin/python bench/chain_bench.py [--workload whoami|file|kubeadm]
+    .venv/bin/python bench/chain_bench.py [--workload whoami|file|kubeadm
+        (each also -noprom)]
         [--queries 200000] [--repeat 5] [--profile out.prof]
 
 Builds the configuration of one of bench/compare.py's workloads (its
@@ -70,7 +71,8 @@ def run(mux, queries, count):
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--workload", default="whoami",
-                    choices=["whoami", "file", "kubeadm"])
+                    choices=[n + suffix for n in ("whoami", "file", "kubeadm")
+                             for suffix in ("", "-noprom")])
     ap.add_argument("--queries", type=int, default=200000)
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--profile", help="write cProfile statistics here")

@@ -42,6 +42,7 @@ import select
 import shutil
 import signal
 import socket
+import ssl
 import struct
 import subprocess
 import sys
@@ -57,6 +58,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import dnsperf_run  # noqa: E402
 import forward_bench  # noqa: E402
 from dnsperf_run import free_port, requests_total, scrape  # noqa: E402
+
+HERE = os.path.dirname(os.path.abspath(__file__))
 
 NOERROR, NXDOMAIN = "NOERROR", "NXDOMAIN"
 
@@ -75,6 +78,12 @@ class Workload:
     probe = "probe.example.org."
     #: The core a local upstream server runs on: dnsperf's.
     client_cpu = "1"
+    #: Whether the Corefile has prometheus (its request counter is then
+    #: checked against dnsperf's count).
+    prometheus = True
+    #: How the load is sent: "udp" (dnsperf), "dot" and "doh" (dnsperf
+    #: -m dot|doh), "doh-h1", "grpc", "doq" (bench/stream_client.py).
+    transport = "udp"
 
     def prepare(self, work):
         """Write the files the Corefile refers to (once per run)."""
@@ -230,38 +239,64 @@ class Kubeadm(Workload):
 """.format(zone=os.path.join(work, "cluster.local.zone"), **ports)
 
 
+class Upstream:
+    """unbound on the client core (the same for both servers), started
+    once for every workload that forwards: ``n0`` ... ``nN.bench.test``
+    A records in a static local zone."""
+
+    names = 5000
+    proc = None
+    port = None
+
+    @classmethod
+    def start(cls, work, cpu):
+        if cls.proc is None:
+            cls.port = free_port()
+            cls.proc = forward_bench.start_unbound(work, cls.port, cls.names,
+                                                   cpu)
+            dnsperf_run.wait_answer(cls.port, "n0.bench.test.", timeout=20)
+        return cls.port
+
+    @classmethod
+    def stop(cls):
+        if cls.proc is not None:
+            stop(cls.proc)
+            cls.proc = None
+
+
 class Cache(Workload):
     """Cache hits: forward to a local unbound, every name warmed first."""
 
     name = "cache"
     probe = "n0.bench.test."
     names = 100
+    cache = "    cache\n"
 
     def __init__(self):
         self.expect = {("n%d.bench.test" % i, "A"):
                        (NOERROR, [forward_bench.address(i)])
                        for i in range(self.names)}
-        self.upstream = None
         self.upstream_port = None
 
     def prepare(self, work):
-        """Start unbound once for the whole comparison."""
-        if self.upstream is not None:
-            return
-        self.upstream_port = free_port()
-        self.upstream = forward_bench.start_unbound(
-            work, self.upstream_port, self.names, self.client_cpu)
-        dnsperf_run.wait_answer(self.upstream_port, self.probe, timeout=20)
+        self.upstream_port = Upstream.start(work, self.client_cpu)
 
     def corefile(self, ports, work):
-        return (".:%d {\n    cache\n    forward . 127.0.0.1:%d\n"
+        return (".:%d {\n%s    forward . 127.0.0.1:%d\n"
                 "    prometheus 127.0.0.1:%d\n}\n"
-                % (ports["dns"], self.upstream_port, ports["metrics"]))
+                % (ports["dns"], self.cache, self.upstream_port,
+                   ports["metrics"]))
 
-    def stop(self):
-        if self.upstream is not None:
-            stop(self.upstream)
-            self.upstream = None
+
+class Forward(Cache):
+    """The forward path: no cache, every query goes to the local unbound
+    (on the client core) and its answer comes back through forward."""
+
+    name = "forward"
+    cache = ""
+
+    def warm(self):
+        return list(self.expect)[:10]
 
 
 class Kubernetes(Workload):
@@ -330,9 +365,165 @@ class KubernetesCache(Kubernetes):
     cache = "cache 30"
 
 
-WORKLOADS = {w.name: w for w in (Whoami, File, Kubeadm, Cache, Kubernetes,
-                                 KubernetesCache)}
-DEFAULT_WORKLOADS = "whoami,file,kubeadm,cache"
+PROMETHEUS_LINE = re.compile(r"^ *prometheus .*\n", re.M)
+
+
+def without_prometheus(cls):
+    """The workload ``cls`` with the prometheus line taken out of its
+    Corefile: the cost of the metrics apart from the rest."""
+
+    def corefile(self, ports, work):
+        return PROMETHEUS_LINE.sub("", cls.corefile(self, ports, work))
+
+    return type(cls.__name__ + "NoProm", (cls,), {
+        "name": cls.name + "-noprom", "prometheus": False,
+        "corefile": corefile, "__doc__": cls.__doc__})
+
+
+class Transport(File):
+    """The ``file`` workload's zone and questions over another transport:
+    a ``dns://`` block for the readiness probe and a second block on the
+    transport's own key (with ``tls`` where it needs one), both with the
+    same plugins.  No UDP sampler runs beside the load (it would add UDP
+    work to the transport's figures): the answers are checked over the
+    transport itself."""
+
+    scheme = ""
+    tls = True
+    cert = key = None
+
+    def prepare(self, work):
+        File.prepare(self, work)
+        if Transport.cert is None:
+            import transports_bench
+            Transport.cert, Transport.key = transports_bench.certificate(
+                work)
+
+    def corefile(self, ports, work):
+        inner = File.corefile(self, ports, work).split("{", 1)[1]
+        tls = ("    tls %s %s\n" % (self.cert, self.key)) if self.tls else ""
+        return (".:%d {%s%s://.:%d {\n%s%s"
+                % (ports["dns"], inner, self.scheme, ports["tport"], tls,
+                   inner.lstrip("\n")))
+
+
+def transport(name, scheme, tls=True):
+    return type("Transport_" + name.replace("-", "_"), (Transport,), {
+        "name": name, "transport": name, "scheme": scheme, "tls": tls,
+        "__doc__": Transport.__doc__})
+
+
+class ClusterMix(Kubernetes):
+    """A pod's view of kubeadm's whole Corefile against a real API server
+    (``--kubeconfig``): Service A records, the A records of a headless
+    Service's endpoints (by their dashed-address names), SRV for the
+    named port, PTR of Service addresses, AAAA NODATA, the three
+    NXDOMAINs that ndots:5's search path asks before an external name,
+    and external names answered through forward by the local unbound.
+    The name set (about 30,000 with 10,000 Services) is larger than the
+    cache's 9,984 entries, so ``cache 30`` evicts as it would in a busy
+    cluster.  The questions are in a fixed shuffled order."""
+
+    name = "cluster"
+    probe = "svc1.ns1.svc.cluster.local."
+    cache = ""
+    #: The questions, built once for both variants.
+    shared = None
+
+    def prepare(self, work):
+        self.upstream_port = Upstream.start(work, self.client_cpu)
+        if ClusterMix.shared is not None:
+            self.expect = ClusterMix.shared
+            return
+        import random
+
+        import k8s_bench
+        core, disc = k8s_bench.kube(self.kubeconfig)
+        have = k8s_bench.populate(core, disc, self.services, 100, 0)
+        endpoints = {}
+        for sl in k8s_bench.raw_list(
+                disc.list_endpoint_slice_for_all_namespaces):
+            svc = (sl["metadata"].get("labels") or {}).get(
+                "kubernetes.io/service-name")
+            key = (svc, sl["metadata"]["namespace"])
+            for ep in sl.get("endpoints") or ():
+                if (ep.get("conditions") or {}).get("ready") is not False:
+                    endpoints.setdefault(key, set()).update(ep["addresses"])
+        expect = {}
+        external = 0
+        for i in range(self.services):
+            name, ns = "svc%d" % i, "ns%d" % (i % 100)
+            ip = have.get((name, ns))
+            if ip is None:
+                continue
+            fqdn = "%s.%s.svc.cluster.local" % (name, ns)
+            if ip == "None":
+                addrs = sorted(endpoints.get((name, ns), ()))
+                expect[(fqdn, "A")] = (NOERROR, addrs)
+                for a in addrs:
+                    expect[("%s.%s" % (a.replace(".", "-"), fqdn), "A")] = (
+                        NOERROR, [a])
+            else:
+                expect[(fqdn, "A")] = (NOERROR, [ip])
+            if i % 5 == 1:
+                expect[("_http._tcp." + fqdn, "SRV")] = (NOERROR, None)
+                expect[(fqdn, "AAAA")] = (NOERROR, [])
+                if ip != "None":
+                    rev = ".".join(reversed(ip.split("."))) + ".in-addr.arpa"
+                    expect[(rev, "PTR")] = (NOERROR, [fqdn + "."])
+            if i % 5 == 3 and external < Upstream.names:
+                ext = "n%d.bench.test" % external
+                for search in (ns + ".svc.cluster.local", "svc.cluster.local",
+                               "cluster.local"):
+                    expect[("%s.%s" % (ext, search), "A")] = (NXDOMAIN, [])
+                expect[(ext, "A")] = (NOERROR,
+                                      [forward_bench.address(external)])
+                external += 1
+        order = list(expect)
+        random.Random(1).shuffle(order)
+        self.expect = ClusterMix.shared = {q: expect[q] for q in order}
+
+    def corefile(self, ports, work):
+        return """.:{dns} {{
+    errors
+    health 127.0.0.1:{health}
+    ready 127.0.0.1:{ready}
+    kubernetes cluster.local in-addr.arpa ip6.arpa {{
+        kubeconfig {kubeconfig}
+        pods insecure
+        fallthrough in-addr.arpa ip6.arpa
+        ttl 30
+    }}
+    prometheus 127.0.0.1:{metrics}
+    forward . 127.0.0.1:{upstream} {{
+        max_concurrent 1000
+    }}
+    {cache}
+    loop
+    reload
+    loadbalance
+}}
+""".format(kubeconfig=os.path.abspath(self.kubeconfig), cache=self.cache,
+           upstream=self.upstream_port, **ports)
+
+
+class ClusterMixCache(ClusterMix):
+    """The same with ``cache 30``, as kubeadm deploys it."""
+
+    name = "cluster-cache"
+    cache = "cache 30"
+
+
+_BASE = (Whoami, File, Kubeadm, Cache, Forward)
+WORKLOADS = {w.name: w for w in (
+    _BASE + tuple(without_prometheus(w) for w in _BASE)
+    + (transport("dot", "tls"), transport("doh", "https"),
+       transport("doh-h1", "https"), transport("grpc", "grpc", tls=False),
+       transport("doq", "quic"))
+    + (Kubernetes, KubernetesCache, ClusterMix, ClusterMixCache))}
+UDP_WORKLOADS = ",".join(w.name for w in _BASE) + "," + ",".join(
+    w.name + "-noprom" for w in _BASE)
+DEFAULT_WORKLOADS = UDP_WORKLOADS + ",dot,doh,doh-h1,grpc,doq"
 
 
 def ask(port, name, rtype):
@@ -395,51 +586,172 @@ def rss_mb(pid):
 
 # --- one measurement ---------------------------------------------------
 
+def loadavg():
+    """The 1-minute load average."""
+    with open("/proc/loadavg") as f:
+        return float(f.read().split()[0])
+
+
+def core_busy(cpu):
+    """(busy, total) jiffies of core ``cpu`` so far, from /proc/stat."""
+    with open("/proc/stat") as f:
+        for line in f:
+            if line.startswith("cpu%s " % cpu):
+                v = [int(x) for x in line.split()[1:]]
+                idle = v[3] + v[4]
+                return sum(v[:8]) - idle, sum(v[:8])
+    return 0, 0
+
+
 def measure(workload, server, work, args):
-    """Start ``server`` with the workload, warm it, load it with dnsperf
-    while the sampler asks alongside, and return the figures of the
+    """Start ``server`` with the workload, warm it, load it (dnsperf, or
+    bench/stream_client.py for the transports dnsperf lacks) while the
+    sampler asks alongside over UDP, and return the figures of the
     run."""
-    ports = {k: free_port() for k in ("dns", "metrics", "health", "ready")}
+    ports = {k: free_port()
+             for k in ("dns", "metrics", "health", "ready", "tport")}
     run_dir = tempfile.mkdtemp(dir=work)
     proc = start(server, workload.corefile(ports, work), run_dir,
                  args.server_cpu)
+    udp = workload.transport == "udp"
+    sampler = probe = None
     try:
         dnsperf_run.wait_answer(ports["dns"], workload.probe)
-        for name, rtype in workload.warm():     # caches, code paths
-            ask(ports["dns"], name, rtype)
+        if udp:
+            for name, rtype in workload.warm():     # caches, code paths
+                ask(ports["dns"], name, rtype)
+            sampler = Sampler(ports["dns"], workload,
+                              args.sample_rate / (10 if args.probe ==
+                                                  "dnsperf" else 1),
+                              args.seconds)
+        else:
+            wait_transport(workload, ports["tport"])
+        checked = (check_dot(workload, ports["tport"])
+                   if workload.transport == "dot" else True)
         murl = "http://127.0.0.1:%d/metrics" % ports["metrics"]
-        before = requests_total(scrape(murl))
-        sampler = Sampler(ports["dns"], workload,
-                          args.sample_rate / (10 if args.probe == "dnsperf"
-                                              else 1), args.seconds)
-        cpu = cpu_seconds(proc.pid)
+        before = requests_total(scrape(murl)) if workload.prometheus else 0
         qpath = os.path.join(run_dir, "queries.txt")
         write(qpath, "".join("%s %s\n" % q for q in workload.queries()))
-        probe = None
-        if args.probe == "dnsperf":
+        if udp and args.probe == "dnsperf":
             probe = DnsperfProbe(ports["dns"], qpath, args)
             probe.start()
-        sampler.start()
-        stats, _ = dnsperf_run.run_dnsperf(ports["dns"], qpath, args.seconds,
-                                           core=args.client_cpu,
-                                           rate=args.rate)
-        sampler.join()
+        if sampler is not None:
+            sampler.start()
+        load0, busy0 = loadavg(), core_busy(args.client_cpu)
+        cpu = cpu_seconds(proc.pid)
+        stats = load(workload, ports, qpath, args, checked)
+        cpu = cpu_seconds(proc.pid) - cpu
+        busy1 = core_busy(args.client_cpu)
+        if sampler is not None:
+            sampler.join()
         if probe is not None:
             probe.join()
-        cpu = cpu_seconds(proc.pid) - cpu
         rss = rss_mb(proc.pid)
-        counted = requests_total(scrape(murl)) - before
+        counted = (requests_total(scrape(murl)) - before
+                   if workload.prometheus else None)
     finally:
         stop(proc)
         shutil.rmtree(run_dir, ignore_errors=True)
-    lat = sorted(sampler.latencies if probe is None else probe.latencies)
+    if sampler is not None:
+        lat = sorted(sampler.latencies if probe is None
+                     else probe.latencies)
+        stats.update(good=sampler.good, asked=sampler.asked,
+                     answered=len(sampler.latencies),
+                     p50=percentile(lat, 0.50), p99=percentile(lat, 0.99))
+    else:
+        stats.update(asked=stats["answered"], p50=None, p99=None)
+    ticks = busy1[1] - busy0[1]
     stats.update(rss=rss, counted=counted, cpu=cpu,
                  per_cpu=stats["completed"] / cpu if cpu else 0.0,
-                 good=sampler.good,
-                 asked=sampler.asked, answered=len(sampler.latencies),
-                 p50=percentile(lat, 0.50),
-                 p99=percentile(lat, 0.99))
+                 core=(100.0 * (busy1[0] - busy0[0]) / ticks
+                       if ticks else 0.0),
+                 load=(load0, loadavg()))
     return stats
+
+
+def load(workload, ports, qpath, args, checked=True):
+    """Send the load of ``workload`` for ``--seconds``; dnsperf's figures
+    (``stats``) with ``good``/``answered`` for the transports (whose
+    answers are checked here) and ``client_cpu``, the load client's own
+    CPU seconds.  ``checked``: whether the answers checked before the
+    run over the transport itself were right."""
+    t = workload.transport
+    if t in ("udp", "dot", "doh"):
+        port = ports["dns"] if t == "udp" else ports["tport"]
+        kw = ({} if t == "udp" else
+              {"mode": t, "clients": 20, "outstanding": 200})
+        stats, _ = dnsperf_run.run_dnsperf(
+            port, qpath, args.seconds, core=args.client_cpu, rate=args.rate,
+            **kw)
+        if t != "udp":
+            right = (checked and _nxdomain_share(workload, stats)
+                     and stats["noerror"] + stats["nxdomain"]
+                     == stats["completed"])
+            stats.update(good=stats["completed"] if right else 0,
+                         answered=stats["completed"])
+        return stats
+    cmd = ["taskset", "-c", args.client_cpu, sys.executable,
+           os.path.join(HERE, "stream_client.py"), "--transport", t,
+           "--port", str(ports["tport"]), "--queries", qpath,
+           "--seconds", str(args.seconds)]
+    cmd += (["--connections", "20"] if t == "doh-h1" else
+            ["--connections", "2", "--inflight", "50"])
+    out = subprocess.run(cmd, capture_output=True, text=True)
+    try:
+        r = json.loads(out.stdout.strip().splitlines()[-1])
+    except (IndexError, ValueError) as e:
+        raise RuntimeError("stream_client failed: %s"
+                           % out.stderr[-2000:]) from e
+    queries = workload.queries()
+    right = all(workload.right(dns.message.from_wire(bytes.fromhex(w)),
+                               *queries[int(i)], 0)
+                for i, w in r["first"].items())
+    return {"sent": r["sent"], "completed": r["completed"],
+            "lost": r["sent"] - r["completed"],
+            "qps": r["completed"] / r["wall"], "client_cpu": r["cpu"],
+            "good": r["completed"] - r["mismatches"] if right else 0,
+            "answered": r["completed"]}
+
+
+def _nxdomain_share(workload, stats):
+    """Whether dnsperf's NXDOMAIN count is the share of the questions
+    that must get one (dnsperf asks them in turn), within 1%."""
+    want = sum(1 for rcode, _ in workload.expect.values()
+               if rcode == NXDOMAIN) / len(workload.expect)
+    done = stats["completed"]
+    return done > 0 and abs(stats["nxdomain"] - want * done) <= 0.01 * done
+
+
+def check_dot(workload, port):
+    """Every question once over DNS over TLS with dnspython, each answer
+    checked in full (dnsperf counts only rcodes)."""
+    ctx = ssl.create_default_context()
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+    for name, rtype in workload.expect:
+        q = dns.message.make_query(name, rtype)
+        try:
+            r = dns.query.tls(q, "127.0.0.1", port=port, timeout=3,
+                              ssl_context=ctx)
+        except Exception:
+            return False
+        if not workload.right(r, name, rtype, 0):
+            return False
+    return True
+
+
+def wait_transport(workload, port, timeout=30):
+    """Wait until the transport's listener accepts a connection (TCP), or
+    a moment for QUIC, whose first query the client retries."""
+    deadline = time.monotonic() + timeout
+    while workload.transport != "doq":
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
 
 
 class DnsperfProbe(threading.Thread):
@@ -543,10 +855,21 @@ def percentile(values, q):
 
 # --- report ------------------------------------------------------------
 
-HEADER = ("%-8s %-9s %5s %8s %5s %8s %7s %7s %6s %8s %5s %6s %6s"
-          % ("workload", "server", "round", "QPS", "CPU%", "q/CPU-s",
-             "p50 ms", "p99 ms", "RSS MB", "correct", "lost", "ratio",
-             "ratio/CPU"))
+HEADER = ("%-14s %-9s %3s %7s %5s %8s %5s %5s %7s %7s %6s %8s %5s %5s %6s "
+          "%9s" % ("workload", "server", "rnd", "QPS", "CPU%", "q/CPU-s",
+                   "cli%", "core%", "p50 ms", "p99 ms", "RSS MB", "correct",
+                   "lost", "ratio", "r/CPU", "load"))
+
+
+def _ms(v):
+    return "-" if v is None else "%.2f" % v
+
+
+def saturated(s):
+    """Whether the client core was the limit of the run: the core the
+    load client runs on was busy 95% of the time or more (the client,
+    the sampler, a local upstream and the machine's other work)."""
+    return s["core"] >= 95.0
 
 
 def row(workload, server, rnd, s, ratio):
@@ -554,53 +877,78 @@ def row(workload, server, rnd, s, ratio):
     lost = s["lost"] + s["asked"] - s["answered"]
     busy = 100.0 * s["cpu"] / s["seconds"] if s["seconds"] else 0.0
     cpu_ratio = s.get("cpu_ratio")
-    return ("%-8s %-9s %5d %8.0f %5.0f %8.0f %7.2f %7.2f %6.1f %7.2f%% %5d "
-            "%6s %6s"
-            % (workload, server, rnd, s["qps"], busy, s["per_cpu"], s["p50"],
-               s["p99"], s["rss"], share, lost,
+    return ("%-14s %-9s %3d %7.0f %5.0f %8.0f %5.0f %4.0f%s %7s %7s %6.1f "
+            "%7.2f%% %5d %5s %6s %4.1f-%-4.1f"
+            % (workload, server, rnd, s["qps"], busy, s["per_cpu"],
+               100.0 * s["client_cpu"] / s["seconds"], s["core"],
+               "*" if saturated(s) else " ", _ms(s["p50"]), _ms(s["p99"]),
+               s["rss"], share, lost,
                "%.2f" % ratio if ratio else "-",
-               "%.2f" % cpu_ratio if cpu_ratio else "-"))
+               "%.2f" % cpu_ratio if cpu_ratio else "-",
+               s["load"][0], s["load"][1]))
 
 
 def summarize(results, names):
-    """Per workload and server: the range of QPS, median CPU use,
-    latencies, RSS and correctness over the rounds; and the range of the
-    ratios (of QPS, and of queries per server CPU second)."""
-    lines = ["", "%-8s %-9s %17s %5s %7s %7s %6s %8s %11s %11s"
-             % ("workload", "server", "QPS (min-max)", "CPU%", "p50 ms",
-                "p99 ms", "RSS MB", "correct", "ratio", "ratio/CPU")]
+    """Per workload: the headline, corednstw's queries per server CPU
+    second over CoreDNS's (median and range over the rounds), the QPS
+    ratio beside it, both servers' CPU use and q/CPU-s (medians), RSS
+    (largest), the rounds whose client core was saturated, the share of
+    right answers, and the load average over the workload's runs."""
+    lines = ["", "%-14s %16s %16s %5s %5s %8s %8s %6s %6s %4s %7s %9s"
+             % ("workload", "ratio/CPU med", "ratio QPS med", "CPU%",
+                "ref%", "q/CPU-s", "ref", "RSS", "ref", "sat",
+                "correct", "load"),
+             "%-14s %16s %16s %5s %5s %8s %8s %6s %6s %4s %7s %9s"
+             % ("", "[min-max]", "[min-max]", "ours", "", "ours", "", "MB",
+                "MB", "", "%", "min-max")]
     for wname in names:
-        for server in ("corednstw", "coredns"):
-            runs = [r for r in results
-                    if r["workload"] == wname and r["server"] == server]
-            if runs:
-                lines.append(_summary_line(wname, server, runs))
+        ours = [r for r in results
+                if r["workload"] == wname and r["server"] == "corednstw"]
+        ref = [r for r in results
+               if r["workload"] == wname and r["server"] == "coredns"]
+        if ours:
+            lines.append(_summary_line(wname, ours, ref))
     return "\n".join(lines)
 
 
-def _summary_line(wname, server, runs):
-    qps = [r["qps"] for r in runs]
-    good = sum(r["good"] for r in runs)
-    total = sum(r["answered"] for r in runs)
-    return ("%-8s %-9s %8.0f-%-8.0f %5.0f %7.2f %7.2f %6.1f %7.2f%% %11s %11s"
-            % (wname, server, min(qps), max(qps),
-               median([100.0 * r["cpu"] / r["seconds"] for r in runs]),
-               median([r["p50"] for r in runs]),
-               median([r["p99"] for r in runs]),
-               max(r["rss"] for r in runs),
+def _summary_line(wname, ours, ref):
+    everything = ours + ref
+    good = sum(r["good"] for r in everything)
+    total = sum(r["answered"] for r in everything)
+    loads = [v for r in everything for v in r["load"]]
+
+    def busy(runs):
+        return median([100.0 * r["cpu"] / r["seconds"] for r in runs])
+
+    return ("%-14s %16s %16s %5.0f %5s %8.0f %8s %6.1f %6s %4d %7.2f "
+            "%4.1f-%-4.1f"
+            % (wname, _span([r.get("cpu_ratio") for r in ours]),
+               _span([r.get("ratio") for r in ours]), busy(ours),
+               "%.0f" % busy(ref) if ref else "-",
+               median([r["per_cpu"] for r in ours]),
+               "%.0f" % median([r["per_cpu"] for r in ref]) if ref else "-",
+               max(r["rss"] for r in ours),
+               "%.1f" % max(r["rss"] for r in ref) if ref else "-",
+               sum(1 for r in everything if saturated(r)),
                100.0 * good / total if total else 0.0,
-               _span([r.get("ratio") for r in runs]),
-               _span([r.get("cpu_ratio") for r in runs])))
+               min(loads), max(loads)))
 
 
 def _span(values):
     values = [v for v in values if v]
-    return "%.2f-%.2f" % (min(values), max(values)) if values else "-"
+    if not values:
+        return "-"
+    return "%.2f [%.2f-%.2f]" % (median(values), min(values), max(values))
 
 
 def median(values):
+    """The median (the mean of the middle two of an even count)."""
     values = sorted(values)
-    return values[len(values) // 2] if values else 0.0
+    n = len(values)
+    if not n:
+        return 0.0
+    return (values[n // 2] if n % 2
+            else (values[n // 2 - 1] + values[n // 2]) / 2)
 
 
 # --- main --------------------------------------------------------------
@@ -609,7 +957,7 @@ def parse_args(argv):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--reference", help="path of a CoreDNS binary")
     ap.add_argument("--seconds", type=int, default=10)
-    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--workloads", default=DEFAULT_WORKLOADS,
                     help="of %s (k8s ones need --kubeconfig)"
                     % ",".join(WORKLOADS))
@@ -634,9 +982,9 @@ def parse_args(argv):
     unknown = set(args.workloads) - set(WORKLOADS)
     if unknown:
         ap.error("unknown workloads: %s" % ", ".join(sorted(unknown)))
-    if any(w.startswith("k8s") for w in args.workloads) and \
-            not args.kubeconfig:
-        ap.error("the k8s workloads need --kubeconfig")
+    if any(w.startswith(("k8s", "cluster")) for w in args.workloads) \
+            and not args.kubeconfig:
+        ap.error("the k8s and cluster workloads need --kubeconfig")
     return args
 
 
@@ -664,7 +1012,8 @@ def run_round(rnd, workloads, work, args, results):
             tw["cpu_ratio"] = tw["per_cpu"] / ref["per_cpu"]
         for label, s in sorted(figures.items(), reverse=True):
             print(row(wl.name, label, rnd, s, s.get("ratio")), flush=True)
-            if s["counted"] < s["completed"]:
+            if s["counted"] is not None and \
+                    s["counted"] < s["completed"]:
                 print("  %s counted %d queries in its metrics, dnsperf "
                       "got %d answers" % (label, s["counted"],
                                           s["completed"]))
@@ -681,14 +1030,20 @@ def main(argv=None):
             wl.client_cpu = args.client_cpu
             wl.kubeconfig, wl.services = args.kubeconfig, args.services
             wl.prepare(work)
+        start_load = loadavg()
+        print("%s, load average %.2f; * = client core busy >= 95%%"
+              % (time.strftime("%Y-%m-%d %H:%M"), start_load), flush=True)
         print(HEADER, flush=True)
         for rnd in range(1, args.rounds + 1):
             run_round(rnd, workloads, work, args, results)
     finally:
         for wl in workloads:
             wl.stop()
+        Upstream.stop()
         shutil.rmtree(work, ignore_errors=True)
     print(summarize(results, args.workloads))
+    print("\nload average %.2f at the start, %.2f at the end; %d rounds of "
+          "%d s" % (start_load, loadavg(), args.rounds, args.seconds))
     if args.json:
         write(args.json, json.dumps(results, indent=1) + "\n")
     bad = [r for r in results if r["good"] != r["answered"]]

@@ -83,15 +83,26 @@ def start_server(corefile_text, workdir, core="0", env=None):
                             env=dict(os.environ, **(env or {})))
 
 
-def run_dnsperf(port, queries_path, seconds, core="1", rate=None):
+def run_dnsperf(port, queries_path, seconds, core="1", rate=None,
+                mode=None, clients=50, outstanding=500):
     """dnsperf's figures; ``rate`` caps it at that many queries per second
-    (``-Q``) instead of keeping 500 queries outstanding."""
+    (``-Q``) instead of keeping ``outstanding`` queries outstanding;
+    ``mode`` is dnsperf's ``-m`` (udp, tcp, dot, doh).  ``client_cpu``
+    is dnsperf's own CPU time (user and system, from its rusage)."""
     cmd = ["taskset", "-c", core, "dnsperf", "-s", "127.0.0.1", "-p",
-           str(port), "-d", queries_path, "-c", "50", "-T", "1", "-q", "500",
-           "-l", str(seconds)]
+           str(port), "-d", queries_path, "-c", str(clients), "-T", "1",
+           "-q", str(outstanding), "-l", str(seconds)]
+    if mode:
+        cmd += ["-m", mode]
     if rate:
         cmd += ["-Q", str(int(rate))]
-    out = subprocess.run(cmd, capture_output=True, text=True).stdout
+    with tempfile.TemporaryFile("w+") as f:
+        proc = subprocess.Popen(cmd, stdout=f, stderr=subprocess.DEVNULL,
+                                text=True)
+        _, status, usage = os.wait4(proc.pid, 0)
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        f.seek(0)
+        out = f.read()
     stats = {
         "sent": _num(r"Queries sent:\s+(\d+)", out),
         "completed": _num(r"Queries completed:\s+(\d+)", out),
@@ -99,6 +110,8 @@ def run_dnsperf(port, queries_path, seconds, core="1", rate=None):
         "qps": _num(r"Queries per second:\s+([\d.]+)", out),
         "latency": _num(r"Average Latency \(s\):\s+([\d.]+)", out),
         "noerror": _num(r"NOERROR (\d+)", out),
+        "nxdomain": _num(r"NXDOMAIN (\d+)", out),
+        "client_cpu": usage.ru_utime + usage.ru_stime,
     }
     return stats, out
 

@@ -1584,6 +1584,33 @@ class PreferPositiveTest(unittest.TestCase):
                                  (timeout, bad.__name__))
 
 
+def ask_twice(testcase, answer, off, store, qname, qtype, **kw):
+    """Ask a cache in front of ``answer(req)`` (a structured Response)
+    twice, two seconds apart, with its quick path ``off`` (a method name)
+    turned off or not: the two answers and the stored entry's fields,
+    to compare a quick path with the general one."""
+    h = Harness(testcase)
+    if off:
+        testcase.patch(h.cache, off, lambda *a: None)
+
+    def serve(req):
+        h.calls += 1
+        return answer(req)
+    h.cache.next = util.Stub(serve)
+    q = h.query(qname, qtype, **kw)
+    q.id = 4242
+    wire = q.to_wire()
+    first = h.s.ask(wire)
+    h.clock.t += 2
+    second = h.s.ask(wire)
+    item = getattr(h.cache, store).get((qname.lower(), w.type_value(qtype),
+                                        1, kw.get("do", False), False))
+    testcase.assertEqual(h.calls, 1)
+    return first, second, (item.segs, item.an, item.ns, item.ar,
+                           item.hflags, item.ad, item.rcode,
+                           item.orig_ttl, item.qlen, item.answering)
+
+
 class PlainMissTest(unittest.TestCase):
     """The quick miss path (a structured answer of the question's own
     records, as kubernetes, hosts or template give) stores and sends
@@ -1600,29 +1627,14 @@ class PlainMissTest(unittest.TestCase):
 
     def run_shape(self, qname, qtype, records, general, **kw):
         from corednstw.core.request import Response
-        h = Harness(self)
-        if general:
-            self.patch(h.cache, "_store_plain", lambda *a: None)
 
-        def serve(req):
-            h.calls += 1
+        def answer(req):
             return Response(0, [
                 w.RR(req.name, w.type_value(t), ttl,
                      dns.rdata.from_text("IN", t, text).to_wire())
                 for t, text, ttl in records], aa=True, plugin="stub")
-        h.cache.next = util.Stub(serve)
-        q = h.query(qname, qtype, **kw)
-        q.id = 4242
-        wire = q.to_wire()
-        first = h.s.ask(wire)
-        h.clock.t += 2
-        second = h.s.ask(wire)
-        item = h.cache.pcache.get((qname.lower(), w.type_value(qtype), 1,
-                                   kw.get("do", False), False))
-        self.assertEqual(h.calls, 1)
-        return first, second, (item.segs, item.an, item.ns, item.ar,
-                               item.hflags, item.ad, item.rcode,
-                               item.orig_ttl, item.qlen, item.answering)
+        return ask_twice(self, answer, "_store_plain" if general else None,
+                         "pcache", qname, qtype, **kw)
 
     def test_same_as_general_path(self):
         for qname, qtype, records in self.SHAPES:
@@ -1634,3 +1646,82 @@ class PlainMissTest(unittest.TestCase):
                 want = min(min(r[2] for r in records), 3600)
                 self.assertEqual({rr.ttl for rr in m.answer}, {want})
                 self.assertEqual(str(m.question[0].name), qname)
+
+
+class DenialMissTest(unittest.TestCase):
+    """The quick path of a structured denial (NXDOMAIN, or NOERROR
+    without answers, with the zone's SOA alone, as kubernetes, file or
+    template give) stores and sends exactly what the general path reads
+    back from the encoded bytes, and its hits match too."""
+
+    SOA_TEXT = ("ns.dns.cluster.local. hostmaster.cluster.local. "
+                "1712345678 7200 1800 86400 30")
+    SHAPES = [
+        # the search-path NXDOMAIN of a pod
+        ("example.com.ns1.svc.cluster.local.", "A", 3, "cluster.local.", 5),
+        ("Example.COM.svc.cluster.local.", "A", 3, "cluster.local.", 30),
+        # NODATA of a Service's AAAA
+        ("svc.ns.svc.cluster.local.", "AAAA", 0, "cluster.local.", 30),
+        # NODATA at the apex itself: the owner is the question's name,
+        # written as the client spelled it
+        ("Cluster.Local.", "TXT", 0, "cluster.local.", 3600),
+        # a TTL over the denial cap
+        ("x.cluster.local.", "A", 3, "cluster.local.", 7200),
+    ]
+
+    def run_shape(self, qname, qtype, rcode, zone, ttl, general, **kw):
+        from corednstw.core.request import Response
+        soa = dns.rdata.from_text("IN", "SOA", self.SOA_TEXT).to_wire()
+
+        def answer(req):
+            owner = req.name if zone.lower() == req.name.lower() else zone
+            return Response(rcode, [], [w.RR(owner, w.SOA, ttl, soa)],
+                            aa=True, plugin="stub")
+        return ask_twice(self, answer, "_store_denial" if general else None,
+                         "ncache", qname, qtype, **kw)
+
+    def test_same_as_general_path(self):
+        for shape in self.SHAPES:
+            for kw in ({}, {"do": True}):
+                quick = self.run_shape(*shape, False, **kw)
+                general = self.run_shape(*shape, True, **kw)
+                self.assertEqual(quick, general, (shape, kw))
+                m = dns.message.from_wire(quick[0])
+                self.assertEqual(m.rcode(), shape[2])
+                self.assertEqual(m.answer, [])
+                self.assertEqual([rr.rdtype for rr in m.authority],
+                                 [dns.rdatatype.SOA])
+                self.assertEqual(m.authority[0].ttl, min(shape[4], 1800))
+                later = dns.message.from_wire(quick[1])
+                self.assertEqual(later.authority[0].ttl,
+                                 min(shape[4], 1800) - 2)
+
+    def test_other_denials_take_the_general_path(self):
+        """A denial with more than the SOA (a second record) or with no
+        SOA is left to the general path (the quick path declines it)."""
+        from corednstw.core.request import Response
+        soa = dns.rdata.from_text("IN", "SOA", self.SOA_TEXT).to_wire()
+        other = dns.rdata.from_text(
+            "IN", "SOA", self.SOA_TEXT.replace("1712345678", "2")).to_wire()
+        ns = dns.rdata.from_text("IN", "NS", "ns.cluster.local.").to_wire()
+        for authority in ([], [w.RR("cluster.local.", w.NS, 30, ns)],
+                          [w.RR("cluster.local.", w.SOA, 30, soa),
+                           w.RR("cluster.local.", w.SOA, 30, other)]):
+            h = Harness(self)
+            quick = h.cache._store_denial
+            declined = []
+
+            def store_denial(*a, quick=quick, declined=declined):
+                out = quick(*a)
+                declined.append(out is None)
+                return out
+            self.patch(h.cache, "_store_denial", store_denial)
+            h.cache.next = util.Stub(lambda req, a=authority: Response(
+                3, [], a, aa=True, plugin="stub"))
+            data = h.s.ask(h.query("gone.cluster.local.").to_wire())
+            self.assertEqual(data[3] & 0xF, 3)
+            # NSCOUNT: every record passed on (dnspython would fold the
+            # two SOAs into one)
+            self.assertEqual(int.from_bytes(data[8:10], "big"),
+                             len(authority))
+            self.assertEqual(declined, [True])

@@ -270,7 +270,10 @@ class Cache(Plugin):
         raw = resp.raw
         if raw is None and not verify and prefetch is None and \
                 resp.__class__ is Response:
-            out = self._store_plain(resp, req, key, do, labels)
+            if resp.answer:
+                out = self._store_plain(resp, req, key, do, labels)
+            else:
+                out = self._store_denial(resp, req, key, do, labels)
             if out is not None:
                 return out
         if raw is None:
@@ -367,6 +370,40 @@ class Cache(Plugin):
             item.answering = True
         if dur > 0:
             self._set(key, item, NOERROR, req.qname, labels, None)
+        out = self._answer(req, item, dur, do, flags=flags)
+        if out is None:
+            return None
+        out.plugin = resp.plugin
+        return out
+
+    def _store_denial(self, resp, req, key, do, labels):
+        """The usual denial of an authoritative plugin: NXDOMAIN, or
+        NOERROR without answers, with the zone's SOA as the only record
+        (the search-path NXDOMAINs of every pod).  Built from the record
+        as _store_plain builds an answer: the same entry, TTL and bytes
+        as encoding the answer and reading it back would give; None for
+        anything else."""
+        rcode = resp.rcode
+        if (rcode != w.NXDOMAIN and rcode) or resp.additional or \
+                len(resp.authority) != 1 or resp.opt is not None or \
+                resp.flags & w.TC or req.opcode or \
+                req.qtype in _NOT_PLAIN:
+            return None
+        soa = resp.authority[0]
+        if soa.rtype != w.SOA:
+            return None
+        owner = (req.qwire if soa.name == req.name
+                 else w.name_to_wire(soa.name))
+        segs = [owner + _HH.pack(w.SOA, soa.rclass),
+                _RDLEN.pack(len(soa.rdata)) + soa.rdata]
+        dur = int(min(max(min(soa.ttl & 0xFFFFFFFF, self.nttl),
+                          self.minnttl), self.nttl))
+        flags = (resp.flags & 0x07F0) | (req.flags & (w.RD | w.CD))
+        item = Item.plain(segs, flags, 0, req.qend - 12, self.now(), dur,
+                          rcode=rcode, ns=1)
+        if dur > 0:
+            self._set(key, item, NAMEERROR if rcode else NODATA, req.qname,
+                      labels, None)
         out = self._answer(req, item, dur, do, flags=flags)
         if out is None:
             return None

@@ -31,11 +31,13 @@ class Item:
         self._fill(p.segs, p.flags, p.rcode, p.counts, p.qlen, now, duration)
 
     @classmethod
-    def plain(cls, segs, flags, an, qlen, now, duration):
-        """A NOERROR entry of ``an`` answer records and nothing else,
-        built from its parts (cache's quick path for a miss)."""
+    def plain(cls, segs, flags, an, qlen, now, duration, rcode=w.NOERROR,
+              ns=0):
+        """An entry of ``an`` answer records (or of ``ns`` authority
+        records: a denial's SOA) and nothing else, built from its parts
+        (cache's quick paths for a miss)."""
         item = cls.__new__(cls)
-        item._fill(segs, flags, w.NOERROR, (an, 0, 0), qlen, now, duration)
+        item._fill(segs, flags, rcode, (an, ns, 0), qlen, now, duration)
         return item
 
     def _fill(self, segs, flags, rcode, counts, qlen, now, duration):

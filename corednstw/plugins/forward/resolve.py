@@ -10,12 +10,14 @@ not an error, only a network failure is.  Without ``resolver`` the
 system's resolver (getaddrinfo) is asked.  Both wait, as CoreDNS's setup
 waits: a reload with host names holds the event loop until they are
 resolved (2 seconds per server and type at most with ``resolver``).
+
+dnspython is imported only when a name is asked of ``resolver``'s
+servers: ``dns.query`` brings in its QUIC and HTTPS clients (aioquic,
+httpx), a tenth of a second of start-up that a Corefile whose TO holds
+only addresses, as kubeadm's, must not pay.
 """
 
 import socket
-
-import dns.exception
-import dns.rdatatype
 
 #: Each lookup of a name (A or AAAA) waits this long for a server.
 TIMEOUT = 2.0
@@ -60,6 +62,8 @@ def lookup(name, resolvers):
 
 
 def _ask_servers(name, resolvers):
+    import dns.exception
+    import dns.rdatatype
     last = None
     for server in resolvers:
         ips = []
@@ -86,8 +90,6 @@ def _ask_servers(name, resolvers):
 def _addresses(server, name, qtype):
     """The addresses in one answer of ``server`` (ip, port): none for an
     error rcode, as miekg's Exchange returns those answers."""
-    # dnspython's query module loads its QUIC and HTTPS clients: only a
-    # Corefile naming resolvers pays for them.
     import dns.message
     import dns.query
     q = dns.message.make_query(name.rstrip(".") + ".", qtype)
@@ -110,6 +112,7 @@ def _ask_system(name):
 def _text(exc):
     if isinstance(exc, ResolveError):
         return str(exc)
+    import dns.exception
     if isinstance(exc, dns.exception.Timeout):
         return "i/o timeout"
     if isinstance(exc, socket.gaierror):

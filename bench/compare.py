@@ -586,6 +586,18 @@ def rss_mb(pid):
 
 # --- one measurement ---------------------------------------------------
 
+def cache_counts(text):
+    """(hits, misses) of the cache plugin in a metrics page: both
+    servers name them alike."""
+    hits = misses = 0.0
+    for line in text.splitlines():
+        if line.startswith("coredns_cache_hits_total{"):
+            hits += float(line.rsplit(" ", 1)[1])
+        elif line.startswith("coredns_cache_misses_total{"):
+            misses += float(line.rsplit(" ", 1)[1])
+    return hits, misses
+
+
 def loadavg():
     """The 1-minute load average."""
     with open("/proc/loadavg") as f:
@@ -629,7 +641,8 @@ def measure(workload, server, work, args):
         checked = (check_dot(workload, ports["tport"])
                    if workload.transport == "dot" else True)
         murl = "http://127.0.0.1:%d/metrics" % ports["metrics"]
-        before = requests_total(scrape(murl)) if workload.prometheus else 0
+        first = scrape(murl) if workload.prometheus else ""
+        before = requests_total(first)
         qpath = os.path.join(run_dir, "queries.txt")
         write(qpath, "".join("%s %s\n" % q for q in workload.queries()))
         if udp and args.probe == "dnsperf":
@@ -647,7 +660,8 @@ def measure(workload, server, work, args):
         if probe is not None:
             probe.join()
         rss = rss_mb(proc.pid)
-        counted = (requests_total(scrape(murl)) - before
+        after = scrape(murl) if workload.prometheus else ""
+        counted = (requests_total(after) - before
                    if workload.prometheus else None)
     finally:
         stop(proc)
@@ -661,7 +675,11 @@ def measure(workload, server, work, args):
     else:
         stats.update(asked=stats["answered"], p50=None, p99=None)
     ticks = busy1[1] - busy0[1]
+    hits, misses = (a - b for a, b in zip(cache_counts(after),
+                                          cache_counts(first)))
     stats.update(rss=rss, counted=counted, cpu=cpu,
+                 hit_rate=(100.0 * hits / (hits + misses)
+                           if hits + misses else None),
                  per_cpu=stats["completed"] / cpu if cpu else 0.0,
                  core=(100.0 * (busy1[0] - busy0[0]) / ticks
                        if ticks else 0.0),
@@ -893,14 +911,15 @@ def summarize(results, names):
     second over CoreDNS's (median and range over the rounds), the QPS
     ratio beside it, both servers' CPU use and q/CPU-s (medians), RSS
     (largest), the rounds whose client core was saturated, the share of
-    right answers, and the load average over the workload's runs."""
-    lines = ["", "%-14s %16s %16s %5s %5s %8s %8s %6s %6s %4s %7s %9s"
+    right answers, the load average over the workload's runs, and the
+    cache's hit rate where there is one."""
+    lines = ["", "%-14s %16s %16s %5s %5s %8s %8s %6s %6s %4s %7s %9s %9s"
              % ("workload", "ratio/CPU med", "ratio QPS med", "CPU%",
                 "ref%", "q/CPU-s", "ref", "RSS", "ref", "sat",
-                "correct", "load"),
-             "%-14s %16s %16s %5s %5s %8s %8s %6s %6s %4s %7s %9s"
+                "correct", "load", "hit%"),
+             "%-14s %16s %16s %5s %5s %8s %8s %6s %6s %4s %7s %9s %9s"
              % ("", "[min-max]", "[min-max]", "ours", "", "ours", "", "MB",
-                "MB", "", "%", "min-max")]
+                "MB", "", "%", "min-max", "ours/ref")]
     for wname in names:
         ours = [r for r in results
                 if r["workload"] == wname and r["server"] == "corednstw"]
@@ -921,7 +940,7 @@ def _summary_line(wname, ours, ref):
         return median([100.0 * r["cpu"] / r["seconds"] for r in runs])
 
     return ("%-14s %16s %16s %5.0f %5s %8.0f %8s %6.1f %6s %4d %7.2f "
-            "%4.1f-%-4.1f"
+            "%4.1f-%-4.1f %9s"
             % (wname, _span([r.get("cpu_ratio") for r in ours]),
                _span([r.get("ratio") for r in ours]), busy(ours),
                "%.0f" % busy(ref) if ref else "-",
@@ -931,7 +950,17 @@ def _summary_line(wname, ours, ref):
                "%.1f" % max(r["rss"] for r in ref) if ref else "-",
                sum(1 for r in everything if saturated(r)),
                100.0 * good / total if total else 0.0,
-               min(loads), max(loads)))
+               min(loads), max(loads), _hits(ours, ref)))
+
+
+def _hits(ours, ref):
+    """The cache's median hit rate of both servers (their own counters),
+    for workloads with a cache."""
+    rates = [[r["hit_rate"] for r in runs if r.get("hit_rate") is not None]
+             for runs in (ours, ref)]
+    if not any(rates):
+        return "-"
+    return "/".join("%.0f" % median(x) if x else "-" for x in rates)
 
 
 def _span(values):

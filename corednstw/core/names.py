@@ -184,6 +184,20 @@ def in_zone(name, zone):
             and not ("\\" in name and escaped(name, i)))
 
 
+def takes(qname, from_, excepted):
+    """True when ``qname`` is under ``from_`` and under none of the
+    ``excepted`` names (``from_`` itself is always taken): the FROM and
+    ``except`` of forward, grpc and proxy, compared by labels."""
+    if not in_zone(qname, from_):
+        return False
+    if qname == from_:
+        return True
+    for ig in excepted:
+        if in_zone(qname, ig):
+            return False
+    return True
+
+
 def is_subdomain(child, parent):
     """True when ``child`` equals ``parent`` or lies below it
     (case-insensitive; names need not be fully qualified)."""

@@ -85,15 +85,7 @@ class Forward(Plugin):
     # -- matching -------------------------------------------------------------
 
     def match(self, qname):
-        f = self.from_
-        if not names.in_zone(qname, f):
-            return False
-        if qname == f:
-            return True
-        for ig in self.ignored:
-            if names.in_zone(qname, ig):
-                return False
-        return True
+        return names.takes(qname, self.from_, self.ignored)
 
     def ordered(self):
         """The upstreams in the order the policy tries them."""

@@ -97,12 +97,7 @@ class GRPC(Plugin):
         self.upstreams = []
 
     def match(self, qname):
-        f = self.from_
-        if not names.in_zone(qname, f):
-            return False
-        return qname == f or not any(
-            names.in_zone(qname, ig)
-            for ig in self.ignored)
+        return names.takes(qname, self.from_, self.ignored)
 
     def ordered(self):
         """The upstreams in the order the policy tries them."""

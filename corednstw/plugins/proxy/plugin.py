@@ -74,15 +74,7 @@ class Group:
     def takes(self, qname):
         """True when ``qname`` is under FROM and not under an ``except``
         name (FROM itself is always taken)."""
-        f = self.from_
-        if not names.in_zone(qname, f):
-            return False
-        if qname == f:
-            return True
-        for ig in self.ignored:
-            if names.in_zone(qname, ig):
-                return False
-        return True
+        return names.takes(qname, self.from_, self.ignored)
 
     # -- choosing a host ------------------------------------------------------
 

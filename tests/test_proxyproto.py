@@ -52,6 +52,21 @@ def read_frame(s):
     return dns.message.from_wire(data[2:])
 
 
+def in_pieces(port, header):
+    """Deferred: the reply to a query sent after ``header`` written one
+    byte per segment (a thread with a blocking socket, Nagle off)."""
+    q = dns.message.make_query("example.org.", "A")
+
+    def run():
+        with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
+            s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            for b in header:
+                s.sendall(bytes([b]))
+            s.sendall(frame(q))
+            return read_frame(s)
+    return threads.deferToThread(run)
+
+
 def whoami(m):
     """(address, port) whoami reported."""
     extra = util.rrs(m, "additional")
@@ -123,18 +138,7 @@ class PlainTest(unittest.TestCase):
 
     @defer.inlineCallbacks
     def test_tcp_header_in_pieces(self):
-        header = v2("192.0.2.11", 1111)
-        q = dns.message.make_query("example.org.", "A")
-
-        def run():
-            with socket.create_connection(("127.0.0.1", self.port),
-                                          timeout=5) as s:
-                s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-                for b in header:
-                    s.sendall(bytes([b]))
-                s.sendall(frame(q))
-                return read_frame(s)
-        m = yield threads.deferToThread(run)
+        m = yield in_pieces(self.port, v2("192.0.2.11", 1111))
         self.assertEqual(whoami(m), ("192.0.2.11", 1111))
 
     @defer.inlineCallbacks
@@ -192,20 +196,10 @@ class RestrictedTest(PlainTest):
     def test_tcp_header_in_pieces(self):
         """A header from a source outside ``allow`` is refused however
         it arrives: byte by byte, the connection is still closed."""
-        header = v2("192.0.2.11", 1111)
-        q = dns.message.make_query("example.org.", "A")
-
-        def run():
-            with socket.create_connection(("127.0.0.1", self.port),
-                                          timeout=5) as s:
-                s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-                # Closed while the header comes in (a reset or broken
-                # pipe) or after it: ConnectionError either way.
-                for b in header:
-                    s.sendall(bytes([b]))
-                s.sendall(frame(q))
-                return read_frame(s)
-        return self.assertFailure(threads.deferToThread(run),
+        # Closed while the header comes in (a reset or broken pipe) or
+        # after it: ConnectionError either way.
+        return self.assertFailure(in_pieces(self.port,
+                                            v2("192.0.2.11", 1111)),
                                   ConnectionError)
 
     def test_tcp_local_command_keeps_the_peer(self):

@@ -1,37 +1,44 @@
 #!/usr/bin/env python3
-"""corednstw side by side with a reference CoreDNS binary, under dnsperf.
+"""corednstw side by side with a reference CoreDNS binary, per server
+CPU-second.
 
     .venv/bin/python bench/compare.py [--reference PATH] [--seconds 10]
-        [--rounds 3] [--workloads whoami,file,kubeadm,cache]
-        [--server-cpu 0] [--client-cpu 1] [--sample-rate 200]
-        [--rate QPS] [--json FILE] [--kubeconfig FILE [--services N]]
+        [--rounds 5] [--workloads whoami,file,...] [--server-cpu 0]
+        [--client-cpu 1] [--sample-rate 200] [--rate QPS] [--json FILE]
+        [--kubeconfig FILE [--services N]]
 
-Every workload is a Corefile and a query list.  Each round runs every
-workload against corednstw (``twistd -n coredns``) and, with
-``--reference``, against that CoreDNS binary given the very same Corefile;
-the two alternate (the order flips every round) so that the load of other
-work on the machine falls on both alike.  Each server is pinned to one
-core with taskset, dnsperf (``-c 50 -T 1 -q 500``) to the other, for the
-same number of seconds.
+Every workload is a Corefile and a query list (see WORKLOADS: each UDP
+one also without prometheus, the forward path, a Kubernetes cluster mix
+with ``--kubeconfig``, DoT, DoH over HTTP/2 and HTTP/1.1, gRPC and DoQ).
+Each round runs every workload against corednstw (``twistd -n
+coredns``) and, with ``--reference``, against that CoreDNS binary given
+the very same Corefile; the two alternate (the order flips every round)
+so that the load of other work on the machine falls on both alike.  Each
+server is pinned to one core with taskset; the load (dnsperf ``-c 50 -T
+1 -q 500``, or ``-m dot|doh``, or bench/stream_client.py for the
+transports dnsperf lacks) runs on the other, for the same number of
+seconds.
 
 Measured per run:
 
-* QPS as dnsperf reports it;
-* p50/p99 latency of the queries a sampler sends alongside dnsperf at a
-  fixed rate (``--sample-rate``, 200/s: a few thousand per run).  dnsperf
-  2.10 has no latency histogram, and its per-answer output (``-v``)
-  slows it enough to cap a fast server.  Both servers run saturated, so
-  these are mostly time spent queued behind the 500 outstanding queries;
-* RSS of the server process after the run (VmRSS from /proc);
+* queries per server CPU-second (completed queries over the server's
+  user+system CPU time, from /proc): the headline, as corednstw's over
+  CoreDNS's in the same round; the QPS and its ratio beside it;
+* the server's CPU use, the load client's own CPU and how busy the
+  client's core was (a run whose client core was full is flagged), the
+  load average at the start and end;
+* p50/p99 latency of the queries a sampler sends alongside at a fixed
+  rate (``--sample-rate``; UDP workloads only);
+* RSS of the server process after the run (VmRSS from /proc), and the
+  cache's hit rate from the server's own counters where there is one;
 * correctness: every answer the sampler gets is checked in full with
   dnspython (rcode, records; whoami: the client's address and port);
-  queries lost (by dnsperf or the sampler) are counted apart; the
-  server's own
-  coredns_dns_requests_total must count at least what dnsperf completed;
-* the ratio corednstw/CoreDNS of the QPS within the same round.
+  over the transports, the answers are checked over the transport
+  itself; queries lost are counted apart; with prometheus, the server's
+  coredns_dns_requests_total must count at least what dnsperf completed.
 
-Absolute figures move a lot on a shared machine; the ratios within a
-round are what the comparison is about, so the summary gives ranges.
+The summary gives, per workload, the median and range over the rounds
+of both ratios, with both servers' CPU, q/CPU-s and RSS.
 """
 
 import argparse

@@ -252,6 +252,13 @@ class ACMETLS:
             return self._bare
         return self.current.context(alpn)
 
+    def ssl_context(self, alpn=()):
+        """The certificate's standard library context (None until there
+        is one: the bare pyOpenSSL context then fails the handshake)."""
+        if self.current is None:
+            return None
+        return self.current.ssl_context(alpn)
+
     def _ready(self):
         if self.current is None:
             raise tlsconfig.TLSError("ACME certificate is not ready for %s"

@@ -292,8 +292,13 @@ class DNSStreamFactory(protocol.ServerFactory):
                          % (self.mux.label, error.strerror or error))
 
     def buildProtocol(self, addr):
+        return self.adopt(DNSStreamProtocol(self.mux, self.local,
+                                            self.timeouts))
+
+    def adopt(self, p):
+        """Make ``p`` (a DNSStreamProtocol, or a subclass such as DoT's)
+        one of this factory's connections."""
         self._accept_failing = False
-        p = DNSStreamProtocol(self.mux, self.local, self.timeouts)
         p.factory = self
         p.callLater = self.reactor_call
         self.connections.add(p)

@@ -6,6 +6,7 @@ listener hands its next connections the new certificate.
 """
 
 import os
+import ssl
 
 from OpenSSL import SSL, crypto
 from twisted.internet.interfaces import IOpenSSLServerConnectionCreator
@@ -21,6 +22,15 @@ CLIENT_AUTH = {
     "verify_if_given": (SSL.VERIFY_PEER, True),
     "require_and_verify": (
         SSL.VERIFY_PEER | SSL.VERIFY_FAIL_IF_NO_PEER_CERT, True),
+}
+
+#: The client_auth values the standard library's ssl can express, and
+#: its verify mode for each.  It has no "ask for a certificate but do
+#: not check it" (request, require): those stay on pyOpenSSL.
+STDLIB_VERIFY = {
+    "nocert": ssl.CERT_NONE,
+    "verify_if_given": ssl.CERT_OPTIONAL,
+    "require_and_verify": ssl.CERT_REQUIRED,
 }
 
 #: ALPN protocols a DoH listener offers, preferred first (CoreDNS sets
@@ -49,13 +59,55 @@ class ServerTLS:
         #: The key log (``keylog FILE``): a KeyLog, or None.
         self.keylog = keylog
         self._contexts = {}
+        self._ssl_contexts = {}
         self.context(())    # load and check everything now
+        self.ssl_context(())
 
     def set_keylog(self, keylog):
         """Log the secrets of every connection from now on (contexts are
         built anew)."""
         self.keylog = keylog
         self._contexts = {}
+        self._ssl_contexts = {}
+
+    def ssl_context(self, alpn=()):
+        """The standard library's ssl.SSLContext for these settings,
+        offering ``alpn`` protocols (built once per protocol list), or
+        None where only pyOpenSSL can serve them: client_auth request
+        and require, and a key log (ours is one file for every listener,
+        closed with the plugin, in CoreDNS's format)."""
+        alpn = tuple(alpn)
+        try:
+            return self._ssl_contexts[alpn]
+        except KeyError:
+            pass
+        ctx = None
+        if self.client_auth in STDLIB_VERIFY and self.keylog is None:
+            try:
+                ctx = self._make_ssl(alpn)
+            except (OSError, ValueError):
+                ctx = None      # pyOpenSSL took the files: it serves
+        self._ssl_contexts[alpn] = ctx
+        return ctx
+
+    def _make_ssl(self, alpn):
+        """The settings of _make in the standard library's terms (the
+        session id context is the ssl module's own)."""
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+        ctx.options |= ssl.OP_NO_COMPRESSION
+        ctx.set_ciphers("DEFAULT")      # OpenSSL's list, as pyOpenSSL's
+        ctx.load_cert_chain(self.cert, self.key)
+        mode = STDLIB_VERIFY[self.client_auth]
+        if mode != ssl.CERT_NONE:
+            if self.ca:
+                ctx.load_verify_locations(self.ca)
+            else:
+                ctx.set_default_verify_paths()
+        ctx.verify_mode = mode
+        if alpn:
+            ctx.set_alpn_protocols([p.decode("ascii") for p in alpn])
+        return ctx
 
     def context(self, alpn=()):
         """An OpenSSL context for this certificate, offering ``alpn``

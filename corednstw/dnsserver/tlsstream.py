@@ -1,0 +1,253 @@
+"""DNS over TLS on the standard library's ssl: the TLS records and the
+DNS stream framing in one protocol on the TCP connection.
+
+``TLSSession`` is the server side of one TLS connection over memory
+BIOs (``ssl.SSLObject``): ciphertext in, plaintext out and back, a C
+call each way.  ``DoTProtocol`` is the DNS stream protocol
+(stream.DNSStreamProtocol: its limits, timeouts and producer) with that
+session folded in: what one read brings is decrypted at once, split into
+its 2-byte-length messages and handed to the mux, and the answers ready
+by the end of the read are encrypted together and written with one
+call, straight to the socket when nothing waits before them.  An answer
+that comes later (a Deferred) is written when it comes.
+
+It serves the settings the standard library can express
+(tlsconfig.ServerTLS.ssl_context); the others stay on Twisted's TLS
+layer over pyOpenSSL (dot.py chooses per connection).
+"""
+
+import ssl
+
+from corednstw.dnsserver.stream import (
+    UNSENT_LIMIT,
+    DNSStreamProtocol,
+    _buffered,
+    socket_transport,
+)
+
+#: Plaintext read per call: more than one TLS record holds.
+_READ = 17 * 1024
+#: Answers are encrypted and written once this much waits (a full TLS
+#: record's worth) even inside a read, so that the send buffer's limit
+#: (UNSENT_LIMIT) is checked as often as with one write per answer.
+FLUSH_AT = 16 * 1024
+
+assert FLUSH_AT < UNSENT_LIMIT
+
+_WantRead = ssl.SSLWantReadError
+_Closed = ssl.SSLZeroReturnError
+_Error = ssl.SSLError
+
+
+class TLSSession:
+    """The server side of one TLS connection over memory BIOs.
+
+    ``receive(data)`` takes ciphertext and returns the plaintext it
+    completes; ``send(data)`` encrypts; ``take()`` is the ciphertext to
+    put on the wire (handshake messages, alerts, records).  A TLS error
+    is raised as ssl.SSLError; the peer's close_notify makes ``closed``
+    true."""
+
+    __slots__ = ("incoming", "outgoing", "obj", "ready", "closed",
+                 "_read", "_write")
+
+    def __init__(self, context):
+        self.incoming = ssl.MemoryBIO()
+        self.outgoing = ssl.MemoryBIO()
+        self.obj = context.wrap_bio(self.incoming, self.outgoing,
+                                    server_side=True)
+        self.ready = False      # the handshake is done
+        self.closed = False     # the peer sent close_notify
+        self._read = self.obj.read
+        self._write = self.obj.write
+
+    def receive(self, data):
+        """The plaintext ``data`` completes (b"" when none)."""
+        incoming = self.incoming
+        if data:
+            incoming.write(data)
+        if not self.ready:
+            try:
+                self.obj.do_handshake()
+            except _WantRead:
+                return b""
+            self.ready = True
+        read = self._read
+        got = []
+        # A record is read whole or not at all: while ciphertext is left,
+        # try; the last, partial record says so with SSLWantReadError.
+        while incoming.pending:
+            try:
+                got.append(read(_READ))
+            except _WantRead:
+                break
+            except _Closed:
+                self.closed = True
+                break
+        if len(got) == 1:
+            return got[0]
+        return b"".join(got)
+
+    def send(self, data):
+        self._write(data)
+
+    def take(self):
+        """The ciphertext to send (b"" when none)."""
+        out = self.outgoing
+        return out.read() if out.pending else b""
+
+    def shut(self):
+        """Write close_notify (once the handshake is done)."""
+        if self.ready:
+            try:
+                self.obj.unwrap()
+            except _Error:
+                pass    # close_notify is written; the peer's is not read
+
+
+class DoTProtocol(DNSStreamProtocol):
+    """A DoT connection: DNSStreamProtocol's rules (timeouts, max
+    queries, UNSENT_LIMIT and MAX_PENDING, closing once the answers are
+    sent), with the TLS session and the framing in this one protocol
+    (see the module's docstring).  ``self.transport`` is the TCP
+    connection (or the PROXY protocol reader in front of it)."""
+
+    def __init__(self, mux, local, timeouts, context):
+        super().__init__(mux, local, timeouts)
+        self.tls = TLSSession(context)
+        self._plain = b""       # decrypted bytes not yet framed
+        self._out = []          # answer frames to encrypt
+        self._outlen = 0
+        self._failed = False
+        self._bottom = None     # the socket's transport
+        self._sender = self._send
+
+    def connectionMade(self):
+        DNSStreamProtocol.connectionMade(self)
+        self._bottom = socket_transport(self.transport)
+
+    def dataReceived(self, data):
+        if self._failed:
+            return
+        tls = self.tls
+        self._reading = True
+        try:
+            try:
+                plain = tls.receive(data)
+            except _Error:
+                self._fail()
+                return
+            if tls.outgoing.pending:
+                self._push(tls.take())  # handshake messages, tickets
+            if plain:
+                self._plain = self._plain + plain if self._plain else plain
+            if self._plain and not self.paused:
+                self._frames()
+        finally:
+            self._reading = False
+        if self._out:
+            self._flush()
+        if tls.closed and not self._failed:
+            self.close()
+
+    def _frames(self):
+        """Hand every whole message read to the mux (until paused)."""
+        buf = self._plain
+        end = len(buf)
+        at = 0
+        handle = self.factory.mux.handle
+        host, port, local, send = self.host, self.port, self.local, \
+            self._sender
+        limit = self.limits.max_queries
+        took = 0
+        while end - at >= 2:
+            stop = at + 2 + ((buf[at] << 8) | buf[at + 1])
+            if stop > end:
+                break
+            msg = buf[at + 2:stop]
+            at = stop
+            took += 1
+            self.queries += 1
+            # The factory's mux is read per query in the base class: a
+            # reload between two reads is seen at the next read here.
+            result = handle(msg, host, port, "tcp", local, send)
+            if result is not None and result is not False:
+                self.pending += 1
+                result.addBoth(self._answered)
+                self._throttle()
+            elif limit > 0:
+                self._throttle()
+            if self.paused:
+                break
+        self._plain = buf[at:] if at else buf
+        if took and not self._full:
+            self.setTimeout(self.limits.idle)
+
+    def _send(self, wire):
+        t = self.transport
+        if t is None or t.disconnecting or t.disconnected:
+            return      # an answer that arrives after the client left
+        n = len(wire)
+        if n > 65535:
+            wire = wire[:65535]
+            n = 65535
+        self._out.append(n.to_bytes(2, "big"))
+        self._out.append(wire)
+        self._outlen += n + 2
+        if not self._reading or self._outlen >= FLUSH_AT:
+            self._flush()
+
+    def _flush(self):
+        """Encrypt the answers waiting and write them in one call."""
+        out = self._out
+        self._out = []
+        self._outlen = 0
+        t = self.transport
+        if t is None or t.disconnecting or t.disconnected:
+            return
+        self.tls.send(out[0] if len(out) == 1 else b"".join(out))
+        self._push(self.tls.take())
+        if self._write_check is None and _buffered(t):
+            self._write_check = self.callLater(
+                self.limits.write, self._check_write, self._sent)
+
+    def _push(self, data):
+        """Write ciphertext: straight to the socket when nothing waits in
+        the transport's buffer (no wait for the reactor's next turn), the
+        rest through the transport."""
+        if not data:
+            return
+        t = self._bottom
+        if (t is not None and not t.dataBuffer and not t._tempDataLen
+                and t.connected and not t.disconnecting):
+            sent = t.writeSomeData(data)
+            if type(sent) is int and sent > 0:
+                if sent == len(data):
+                    return
+                data = data[sent:]
+        self.transport.write(data)
+
+    def _fail(self):
+        """A TLS error (a failed handshake, a record that does not
+        decrypt): send the alert OpenSSL wrote and close."""
+        self._failed = True
+        self._plain = b""
+        self._out = []
+        t = self.transport
+        if t is None or t.disconnecting:
+            return
+        self._push(self.tls.take())
+        t.unregisterProducer()
+        t.loseConnection()
+
+    def close(self):
+        """Close once the answers written are sent, with close_notify."""
+        t = self.transport
+        if t is not None and not t.disconnecting:
+            if self._out:
+                self._flush()
+            if not self._failed:
+                self.tls.shut()
+                self._push(self.tls.take())
+            t.unregisterProducer()
+            t.loseConnection()

@@ -35,6 +35,7 @@ LAZY = (
     "corednstw.dnsserver.doh", "corednstw.dnsserver.doh_h2",
     "corednstw.dnsserver.grpcdns", "corednstw.dnsserver.doq",
     "corednstw.dnsserver.doh3", "corednstw.dnsserver.dot",
+    "corednstw.dnsserver.tlsstream",
     "corednstw.dnsserver.proxyprotocol", "corednstw.dnsserver.explainer",
     "corednstw.engines.upstream.https", "aioquic", "prometheus_client",
     "twisted.names.client", "urllib3", "kubernetes",

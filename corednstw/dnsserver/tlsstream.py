@@ -46,7 +46,7 @@ class TLSSession:
     completes; ``send(data)`` encrypts; ``take()`` is the ciphertext to
     put on the wire (handshake messages, alerts, records).  A TLS error
     is raised as ssl.SSLError; the peer's close_notify makes ``closed``
-    true."""
+    true (nothing is read after it)."""
 
     __slots__ = ("incoming", "outgoing", "obj", "ready", "closed",
                  "_read", "_write")
@@ -78,12 +78,16 @@ class TLSSession:
         # try; the last, partial record says so with SSLWantReadError.
         while incoming.pending:
             try:
-                got.append(read(_READ))
+                chunk = read(_READ)
             except _WantRead:
                 break
             except _Closed:
                 self.closed = True
                 break
+            if not chunk:       # close_notify, as the ssl module says it
+                self.closed = True
+                break
+            got.append(chunk)
         if len(got) == 1:
             return got[0]
         return b"".join(got)

@@ -1,0 +1,409 @@
+"""DoT's two TLS paths: the standard library's ssl with the framing in
+one protocol (tlsstream.DoTProtocol) for the settings it can express,
+Twisted's TLS layer over pyOpenSSL for the others; and the fast path
+against awkward clients (garbage, a failed handshake, a record cut off,
+queries split across records, large answers, pipelining, close_notify).
+"""
+
+import socket
+import ssl
+import struct
+
+import dns.message
+import dns.rcode
+from twisted.internet import defer, threads
+from twisted.protocols.tls import TLSMemoryBIOProtocol
+from twisted.trial import unittest
+
+from corednstw.dnsserver import stream, tlsstream
+from tests.support import tlsutil, util
+from tests.test_tls import DoTTest, corefile_text
+
+#: About 63 KB of TXT records: an answer of several TLS records.
+BIG = "".join('big 3600 IN TXT "%03d%s"\n' % (i, "x" * 247)
+              for i in range(235))
+ZONE = ("$ORIGIN example.org.\n@ 3600 IN SOA ns hostmaster 1 7200 3600 "
+        "1209600 3600\n@ 3600 IN NS ns\nns 3600 IN A 192.0.2.1\n"
+        "www 3600 IN A 192.0.2.2\n" + BIG)
+
+COREFILE = """tls://.:0 {
+    bind 127.0.0.1
+    tls %(cert)s %(key)s %(ca)s%(opts)s
+    file %(zones)s/db.example.org example.org
+    timeouts {
+        read 2s
+        idle 2s
+    }
+}
+"""
+
+
+def frame(wire):
+    return struct.pack("!H", len(wire)) + wire
+
+
+def query(name, rtype="A", qid=0):
+    return dns.message.make_query(name, rtype, id=qid).to_wire()
+
+
+class RawClient:
+    """A blocking TLS client over memory BIOs: the test decides what goes
+    into each TLS record and each TCP write."""
+
+    def __init__(self, port, ctx):
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=5)
+        self.inc, self.out = ssl.MemoryBIO(), ssl.MemoryBIO()
+        self.tls = ctx.wrap_bio(self.inc, self.out,
+                                server_hostname=tlsutil.HOSTNAME)
+        self.plain = b""
+        while True:
+            try:
+                self.tls.do_handshake()
+                break
+            except ssl.SSLWantReadError:
+                self.flush()
+                self.fill()
+        self.flush()
+
+    def flush(self):
+        data = self.out.read()
+        if data:
+            self.sock.sendall(data)
+
+    def fill(self):
+        data = self.sock.recv(65536)
+        if not data:
+            raise ConnectionError("closed")
+        self.inc.write(data)
+
+    def record(self, plain):
+        """The ciphertext of one record of ``plain``."""
+        self.tls.write(plain)
+        return self.out.read()
+
+    def read(self, n):
+        while len(self.plain) < n:
+            try:
+                chunk = self.tls.read(65536)
+            except ssl.SSLWantReadError:
+                self.fill()
+                continue
+            if not chunk:       # close_notify
+                raise ssl.SSLZeroReturnError("closed")
+            self.plain += chunk
+        got, self.plain = self.plain[:n], self.plain[n:]
+        return got
+
+    def answer(self):
+        n = struct.unpack("!H", self.read(2))[0]
+        return dns.message.from_wire(self.read(n))
+
+    def until_closed(self):
+        """Read to the end: (answers, whether close_notify came)."""
+        answers = []
+        while True:
+            try:
+                answers.append(self.answer())
+            except ssl.SSLZeroReturnError:
+                return answers, True
+            except (ConnectionError, OSError):
+                return answers, False
+
+    def close(self):
+        self.sock.close()
+
+
+class Base(unittest.TestCase):
+
+    opts = ""
+
+    @defer.inlineCallbacks
+    def setUp(self):
+        self.log = util.capture_log(self)
+        self.dir, self.ca, self.cert, self.key = tlsutil.certs(self)
+        zones = util.write_files(self, {"db.example.org": ZONE})
+        self.app = yield util.start(self, COREFILE % {
+            "cert": self.cert, "key": self.key, "ca": self.ca,
+            "opts": self.opts, "zones": zones})
+        self.port = self.app.port(transport="tls")
+        self.stream = self.app.listeners[("tls", "127.0.0.1", "0")].stream
+
+    def ctx(self, **kw):
+        return tlsutil.client_context(self.ca, **kw)
+
+    def in_thread(self, fn, *args):
+        return threads.deferToThread(fn, *args)
+
+    def connection(self):
+        [p] = self.stream.connections
+        return p
+
+    @defer.inlineCallbacks
+    def gone(self):
+        """Every connection is forgotten, and a new client is answered."""
+        yield util.wait_for(lambda: not self.stream.connections)
+        m = yield tlsutil.dot(self.port, dns.message.make_query(
+            "www.example.org.", "A"), self.ctx())
+        self.assertEqual(util.rrs(m), ["www.example.org. 3600 IN A "
+                                       "192.0.2.2"])
+
+    @defer.inlineCallbacks
+    def path_of_a_connection(self, ctx=None):
+        """The protocol serving a connection, and whether it answered."""
+        client = yield self.in_thread(RawClient, self.port, ctx or self.ctx())
+        self.addCleanup(client.close)
+        yield self.in_thread(client.sock.sendall,
+                             client.record(frame(query("www.example.org."))))
+        m = yield self.in_thread(client.answer)
+        self.assertEqual(m.rcode(), dns.rcode.NOERROR)
+        return self.connection()
+
+
+class FastPathTest(Base):
+    """nocert: the standard library's path."""
+
+    @defer.inlineCallbacks
+    def test_used(self):
+        p = yield self.path_of_a_connection()
+        self.assertIsInstance(p, tlsstream.DoTProtocol)
+        self.assertNotIsInstance(p.transport, TLSMemoryBIOProtocol)
+
+    @defer.inlineCallbacks
+    def test_garbage(self):
+        # Not TLS at all: an alert, then the connection is closed.
+        got = yield self.in_thread(self._send_raw, b"GET / HTTP/1.1\r\n"
+                                   b"Host: x\r\n\r\n" * 10)
+        self.assertLess(len(got), 100)
+        yield self.gone()
+
+    def _send_raw(self, data):
+        with socket.create_connection(("127.0.0.1", self.port),
+                                      timeout=5) as s:
+            s.sendall(data)
+            got = b""
+            while True:
+                try:
+                    chunk = s.recv(4096)
+                except ConnectionError:
+                    return got
+                if not chunk:
+                    return got
+                got += chunk
+
+    @defer.inlineCallbacks
+    def test_failed_handshake(self):
+        _, other_ca, _, _ = tlsutil.certs(self)
+        yield self.assertFailure(
+            self.in_thread(RawClient, self.port,
+                           tlsutil.client_context(other_ca)),
+            ssl.SSLCertVerificationError)
+        yield self.gone()
+
+    @defer.inlineCallbacks
+    def test_garbage_after_the_handshake(self):
+        client = yield self.in_thread(RawClient, self.port, self.ctx())
+        self.addCleanup(client.close)
+        record = client.record(frame(query("www.example.org.")))
+        # The record's body altered: it does not decrypt.
+        bad = record[:10] + bytes(b ^ 0xFF for b in record[10:20]) \
+            + record[20:]
+        yield self.in_thread(client.sock.sendall, bad)
+        answers, _ = yield self.in_thread(client.until_closed)
+        self.assertEqual(answers, [])
+        yield self.gone()
+
+    @defer.inlineCallbacks
+    def test_closed_mid_record(self):
+        client = yield self.in_thread(RawClient, self.port, self.ctx())
+        record = client.record(frame(query("www.example.org.")))
+        yield self.in_thread(client.sock.sendall, record[:len(record) // 2])
+        yield util.wait_for(lambda: self.stream.connections)
+        client.close()
+        yield self.gone()
+
+    @defer.inlineCallbacks
+    def test_query_split_across_records_and_segments(self):
+        client = yield self.in_thread(RawClient, self.port, self.ctx())
+        self.addCleanup(client.close)
+        frames = b"".join(frame(query("www.example.org.", qid=i))
+                          for i in range(1, 4))
+        # Three records: a length's first byte; the rest of the first
+        # query and half the second; the remainder.  The TCP writes cut
+        # the records elsewhere again.
+        cut = len(frame(query("www.example.org."))) + 10
+        data = (client.record(frames[:1]) + client.record(frames[1:cut])
+                + client.record(frames[cut:]))
+        for i in range(0, len(data), 7):
+            yield self.in_thread(client.sock.sendall, data[i:i + 7])
+        answers = yield self.in_thread(
+            lambda: [client.answer() for _ in range(3)])
+        self.assertEqual([m.id for m in answers], [1, 2, 3])
+
+    @defer.inlineCallbacks
+    def test_large_answer(self):
+        client = yield self.in_thread(RawClient, self.port, self.ctx())
+        self.addCleanup(client.close)
+        yield self.in_thread(client.sock.sendall, client.record(
+            frame(query("big.example.org.", "TXT", qid=7))))
+        m = yield self.in_thread(client.answer)
+        self.assertEqual(m.id, 7)
+        self.assertEqual(len(m.answer[0]), 235)
+        self.assertGreater(len(m.to_wire()), 60000)
+
+    @defer.inlineCallbacks
+    def test_pipelined(self):
+        # Small answers (encrypted together) and large ones (past
+        # FLUSH_AT and the unsent limit) in one write.
+        names = ["www.example.org."] * 300 + ["big.example.org."] * 8
+        data = b"".join(frame(query(n, "TXT" if n[0] == "b" else "A",
+                                    qid=i)) for i, n in enumerate(names))
+        client = yield self.in_thread(RawClient, self.port, self.ctx())
+        self.addCleanup(client.close)
+        record = yield self.in_thread(
+            lambda: b"".join(client.record(data[i:i + 16384])
+                             for i in range(0, len(data), 16384)))
+        yield self.in_thread(client.sock.sendall, record)
+        answers = yield self.in_thread(
+            lambda: [client.answer() for _ in names])
+        self.assertEqual([m.id for m in answers], list(range(len(names))))
+        self.assertEqual({len(m.answer[0]) for m in answers[300:]}, {235})
+        self.assertGreater(8 * 60000, stream.UNSENT_LIMIT)
+
+    @defer.inlineCallbacks
+    def test_close_notify_after_queries(self):
+        # The client's close_notify after its queries: the answers, then
+        # the server's close_notify.
+        client = yield self.in_thread(RawClient, self.port, self.ctx())
+        self.addCleanup(client.close)
+        data = client.record(b"".join(
+            frame(query("www.example.org.", qid=i)) for i in range(5)))
+        try:
+            client.tls.unwrap()
+        except ssl.SSLWantReadError:
+            pass
+        yield self.in_thread(client.sock.sendall, data + client.out.read())
+        answers, notified = yield self.in_thread(client.until_closed)
+        self.assertEqual([m.id for m in answers], list(range(5)))
+        self.assertTrue(notified)
+        yield self.gone()
+
+    @defer.inlineCallbacks
+    def test_server_close_sends_close_notify(self):
+        # The idle timeout ends a connection; maxtcpqueries' end is a
+        # close that sends close_notify after the answers.
+        self.app.listeners[("tls", "127.0.0.1", "0")].stream.timeouts \
+            .max_queries = 2
+        client = yield self.in_thread(RawClient, self.port, self.ctx())
+        self.addCleanup(client.close)
+        yield self.in_thread(client.sock.sendall, client.record(b"".join(
+            frame(query("www.example.org.", qid=i)) for i in range(3))))
+        answers, notified = yield self.in_thread(client.until_closed)
+        self.assertEqual([m.id for m in answers], [0, 1])
+        self.assertTrue(notified)
+
+
+class VerifyIfGivenTest(Base):
+
+    opts = " {\n        client_auth verify_if_given\n    }"
+
+    @defer.inlineCallbacks
+    def test_fast_path_both_ways(self):
+        p = yield self.path_of_a_connection()
+        self.assertIsInstance(p, tlsstream.DoTProtocol)
+        self.connection().transport.abortConnection()
+        yield util.wait_for(lambda: not self.stream.connections)
+        p = yield self.path_of_a_connection(
+            self.ctx(cert=self.cert, key=self.key))
+        self.assertIsInstance(p, tlsstream.DoTProtocol)
+
+    @defer.inlineCallbacks
+    def test_certificate_of_another_ca_refused(self):
+        _, _, cert, key = tlsutil.certs(self)
+        q = dns.message.make_query("www.example.org.", "A")
+        yield self.assertFailure(tlsutil.dot(
+            self.port, q, self.ctx(cert=cert, key=key)), Exception)
+
+
+class RequireAndVerifyTest(Base):
+
+    opts = " {\n        client_auth require_and_verify\n    }"
+
+    @defer.inlineCallbacks
+    def test_fast_path(self):
+        p = yield self.path_of_a_connection(
+            self.ctx(cert=self.cert, key=self.key))
+        self.assertIsInstance(p, tlsstream.DoTProtocol)
+
+
+class RequestTest(Base):
+    """client_auth request: a certificate is asked for and not checked,
+    which only pyOpenSSL can do."""
+
+    opts = " {\n        client_auth request\n    }"
+
+    @defer.inlineCallbacks
+    def test_fallback_path(self):
+        p = yield self.path_of_a_connection()
+        self.assertNotIsInstance(p, tlsstream.DoTProtocol)
+        self.assertIsInstance(p, stream.DNSStreamProtocol)
+        self.assertIsInstance(p.transport, TLSMemoryBIOProtocol)
+
+    @defer.inlineCallbacks
+    def test_certificate_of_another_ca_taken(self):
+        _, _, cert, key = tlsutil.certs(self)
+        q = dns.message.make_query("www.example.org.", "A")
+        m = yield tlsutil.dot(self.port, q, self.ctx(cert=cert, key=key))
+        self.assertEqual(m.rcode(), dns.rcode.NOERROR)
+
+    @defer.inlineCallbacks
+    def test_large_answer(self):
+        q = dns.message.make_query("big.example.org.", "TXT")
+        m = yield tlsutil.dot(self.port, q, self.ctx())
+        self.assertEqual(len(m.answer[0]), 235)
+
+
+class RequireTest(Base):
+
+    opts = " {\n        client_auth require\n    }"
+
+    @defer.inlineCallbacks
+    def test_fallback_path(self):
+        _, _, cert, key = tlsutil.certs(self)
+        p = yield self.path_of_a_connection(self.ctx(cert=cert, key=key))
+        self.assertIsInstance(p.transport, TLSMemoryBIOProtocol)
+
+    @defer.inlineCallbacks
+    def test_without_a_certificate(self):
+        q = dns.message.make_query("www.example.org.", "A")
+        yield self.assertFailure(tlsutil.dot(self.port, q, self.ctx()),
+                                 Exception)
+
+
+class KeyLogFallbackTest(unittest.TestCase):
+    """A key log is written by the pyOpenSSL path, which serves it
+    (test_tls.KeyLogTest checks the lines)."""
+
+    def setUp(self):
+        util.capture_log(self)
+        self.dir, self.ca, self.cert, self.key = tlsutil.certs(self)
+
+    @defer.inlineCallbacks
+    def test_fallback_path(self):
+        path = "%s/keys.log" % self.dir
+        app = yield util.start(self, corefile_text(
+            self.cert, self.key, self.ca,
+            " {\n        keylog %s\n    }" % path))
+        settings = app.config.blocks[0].settings["tls"]
+        self.assertIsNone(settings.ssl_context(()))
+        self.assertIsNotNone(settings.context(()))
+
+
+class DoTFallbackTest(DoTTest):
+    """Every DoT test again on the pyOpenSSL path (client_auth request
+    takes a client without a certificate)."""
+
+    opts = " {\n        client_auth request\n    }"
+
+    def test_path(self):
+        settings = self.app.config.blocks[0].settings["tls"]
+        self.assertIsNone(settings.ssl_context(()))

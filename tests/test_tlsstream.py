@@ -11,11 +11,11 @@ import struct
 
 import dns.message
 import dns.rcode
-from twisted.internet import defer, threads
+from twisted.internet import defer, protocol, reactor, threads
 from twisted.protocols.tls import TLSMemoryBIOProtocol
 from twisted.trial import unittest
 
-from corednstw.dnsserver import stream, tlsstream
+from corednstw.dnsserver import stream, tlsconfig, tlsstream
 from tests.support import tlsutil, util
 from tests.test_tls import DoTTest, corefile_text
 
@@ -407,3 +407,88 @@ class DoTFallbackTest(DoTTest):
     def test_path(self):
         settings = self.app.config.blocks[0].settings["tls"]
         self.assertIsNone(settings.ssl_context(()))
+
+
+class _Echo(protocol.Protocol):
+    """Greets before the handshake is done, echoes, says which ALPN
+    protocol was chosen, closes on b"bye"."""
+
+    def connectionMade(self):
+        self.transport.write(b"hello ")
+
+    def dataReceived(self, data):
+        if data == b"alpn?":
+            self.transport.write(
+                self.transport.negotiatedProtocol or b"none")
+        elif data == b"bye":
+            self.transport.write(b"bye")
+            self.transport.loseConnection()
+        else:
+            self.transport.writeSequence([data, data])
+
+
+class TLSFactoryTest(unittest.TestCase):
+    """tlsstream.TLSFactory: any protocol over the standard library's
+    TLS, pyOpenSSL for the settings only it can serve."""
+
+    def listen(self, client_auth="nocert"):
+        _, self.ca, cert, key = tlsutil.certs(self)
+        settings = tlsconfig.ServerTLS(cert, key, self.ca,
+                                       client_auth=client_auth)
+        factory = tlsstream.TLSFactory(
+            tlsconfig.Switchable(settings, tlsconfig.HTTP_ALPN),
+            protocol.Factory.forProtocol(_Echo))
+        port = reactor.listenTCP(0, factory, interface="127.0.0.1")
+        self.addCleanup(port.stopListening)
+        self.factory = factory
+        return port.getHost().port
+
+    def talk(self, port, alpn, *messages):
+        ctx = tlsutil.client_context(self.ca)
+        ctx.set_alpn_protocols(alpn)
+        raw = socket.create_connection(("127.0.0.1", port), timeout=5)
+        got = []
+        with ctx.wrap_socket(raw, server_hostname=tlsutil.HOSTNAME) as s:
+            got.append(s.recv(100))
+            for m in messages:
+                s.sendall(m)
+                got.append(s.recv(100))
+            if messages[-1] == b"bye":
+                got.append(s.recv(100))     # close_notify: b""
+        return got
+
+    @defer.inlineCallbacks
+    def test_fast_path(self):
+        port = self.listen()
+        got = yield threads.deferToThread(
+            self.talk, port, ["h2", "http/1.1"], b"alpn?", b"ab", b"bye")
+        self.assertEqual(got, [b"hello ", b"h2", b"abab", b"bye", b""])
+        got = yield threads.deferToThread(
+            self.talk, port, ["http/1.1"], b"alpn?", b"bye")
+        self.assertEqual(got, [b"hello ", b"http/1.1", b"bye", b""])
+        got = yield threads.deferToThread(
+            self.talk, port, ["spdy/3"], b"alpn?", b"bye")
+        self.assertEqual(got, [b"hello ", b"none", b"bye", b""])
+        p = self.factory.buildProtocol(None)
+        self.assertIsInstance(p, tlsstream.TLSServerProtocol)
+
+    @defer.inlineCallbacks
+    def test_garbage(self):
+        port = self.listen()
+
+        def send():
+            with socket.create_connection(("127.0.0.1", port),
+                                          timeout=5) as s:
+                s.sendall(b"\x16\x03\x01\x00\x05hello" * 3)
+                return s.recv(100)
+        got = yield threads.deferToThread(send)
+        self.assertTrue(got.startswith(b"\x15"))    # an alert
+
+    @defer.inlineCallbacks
+    def test_fallback_for_request(self):
+        port = self.listen("request")
+        got = yield threads.deferToThread(
+            self.talk, port, ["h2"], b"alpn?", b"bye")
+        self.assertEqual(got, [b"hello ", b"h2", b"bye", b""])
+        p = self.factory.buildProtocol(None)
+        self.assertIsInstance(p, TLSMemoryBIOProtocol)

@@ -19,7 +19,7 @@ from twisted.protocols.tls import TLSMemoryBIOFactory
 from corednstw.dnsserver.sockets import adopt_tcp
 from corednstw.dnsserver.stream import DNSStreamFactory
 from corednstw.dnsserver.tlsconfig import Switchable
-from corednstw.dnsserver.tlsstream import DoTProtocol
+from corednstw.dnsserver.tlsstream import DoTProtocol, fast_context
 
 
 class DoTFactory(TLSMemoryBIOFactory):
@@ -33,8 +33,7 @@ class DoTFactory(TLSMemoryBIOFactory):
         self.stream = stream
 
     def buildProtocol(self, addr):
-        fast = getattr(self.creator.tls, "ssl_context", None)
-        context = fast(self.creator.alpn) if fast is not None else None
+        context = fast_context(self.creator)
         if context is None:
             return super().buildProtocol(addr)
         s = self.stream

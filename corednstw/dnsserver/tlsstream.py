@@ -18,6 +18,9 @@ layer over pyOpenSSL (dot.py chooses per connection).
 
 import ssl
 
+from twisted.protocols import policies
+from twisted.protocols.tls import TLSMemoryBIOFactory
+
 from corednstw.dnsserver.stream import (
     UNSENT_LIMIT,
     DNSStreamProtocol,
@@ -255,3 +258,113 @@ class DoTProtocol(DNSStreamProtocol):
                 self._push(self.tls.take())
             t.unregisterProducer()
             t.loseConnection()
+
+
+# -- any protocol over TLS ---------------------------------------------------
+
+class TLSServerProtocol(policies.ProtocolWrapper):
+    """Server side TLS on the standard library's ssl in front of any
+    protocol (the role of Twisted's TLSMemoryBIOProtocol): what arrives
+    is decrypted and handed on, each ``write`` is encrypted and written
+    at once (one record per write, as Go's server writes).  Writes made
+    before the handshake is done are sent after it.  The producer of the
+    protocol underneath is registered with the TCP transport itself:
+    nothing is held here."""
+
+    def __init__(self, factory, wrapped, context):
+        super().__init__(factory, wrapped)
+        self.tls = TLSSession(context)
+        self._early = []        # writes before the handshake
+        self._failed = False
+
+    @property
+    def negotiatedProtocol(self):
+        """The ALPN protocol chosen (bytes), or None."""
+        if not self.tls.ready:
+            return None
+        name = self.tls.obj.selected_alpn_protocol()
+        return name.encode("ascii") if name else None
+
+    def dataReceived(self, data):
+        if self._failed:
+            return
+        tls = self.tls
+        ready = tls.ready
+        try:
+            plain = tls.receive(data)
+        except _Error:
+            self._fail()
+            return
+        if tls.ready and not ready and self._early:
+            early, self._early = self._early, []
+            tls.send(b"".join(early))
+        out = tls.take()
+        if out:
+            self.transport.write(out)
+        if plain:
+            self.wrappedProtocol.dataReceived(plain)
+        if tls.closed:
+            self.loseConnection()
+
+    def write(self, data):
+        if self.disconnecting or self._failed or not data:
+            return
+        tls = self.tls
+        if not tls.ready:
+            self._early.append(data)
+            return
+        tls.send(data)
+        self.transport.write(tls.take())
+
+    def writeSequence(self, data):
+        self.write(b"".join(data))
+
+    def loseConnection(self):
+        """Close after close_notify (the TCP transport sends what was
+        written first)."""
+        if self.disconnecting:
+            return
+        self.disconnecting = 1
+        if not self._failed:
+            self.tls.shut()
+            out = self.tls.take()
+            if out:
+                self.transport.write(out)
+        self.transport.unregisterProducer()
+        self.transport.loseConnection()
+
+    def _fail(self):
+        self._failed = True
+        out = self.tls.take()
+        if out:
+            self.transport.write(out)
+        self.disconnecting = 1
+        self.transport.unregisterProducer()
+        self.transport.loseConnection()
+
+
+class TLSFactory(TLSMemoryBIOFactory):
+    """Wraps ``wrapped``'s connections in TLS: TLSServerProtocol where
+    the current settings of ``creator`` (a tlsconfig.Switchable) have a
+    standard library context, else Twisted's TLS layer over pyOpenSSL.
+    A drop-in for ``TLSMemoryBIOFactory(creator, False, wrapped)``."""
+
+    def __init__(self, creator, wrapped):
+        super().__init__(creator, False, wrapped)
+        self.creator = creator
+
+    def buildProtocol(self, addr):
+        context = fast_context(self.creator)
+        if context is None:
+            return super().buildProtocol(addr)
+        inner = self.wrappedFactory.buildProtocol(addr)
+        if inner is None:
+            return None
+        return TLSServerProtocol(self, inner, context)
+
+
+def fast_context(creator):
+    """The standard library context of ``creator``'s current settings
+    (its ALPN list), or None when only pyOpenSSL can serve them."""
+    fast = getattr(creator.tls, "ssl_context", None)
+    return fast(creator.alpn) if fast is not None else None

@@ -16,8 +16,8 @@ from twisted.protocols.tls import TLSMemoryBIOProtocol
 from twisted.trial import unittest
 
 from corednstw.dnsserver import stream, tlsconfig, tlsstream
+from tests import test_tls
 from tests.support import tlsutil, util
-from tests.test_tls import DoTTest, corefile_text
 
 #: About 63 KB of TXT records: an answer of several TLS records.
 BIG = "".join('big 3600 IN TXT "%03d%s"\n' % (i, "x" * 247)
@@ -390,7 +390,7 @@ class KeyLogFallbackTest(unittest.TestCase):
     @defer.inlineCallbacks
     def test_fallback_path(self):
         path = "%s/keys.log" % self.dir
-        app = yield util.start(self, corefile_text(
+        app = yield util.start(self, test_tls.corefile_text(
             self.cert, self.key, self.ca,
             " {\n        keylog %s\n    }" % path))
         settings = app.config.blocks[0].settings["tls"]
@@ -398,7 +398,7 @@ class KeyLogFallbackTest(unittest.TestCase):
         self.assertIsNotNone(settings.context(()))
 
 
-class DoTFallbackTest(DoTTest):
+class DoTFallbackTest(test_tls.DoTTest):
     """Every DoT test again on the pyOpenSSL path (client_auth request
     takes a client without a certificate)."""
 

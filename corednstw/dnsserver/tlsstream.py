@@ -61,8 +61,11 @@ class TLSSession:
                                     server_side=True)
         self.ready = False      # the handshake is done
         self.closed = False     # the peer sent close_notify
-        self._read = self.obj.read
-        self._write = self.obj.write
+        # The C object under SSLObject, when there is one: a Python
+        # call less per record.
+        inner = getattr(self.obj, "_sslobj", self.obj)
+        self._read = inner.read
+        self._write = inner.write
 
     def receive(self, data):
         """The plaintext ``data`` completes (b"" when none)."""
@@ -213,7 +216,8 @@ class DoTProtocol(DNSStreamProtocol):
         if t is None or t.disconnecting or t.disconnected:
             return
         self.tls.send(out[0] if len(out) == 1 else b"".join(out))
-        self._push(self.tls.take())
+        if self._push(self.tls.take()):
+            return
         if self._write_check is None and _buffered(t):
             self._write_check = self.callLater(
                 self.limits.write, self._check_write, self._sent)
@@ -221,18 +225,24 @@ class DoTProtocol(DNSStreamProtocol):
     def _push(self, data):
         """Write ciphertext: straight to the socket when nothing waits in
         the transport's buffer (no wait for the reactor's next turn), the
-        rest through the transport."""
+        rest through the transport (which also reports a send's error).
+        True when the socket took it all."""
         if not data:
-            return
+            return True
         t = self._bottom
         if (t is not None and not t.dataBuffer and not t._tempDataLen
                 and t.connected and not t.disconnecting):
-            sent = t.writeSomeData(data)
-            if type(sent) is int and sent > 0:
+            try:
+                sent = t.socket.send(data)
+            except OSError:
+                sent = 0
+            if sent > 0:
+                self._sent += sent
                 if sent == len(data):
-                    return
+                    return True
                 data = data[sent:]
         self.transport.write(data)
+        return False
 
     def _fail(self):
         """A TLS error (a failed handshake, a record that does not

@@ -38,6 +38,8 @@ LAZY = (
     "corednstw.dnsserver.proxyprotocol", "corednstw.dnsserver.explainer",
     "corednstw.engines.upstream.https", "aioquic", "prometheus_client",
     "twisted.names.client", "urllib3", "kubernetes", "yaml",
+    # twisted.web's HTTP/2 (the HTTP endpoints are plain HTTP/1.1)
+    "twisted.web._http2", "h2",
     # installed add-on packages: their entry points are read, their
     # plugins imported only where a Corefile names them
     "corednstw_rpz.plugin", "corednstw_fanout.plugin",
@@ -72,7 +74,7 @@ class ImportsTest(unittest.TestCase):
         self.assertEqual(got["listeners"], ["dns"])
         loaded = [m for m in got["modules"] if m.split(".")[0] in
                   ("corednstw", "aioquic", "prometheus_client", "twisted",
-                   "urllib3", "kubernetes", "yaml", "corednstw_rpz",
+                   "urllib3", "kubernetes", "yaml", "h2", "corednstw_rpz",
                    "corednstw_fanout", "corednstw_rrl",
                    "corednstw_k8s_gateway")]
         self.assertIn("corednstw.engines.kubernetes.watch", loaded)
@@ -97,5 +99,6 @@ class ImportsTest(unittest.TestCase):
                      "corednstw.dnsserver.doq", "corednstw.dnsserver.doh3",
                      "corednstw.dnsserver.dot",
                      "corednstw.dnsserver.proxyprotocol",
-                     "corednstw.engines.upstream.https"):
+                     "corednstw.engines.upstream.https",
+                     "twisted.web._http2"):
             self.assertIn(name, got["modules"])

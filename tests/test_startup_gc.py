@@ -82,7 +82,7 @@ from corednstw.service import entry
 svc = entry.make_service(sys.argv[1], 0)
 during = gc.isenabled()
 svc.startService()
-print(json.dumps([during, gc.isenabled()]))
+print("RESULT " + json.dumps([during, gc.isenabled()]))
 sys.stdout.flush()
 os._exit(0)
 """
@@ -97,5 +97,7 @@ class ServerTest(unittest.TestCase):
             [sys.executable, "-c", SCRIPT, os.path.join(d, "Corefile")],
             capture_output=True, text=True, timeout=60, cwd=d)
         self.assertEqual(out.returncode, 0, out.stdout + out.stderr)
-        self.assertEqual(json.loads(out.stdout.splitlines()[-1]),
-                         [False, True])
+        # The server's log lines may come before or after it.
+        got = [line[7:] for line in out.stdout.splitlines()
+               if line.startswith("RESULT ")]
+        self.assertEqual([json.loads(g) for g in got], [[False, True]])

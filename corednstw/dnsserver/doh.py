@@ -31,6 +31,7 @@ from corednstw.core import metrics
 from corednstw.core.request import Request
 from corednstw.dnsserver import mux as muxlib
 from corednstw.dnsserver import sockets, stream, tlsconfig
+from corednstw.service import httpd
 
 PATH = b"/dns-query"
 MIME = b"application/dns-message"
@@ -496,6 +497,9 @@ def listen_https(reactor, host, port, mux, timeouts, tls, limit,
     creator = None
     inner = site
     if tls is not None:
+        # The site's ALPN list (acceptableProtocols) offers h2 only with
+        # twisted.web's HTTP/2 on, which the HTTP endpoints leave off.
+        httpd.enable_h2()
         creator = tlsconfig.Switchable(tls, tlsconfig.HTTP_ALPN)
         inner = TLSMemoryBIOFactory(creator, False, site)
     if wrap is not None:

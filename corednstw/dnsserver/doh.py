@@ -179,6 +179,13 @@ class _Switch(http._GenericHTTPChannelProtocol):
                 self._negotiatedProtocol = b"h2"
         return super().dataReceived(data)
 
+    def shutdown(self):
+        channel = self._channel
+        if hasattr(channel, "shutdown"):
+            channel.shutdown()
+        else:
+            channel.transport.loseConnection()
+
 
 def _channel():
     """The protocol of a DoH site: HTTP/1.1 on twisted.web, HTTP/2 on
@@ -468,7 +475,13 @@ class Front(policies.WrappingFactory):
             return defer.succeed(None)
         self._closed = defer.Deferred()
         for p in list(self.protocols):
-            p.loseConnection()
+            inner = p
+            while inner is not None and not hasattr(inner, "shutdown"):
+                inner = getattr(inner, "wrappedProtocol", None)
+            if inner is None:
+                p.loseConnection()
+            else:
+                inner.shutdown()        # HTTP/2's GOAWAY first
         return self._closed
 
 

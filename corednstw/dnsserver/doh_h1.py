@@ -26,7 +26,7 @@ connection.
 ALPN h2 hands the connection to ``doh_h2``.
 """
 
-from twisted.internet import protocol
+from twisted.internet import protocol, reactor
 from twisted.protocols.policies import TimeoutMixin
 from twisted.web import http
 
@@ -37,6 +37,7 @@ MAX_HEAD = 1 << 20
 _BAD = b"HTTP/1.1 400 Bad Request\r\n\r\n"
 _CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
 
+_seconds = reactor.seconds
 _reasons = {}
 _names = {}
 
@@ -77,7 +78,8 @@ class DoHH1(protocol.Protocol, TimeoutMixin):
         self.h2 = None
         self.started = False
         self.continued = False  # 100 Continue sent for this request
-        self.deadline = None
+        self.deadline = None    # the timer of the read deadline
+        self.due = None         # the deadline of the request arriving
         self.client = None
 
     def connectionMade(self):
@@ -105,6 +107,9 @@ class DoHH1(protocol.Protocol, TimeoutMixin):
     def _to_h2(self, data):
         self.setTimeout(None)
         self._disarm()
+        if self.deadline is not None:
+            self.deadline.cancel()
+            self.deadline = None
         self.h2 = doh_h2.DoHH2(self.resource, self.idle)
         self.h2.makeConnection(self.transport)
         self.h2.dataReceived(data)
@@ -112,7 +117,7 @@ class DoHH1(protocol.Protocol, TimeoutMixin):
     def _serve(self):
         """Answer the whole requests in the buffer, one at a time."""
         while self.buf and not self.busy and not self.closing:
-            if self.deadline is None:
+            if self.due is None:
                 self._arm()     # the first bytes of the next request
             try:
                 got = self._parse()
@@ -233,17 +238,26 @@ class DoHH1(protocol.Protocol, TimeoutMixin):
     # -- deadlines -------------------------------------------------------
 
     def _arm(self):
-        self.deadline = self.callLater(self.resource.timeouts.read,
-                                       self._too_slow)
+        """The read deadline of the request now arriving.  One timer
+        serves many requests: it is not cancelled when a request is in
+        (``due`` is cleared), and when it fires for a later request's
+        deadline it waits on till then."""
+        read = self.resource.timeouts.read
+        self.due = _seconds() + read
+        if self.deadline is None:
+            self.deadline = self.callLater(read, self._check)
 
     def _disarm(self):
-        if self.deadline is not None:
-            if self.deadline.active():
-                self.deadline.cancel()
-            self.deadline = None
+        self.due = None
 
-    def _too_slow(self):
+    def _check(self):
         self.deadline = None
+        if self.due is None or self.closing:
+            return
+        left = self.due - _seconds()
+        if left > 0:
+            self.deadline = self.callLater(left, self._check)
+            return
         self.closing = True
         self.transport.abortConnection()
 
@@ -264,6 +278,10 @@ class DoHH1(protocol.Protocol, TimeoutMixin):
             return
         self.setTimeout(None)
         self._disarm()
+        if self.deadline is not None:
+            if self.deadline.active():
+                self.deadline.cancel()
+            self.deadline = None
         if self.gone is not None:
             gone, self.gone = self.gone, None
             gone()

@@ -40,6 +40,10 @@ _MAX_DNS = 65535
 def encode_packet(msg):
     """``DnsPacket{msg}`` as protobuf: field 1, length-delimited."""
     n = len(msg)
+    if n < 0x80:
+        return b"\x0a" + bytes((n,)) + msg
+    if n < 0x4000:
+        return b"\x0a" + bytes(((n & 0x7F) | 0x80, n >> 7)) + msg
     out = bytearray(b"\x0a")
     while n > 0x7F:
         out.append((n & 0x7F) | 0x80)
@@ -51,6 +55,13 @@ def encode_packet(msg):
 def decode_packet(data):
     """The ``msg`` field of a ``DnsPacket`` (b"" when absent); ValueError
     for bytes that are not protobuf."""
+    n = len(data)
+    if n > 2 and data[0] == 0x0A:           # the usual: msg alone
+        if data[1] < 0x80 and data[1] == n - 2:
+            return data[2:]
+        if n > 3 and data[2] < 0x80 and (data[1] & 0x7F) | (
+                data[2] << 7) == n - 3 and data[1] & 0x80 and data[2]:
+            return data[3:]
     msg = b""
     i, end = 0, len(data)
     while i < end:

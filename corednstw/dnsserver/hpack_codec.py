@@ -179,43 +179,52 @@ def _ends():
 
 
 _ENDS = _ends()
-#: Per node, the row of 256 (next node, octets out) taken on each input
-#: octet (None where the octet decodes EOS); built on first use.
-_ROWS = [None] * len(_KIDS)
+#: Per node, times 256, plus the input octet: the (next node times 256,
+#: octets out) taken on that octet; None where the octet decodes EOS or
+#: the node's row is not built yet (rows are built on first use).
+_FLAT = [None] * (len(_KIDS) << 8)
+_BUILT = bytearray(len(_KIDS))
 
 
-def _row(state):
-    row = []
-    for octet in range(256):
-        node = state
-        out = bytearray()
-        for shift in range(7, -1, -1):
-            nxt = _KIDS[node][(octet >> shift) & 1]
-            if nxt < 0:
-                if nxt == ~256:
-                    out = None
-                    break
-                out.append(~nxt)
-                nxt = 0
-            node = nxt
-        row.append(None if out is None else (node, bytes(out)))
-    _ROWS[state] = row
-    return row
+def _step(at):
+    """The entry at ``at`` of _FLAT, its row built first if need be
+    (HPACKError for EOS)."""
+    state = at >> 8
+    if not _BUILT[state]:
+        _BUILT[state] = 1
+        for octet in range(256):
+            node = state
+            out = bytearray()
+            for shift in range(7, -1, -1):
+                nxt = _KIDS[node][(octet >> shift) & 1]
+                if nxt < 0:
+                    if nxt == ~256:
+                        out = None
+                        break
+                    out.append(~nxt)
+                    nxt = 0
+                node = nxt
+            if out is not None:
+                _FLAT[state << 8 | octet] = (node << 8, bytes(out))
+    step = _FLAT[at]
+    if step is None:
+        raise HPACKError("EOS in a Huffman string")
+    return step
 
 
 def huffman_decode(data):
     """The octets a Huffman-coded string stands for (HPACKError for EOS
     inside it or padding that is not a short run of one bits)."""
-    rows = _ROWS
+    flat = _FLAT
     state = 0
     out = []
     for octet in data:
-        step = (rows[state] or _row(state))[octet]
+        step = flat[state | octet]
         if step is None:
-            raise HPACKError("EOS in a Huffman string")
+            step = _step(state | octet)
         state, chunk = step
         out.append(chunk)
-    if state not in _ENDS:
+    if state >> 8 not in _ENDS:
         raise HPACKError("bad Huffman padding")
     return b"".join(out)
 
@@ -254,12 +263,20 @@ class Decoder:
         headers = []
         listed = 0
         i, end = 0, len(block)
+        table = self.table
         try:
             while i < end:
                 b = block[i]
                 if b & 0x80:                    # indexed field
-                    index, i = _integer(block, i, 0x7F)
-                    field = self._field(index)
+                    if 0x80 < b < 0xBE:         # static, one octet
+                        field = STATIC[b - 0x81]
+                        i += 1
+                    elif 0xBE <= b < 0xFF and b - 0xBE < len(table):
+                        field = table[0xBD - b]  # dynamic, one octet
+                        i += 1
+                    else:
+                        index, i = _integer(block, i, 0x7F)
+                        field = self._field(index)
                 elif b & 0x40:                  # literal, indexed
                     field, i = self._literal(block, i, 0x3F)
                     self._add(field)

@@ -222,10 +222,10 @@ class H2Server(protocol.Protocol, TimeoutMixin):
                     received |= self._on_data(flags, sid, payload)
                 elif kind == HEADERS:
                     received |= self._on_headers(flags, sid, payload)
-                elif kind == CONTINUATION:
-                    received |= self._on_continuation(flags, sid, payload)
                 elif kind == WINDOW_UPDATE:
                     self._on_window(sid, payload)
+                elif kind == CONTINUATION:
+                    received |= self._on_continuation(flags, sid, payload)
                 elif kind == SETTINGS:
                     self._on_settings(flags, sid, payload)
                 elif kind == PING:
@@ -416,14 +416,15 @@ class H2Server(protocol.Protocol, TimeoutMixin):
     def _on_window(self, sid, payload):
         if len(payload) != 4:
             raise ConnectionError(FRAME_SIZE_ERROR, "WINDOW_UPDATE")
-        inc = _U32.unpack(payload)[0] & 0x7FFFFFFF
+        inc = int.from_bytes(payload, "big") & 0x7FFFFFFF
         if sid == 0:
             if inc == 0:
                 raise ConnectionError(PROTOCOL_ERROR, "window increment 0")
             self.send_window += inc
             if self.send_window > MAX_WINDOW:
                 raise ConnectionError(FLOW_CONTROL_ERROR, "window overflow")
-            self._unblock()
+            if self.blocked:
+                self._unblock()
             return
         st = self.streams.get(sid)
         if st is None:
@@ -535,9 +536,33 @@ class H2Server(protocol.Protocol, TimeoutMixin):
         if self.streams.get(st.sid) is not st or self.dead:
             return              # reset by the client, or connection gone
         st.req = None
-        self._header_frames(st.sid, block, not body and trailers is None)
-        if body or trailers is not None:
-            self._send(st, body, trailers)
+        sid = st.sid
+        n = len(body)
+        size = self.peer_frame
+        if (0 < n <= size and n <= self.send_window and n <= st.send_window
+                and len(block) <= size
+                and (trailers is None or len(trailers) <= size)):
+            # All of it at once (the usual small answer).
+            self.send_window -= n
+            st.send_window -= n
+            pack = _HEAD.pack
+            m = len(block)
+            if trailers is None:
+                self.out += (pack(m >> 16, m & 0xFFFF, HEADERS, END_HEADERS,
+                                  sid), block,
+                             pack(n >> 16, n & 0xFFFF, DATA, END_STREAM,
+                                  sid), body)
+            else:
+                t = len(trailers)
+                self.out += (pack(m >> 16, m & 0xFFFF, HEADERS, END_HEADERS,
+                                  sid), block,
+                             pack(n >> 16, n & 0xFFFF, DATA, 0, sid), body,
+                             pack(t >> 16, t & 0xFFFF, HEADERS,
+                                  END_HEADERS | END_STREAM, sid), trailers)
+        else:
+            self._header_frames(sid, block, not body and trailers is None)
+            if body or trailers is not None:
+                self._send(st, body, trailers)
         if st.pending is None:
             self._close_sent(st)
         if not self.reading:

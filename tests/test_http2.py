@@ -606,3 +606,17 @@ class WindowTest(unittest.TestCase):
         self.assertEqual(t.value(), frame(
             WINDOW, 0, 0, struct.pack("!I", 4100)) + frame(
             WINDOW, 0, 1, struct.pack("!I", 4100)))
+
+    def test_header_list_too_large(self):
+        """A header list past MAX_HEADER_LIST: grpc-go's INTERNAL status;
+        the connection serves on."""
+        p, t = self.connection()
+        p.MAX_HEADER_LIST = 300
+        enc = hpack.Encoder()
+        p.dataReceived(frame(HEADERS, 5, 1, enc.encode(
+            GRPC_HEADERS + [(b"x-big", b"y" * 300)])))
+        kind, flags, sid = t.value()[3], t.value()[4], t.value()[5:9]
+        self.assertEqual((kind, flags & 1, sid), (HEADERS, 1, b"\0\0\0\1"))
+        got = hpack.Decoder().decode(t.value()[9:], raw=True)
+        self.assertIn((b"grpc-status", b"13"), got)
+        self.assertEqual(p.streams, {})

@@ -257,11 +257,15 @@ class Decoder:
         self.limit = max_limit  # as the encoder last set it
         self.max_limit = max_limit
 
-    def decode(self, block):
+    def decode(self, block, limit=None):
         """The (name, value) pairs of a whole header block, and their
-        size as SETTINGS_MAX_HEADER_LIST_SIZE counts it."""
+        size as SETTINGS_MAX_HEADER_LIST_SIZE counts it.  With ``limit``,
+        the size is counted only when the block could decode past it
+        (each octet stands for at most a table entry and 32 more), else
+        given as 0."""
         headers = []
         listed = 0
+        count = limit is None or len(block) * (self.max_limit + 34) > limit
         i, end = 0, len(block)
         table = self.table
         try:
@@ -292,7 +296,8 @@ class Decoder:
                 else:                           # literal, not indexed
                     field, i = self._literal(block, i, 0x0F)
                 headers.append(field)
-                listed += len(field[0]) + len(field[1]) + ENTRY_OVERHEAD
+                if count:
+                    listed += len(field[0]) + len(field[1]) + ENTRY_OVERHEAD
         except IndexError:
             raise HPACKError("header block cut short") from None
         return headers, listed

@@ -209,6 +209,25 @@ class H2Server(protocol.Protocol, TimeoutMixin):
                 stop = pos + 9 + length
                 if stop > end:
                     break
+                if kind == WINDOW_UPDATE and length == 4 and not self.first \
+                        and self.cont is None:
+                    # The common ones, without a call: the connection's
+                    # window with no answer waiting for it, or the window
+                    # of a stream already answered.
+                    inc = int.from_bytes(buf[pos + 9:stop], "big") \
+                        & 0x7FFFFFFF
+                    if inc:
+                        sid &= 0x7FFFFFFF
+                        if sid == 0:
+                            if not self.blocked and \
+                                    self.send_window + inc <= MAX_WINDOW:
+                                self.send_window += inc
+                                pos = stop
+                                continue
+                        elif sid <= self.last_sid and \
+                                sid not in self.streams:
+                            pos = stop
+                            continue
                 payload = buf[pos + 9:stop]
                 pos = stop
                 sid &= 0x7FFFFFFF
@@ -370,7 +389,8 @@ class H2Server(protocol.Protocol, TimeoutMixin):
 
     def _header_block(self, sid, end, block):
         try:
-            headers, size = self.decoder.decode(bytes(block))
+            headers, size = self.decoder.decode(bytes(block),
+                                                self.MAX_HEADER_LIST)
         except hpack_codec.HPACKError as e:
             raise ConnectionError(COMPRESSION_ERROR, str(e)) from e
         st = self.streams.get(sid)

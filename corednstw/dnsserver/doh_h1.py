@@ -30,7 +30,7 @@ from twisted.internet import protocol, reactor
 from twisted.protocols.policies import TimeoutMixin
 from twisted.web import http
 
-from corednstw.dnsserver import doh, doh_h2
+from corednstw.dnsserver import doh, doh_h2, http2
 
 #: Longest request line and headers (Go's DefaultMaxHeaderBytes).
 MAX_HEAD = 1 << 20
@@ -78,11 +78,13 @@ class DoHH1(protocol.Protocol, TimeoutMixin):
         self.h2 = None
         self.started = False
         self.continued = False  # 100 Continue sent for this request
+        self.write = None
         self.deadline = None    # the timer of the read deadline
         self.due = None         # the deadline of the request arriving
         self.client = None
 
     def connectionMade(self):
+        self.write = http2._record_writer(self.transport)
         peer = self.transport.getPeer()
         self.client = (getattr(peer, "host", ""), getattr(peer, "port", 0))
         self.setTimeout(self.idle)
@@ -216,7 +218,7 @@ class DoHH1(protocol.Protocol, TimeoutMixin):
             out.append(b"\r\n")
             if not head:
                 out.append(payload)
-            self.transport.write(b"".join(out))
+            self.write(b"".join(out))
             self.busy = False
             self.gone = None
             if not keep:

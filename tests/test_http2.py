@@ -620,3 +620,35 @@ class WindowTest(unittest.TestCase):
         got = hpack.Decoder().decode(t.value()[9:], raw=True)
         self.assertIn((b"grpc-status", b"13"), got)
         self.assertEqual(p.streams, {})
+
+
+class ShutdownTest(unittest.TestCase):
+    """A graceful shutdown with an answer still to come."""
+
+    @inlineCallbacks
+    def test_answer_sent_after_goaway(self):
+        util.capture_log(self)
+        app = yield util.start(self, (
+            "grpc://.:0 {\n    bind 127.0.0.1\n"
+            "    erratic {\n        delay 1 300ms\n    }\n}\n"))
+        port = app.port(transport="grpc")
+        c = Raw(port)
+        self.addCleanup(c.close)
+
+        def ask():
+            c.send(PREFACE, settings(),
+                   frame(HEADERS, 4, 1, c.block(GRPC_HEADERS)),
+                   frame(DATA, 1, 1, grpc_body()))
+            return c.read(lambda fs: any(f[0] == SETTINGS and f[1] & 1
+                                         for f in fs))
+        yield threads.deferToThread(ask)
+        [lst] = app.listeners.values()
+        closed = lst.stream.close_all()
+        got = yield threads.deferToThread(lambda: c.read(lambda fs: False))
+        yield closed
+        kinds = [(f[0], f[2]) for f in got]
+        # GOAWAY first (stream 1 taken), then the answer, then the close.
+        self.assertEqual(_goaway(got), [(1, 0)])
+        self.assertLess(kinds.index((GOAWAY, 0)), kinds.index((DATA, 1)))
+        self.assertEqual(got[-1][0], HEADERS)
+        self.assertTrue(c.closed)

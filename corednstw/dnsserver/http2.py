@@ -150,6 +150,7 @@ class H2Server(protocol.Protocol, TimeoutMixin):
         self.reading = False        # in dataReceived: answers wait
         self.dead = False
         self.deadline = None        # for octets short of a whole frame
+        self.abandon = None         # a shutdown's end of waiting
         self.client = None
         self.write = None
 
@@ -677,9 +678,12 @@ class H2Server(protocol.Protocol, TimeoutMixin):
             self.transport.loseConnection()
             return
         self.flush()
-        self.callLater(self.resource.timeouts.write, self._abandon)
+        if self.abandon is None:
+            self.abandon = self.callLater(self.resource.timeouts.write,
+                                          self._abandon)
 
     def _abandon(self):
+        self.abandon = None
         if not self.dead:
             self.dead = True
             self.transport.loseConnection()
@@ -698,6 +702,9 @@ class H2Server(protocol.Protocol, TimeoutMixin):
         if self.deadline is not None and self.deadline.active():
             self.deadline.cancel()
         self.deadline = None
+        if self.abandon is not None and self.abandon.active():
+            self.abandon.cancel()
+        self.abandon = None
         for st in list(self.streams.values()):
             st.pending = None
             self._close(st)

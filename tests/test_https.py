@@ -137,6 +137,21 @@ class DoHTest(unittest.TestCase):
         self.assertEqual(r.status_code, 200)
 
     @defer.inlineCallbacks
+    def test_http2_alpn_after_plain_http_endpoints(self):
+        # A server imports twisted.web without its HTTP/2 (httpd) before
+        # DoH's listener starts: h2 is offered all the same (DoH's HTTP/2
+        # is its own, not twisted.web's).
+        from twisted.web import http as web
+        self.patch(web, "H2_ENABLED", False)
+        app = yield util.start(self, COREFILE % {
+            "tls": "tls %s %s" % (self.cert, self.key), "extra": ""})
+        url = "https://127.0.0.1:%d/dns-query" % app.port(transport="https")
+        r = yield http("GET", url, self.ca, http2=True, params={
+            "dns": base64.urlsafe_b64encode(wire()).rstrip(b"=").decode()})
+        self.assertEqual(r.http_version, "HTTP/2")
+        self.assertFalse(web.H2_ENABLED)
+
+    @defer.inlineCallbacks
     def test_other_path_404(self):
         before = self.count(404)
         r = yield self.http("POST", self.url.replace("dns-query", "resolve"),

@@ -588,3 +588,162 @@ class StallMonitorTest(unittest.TestCase):
     def _check(self, app):
         self.assertTrue(app.stall.running)
         self.assertIn(app.stall, stall._current)
+
+
+_LIST_READER = wt.ListReader
+
+
+def _record_key(r):
+    """A record's fields, for comparing two decodings of one list."""
+    return tuple(tuple(e.key() for e in r.eps) if s == "eps"
+                 else getattr(r, s) for s in type(r).__slots__)
+
+
+class KeptListReaderTest(unittest.TestCase):
+    """Lists decoded keeping only the keys the parsers read (msgspec) give
+    the records ListReader gives, whatever the chunking and segment size;
+    what the fast path cannot take goes to ListReader from the last item
+    it decoded."""
+
+    svc_items = [
+        {"metadata": {"name": "a", "namespace": "ns", "resourceVersion": "1",
+                      "managedFields": _managed({"f:spec": {}}),
+                      "labels": {"x": "y"}},
+         "spec": {"clusterIP": "10.0.0.1", "clusterIPs": ["10.0.0.1",
+                                                          "fd00::1"],
+                  "ports": [{"name": "DNS", "protocol": "UDP", "port": 53},
+                            {"port": 80}],
+                  "externalIPs": ["192.0.2.1"]},
+         "status": {"loadBalancer": {"ingress": [{"ip": "192.0.2.9"},
+                                                 {"hostname": "lb.test"}]}}},
+        {"metadata": {"name": "h\u00e9", "namespace": "ns"},
+         "spec": {"clusterIP": "None", "publishNotReadyAddresses": True},
+         "status": {}},
+        {"metadata": {"name": "ext", "namespace": "other"},
+         "spec": {"type": "ExternalName", "externalName": "example.com",
+                  "ports": None}},
+        {"metadata": {"name": "bare"}},
+    ] * 7
+
+    slice_items = [
+        {"metadata": {"name": "s1", "namespace": "ns",
+                      "labels": {rec.SERVICE_NAME_LABEL: "a"},
+                      "annotations": {rec.TRIGGER_TIME:
+                                      "2024-01-01T00:00:00Z"}},
+         "addressType": "IPv4",
+         "endpoints": [{"addresses": ["10.1.0.1", "10.1.0.2"],
+                        "conditions": {"ready": False},
+                        "hostname": "h", "zone": "Z1",
+                        "targetRef": {"kind": "Pod", "name": "p1"}},
+                       {"addresses": ["10.1.0.3"]}],
+         "ports": [{"name": "http", "protocol": "TCP", "port": 8080}]},
+        {"metadata": {"name": "s2", "namespace": "ns"},
+         "addressType": "FQDN", "endpoints": [{"addresses": ["x.test"]}]},
+    ] * 5
+
+    pod_items = [
+        {"metadata": {"name": "p", "namespace": "ns", "labels": {"a": "b"}},
+         "spec": {"containers": [{"name": "c"}]},
+         "status": {"podIP": "10.2.0.1", "conditions": [{"type": "Ready"}]}},
+        {"metadata": {"name": "gone", "namespace": "ns",
+                      "deletionTimestamp": "2024-01-01T00:00:00Z"},
+         "status": {"podIP": "10.2.0.2"}},
+    ] * 5
+
+    # A custom resource's items begin with apiVersion and kind.
+    import_items = [
+        {"apiVersion": "multicluster.x-k8s.io/v1alpha1",
+         "kind": "ServiceImport",
+         "metadata": {"name": "i", "namespace": "ns"},
+         "spec": {"type": "ClusterSetIP", "ips": ["10.3.0.1"],
+                  "ports": [{"port": 53, "protocol": "UDP"}]}},
+    ] * 4
+
+    kinds = ((svc_items, rec.service, rec.SERVICE_KEYS),
+             (slice_items, rec.endpoint_slice, rec.SLICE_KEYS),
+             (slice_items, lambda o: rec.endpoint_slice(o, zonal=True),
+              rec.SLICE_KEYS),
+             (pod_items, rec.pod, rec.POD_KEYS),
+             (import_items, rec.service_import, rec.IMPORT_KEYS),
+             (svc_items, rec.namespace, rec.NAMESPACE_KEYS))
+
+    def body(self, items, **extra):
+        return json.dumps(dict({"kind": "List", "apiVersion": "v1",
+                                "metadata": {"resourceVersion": "9",
+                                             "continue": "c"},
+                                "items": items}, **extra),
+                          separators=(",", ":")).encode()
+
+    def records(self, reader, parse):
+        out = [parse(o) for o in reader.items()]
+        self.assertTrue(reader.done)
+        return [None if r is None else _record_key(r) for r in out]
+
+    def compare(self, body, parse, keys, sizes=(1, 13, 200, 1 << 20)):
+        want = self.records(_LIST_READER([body]), parse)
+        meta = json.loads(body)["metadata"]
+        for size in sizes:
+            for segment in (1, 300, wt.SEGMENT):
+                self.patch(wt, "SEGMENT", segment)
+                chunks = [body[i:i + size]
+                          for i in range(0, len(body), size)]
+                r = wt.list_reader(chunks, keys)
+                self.assertIsInstance(r, wt.KeptListReader)
+                self.assertEqual(self.records(r, parse), want,
+                                 (size, segment))
+                self.assertEqual(r.meta, meta)
+        return want
+
+    def fast_only(self):
+        """ListReader may not be used (the fast path took everything)."""
+        def refuse(*a):
+            raise AssertionError("fell back")
+        self.patch(wt, "ListReader", refuse)
+
+    def test_records_as_list_reader_gives(self):
+        self.fast_only()
+        for items, parse, keys in self.kinds:
+            self.assertEqual(len(self.compare(self.body(items), parse,
+                                              keys)), len(items))
+
+    def test_empty(self):
+        self.fast_only()
+        self.assertEqual(self.compare(self.body([]), rec.service,
+                                      rec.SERVICE_KEYS), [])
+
+    def test_what_it_cannot_take_goes_to_list_reader(self):
+        nested = {"metadata": {"name": "n"}, "spec": {"list": [
+            {"metadata": {"name": "in"}}, {"metadata": {"name": "in2"}}]}}
+        bodies = [
+            # a cut between two objects inside an item
+            self.body(self.svc_items[:3] + [nested] + self.svc_items),
+            # a key after the items
+            self.body(self.svc_items, zzz=1)[:-1] + b',"after":1}',
+            # a value json takes and msgspec does not
+            self.body(self.svc_items).replace(b'"status":{}',
+                                              b'"status":{"n":NaN}', 1),
+            # metadata that is no object
+            self.body([{"metadata": None}] + self.svc_items),
+            # not compact
+            json.dumps({"metadata": {"resourceVersion": "9"},
+                        "items": self.svc_items}, indent=1).encode(),
+            # items null, and no items at all
+            b'{"metadata":{"resourceVersion":"9"},"items":null}',
+            b'{"metadata":{"resourceVersion":"9"}}',
+        ]
+        for body in bodies:
+            self.compare(body, rec.service, rec.SERVICE_KEYS,
+                         sizes=(7, 1 << 20))
+
+    def test_cut_body(self):
+        body = self.body(self.svc_items)
+        r = wt.list_reader([body[:len(body) // 2]], rec.SERVICE_KEYS)
+        self.assertRaises(wt.Cut, list, r.items())
+
+    def test_without_msgspec(self):
+        self.patch(wt, "_MSGSPEC", [None])
+        body = self.body(self.svc_items)
+        r = wt.list_reader([body], rec.SERVICE_KEYS)
+        self.assertIsInstance(r, wt.ListReader)
+        self.assertEqual(len(list(r.items())), len(self.svc_items))
+        self.assertIsInstance(wt.list_reader([body]), wt.ListReader)

@@ -39,7 +39,13 @@ LAZY = (
     "corednstw.dnsserver.doh3", "corednstw.dnsserver.dot",
     "corednstw.dnsserver.proxyprotocol", "corednstw.dnsserver.explainer",
     "corednstw.engines.upstream.https", "aioquic", "prometheus_client",
-    "twisted.names.client", "urllib3", "kubernetes",
+    "twisted.names.client", "urllib3", "kubernetes", "yaml",
+    # twisted.web's HTTP/2 (the HTTP endpoints are plain HTTP/1.1)
+    "twisted.web._http2", "h2",
+    # installed add-on packages: their entry points are read, their
+    # plugins imported only where a Corefile names them
+    "corednstw_rpz.plugin", "corednstw_fanout.plugin",
+    "corednstw_rrl.plugin", "corednstw_k8s_gateway.plugin",
 )
 
 
@@ -70,7 +76,9 @@ class ImportsTest(unittest.TestCase):
         self.assertEqual(got["listeners"], ["dns"])
         loaded = [m for m in got["modules"] if m.split(".")[0] in
                   ("corednstw", "aioquic", "prometheus_client", "twisted",
-                   "urllib3", "kubernetes")]
+                   "urllib3", "kubernetes", "yaml", "h2", "corednstw_rpz",
+                   "corednstw_fanout", "corednstw_rrl",
+                   "corednstw_k8s_gateway")]
         self.assertIn("corednstw.engines.kubernetes.watch", loaded)
         for name in LAZY:
             self.assertNotIn(name, loaded)

@@ -27,6 +27,7 @@ when a Corefile first uses their directive.
 """
 
 import dataclasses
+import importlib
 from collections.abc import Callable
 from importlib import metadata
 from typing import Any, Optional
@@ -96,6 +97,38 @@ class PluginEntry:
     after: Optional[str] = None
     precedes: tuple[str, ...] = ()
     follows: tuple[str, ...] = ()
+
+
+def setup_from(target):
+    """A ``setup(d, block)`` for a ``PluginEntry`` that imports
+    ``"module:function"`` at its first call: every start reads a
+    package's entry point to place its directive, and only a Corefile
+    naming the directive should pay for the modules behind it."""
+    module, _, attr = target.partition(":")
+    found: list[Callable[..., Any]] = []
+
+    def setup(d, block):
+        if not found:
+            found.append(getattr(importlib.import_module(module), attr))
+        return found[0](d, block)
+
+    setup.__doc__ = "%s's setup, imported at its first call." % target
+    return setup
+
+
+def names_from(package, module, names):
+    """A module ``__getattr__`` for ``package`` giving ``names`` from
+    ``module``, imported at the first use of one of them (a package's
+    re-exports kept without importing its plugin at every start)."""
+    wanted = frozenset(names)
+
+    def __getattr__(name):
+        if name in wanted:
+            return getattr(importlib.import_module(module), name)
+        raise AttributeError("module %r has no attribute %r"
+                             % (package, name))
+
+    return __getattr__
 
 
 @dataclasses.dataclass

@@ -26,9 +26,10 @@ connection.
 ALPN h2 hands the connection to ``doh_h2``.
 """
 
+from http import HTTPStatus
+
 from twisted.internet import protocol, reactor
 from twisted.protocols.policies import TimeoutMixin
-from twisted.web import http
 
 from corednstw.dnsserver import doh, doh_h2, http2
 
@@ -46,8 +47,11 @@ def _status_line(version, status):
     key = (version, status)
     line = _reasons.get(key)
     if line is None:
-        line = _reasons[key] = b"%s %d %s\r\n" % (
-            version, status, http.RESPONSES.get(status, b"Unknown"))
+        try:
+            phrase = HTTPStatus(status).phrase.encode()
+        except ValueError:
+            phrase = b"Unknown"
+        line = _reasons[key] = b"%s %d %s\r\n" % (version, status, phrase)
     return line
 
 

@@ -12,8 +12,7 @@ validation turned off.
 """
 
 import time
-
-from twisted.web import http
+from email.utils import formatdate
 
 from corednstw.dnsserver import doh, hpack_codec
 from corednstw.dnsserver import http2 as h2server
@@ -65,5 +64,5 @@ def _date():
     now = int(time.time())
     if _date_cache[0] != now:
         _date_cache[0] = now
-        _date_cache[1] = http.datetimeToString(now)
+        _date_cache[1] = formatdate(now, usegmt=True).encode()
     return _date_cache[1]

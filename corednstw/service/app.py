@@ -135,6 +135,7 @@ class App(service.Service):
     def _close_opened(self):
         """Undo a start that failed half way: stop the stall monitor and
         close whatever listeners and HTTP ports were already opened."""
+        stall.resume_collector()
         if self.stall is not None:
             stall.stop(self.stall)
             self.stall = None
@@ -213,17 +214,23 @@ class App(service.Service):
         return ()
 
     def _start_plugins(self, cfg):
+        """Start ``cfg``'s plugins; a DeferredList of those that start
+        later (None when all are up).  Once all are up (or one failed)
+        the garbage collector paused for the start-up runs again
+        (stall.resume_collector), before any worker is forked."""
         ds = []
         for p in self.local_plugins(cfg):
             try:
                 d = p.start()
             except Exception as e:
                 logger.error(p.name, "start failed: %s" % e)
+                stall.resume_collector()
                 raise
             if isinstance(d, defer.Deferred):
                 ds.append(d)
         if ds:
-            return defer.DeferredList(ds)
+            return defer.DeferredList(ds).addBoth(_resume_collector)
+        stall.resume_collector()
         return None
 
     def build_muxes(self, cfg):
@@ -487,3 +494,9 @@ def _default_ports(blocks, dns_port):
                     key = dataclasses.replace(key, port=str(dns_port))
             keys.append(key)
         sb.keys = keys
+
+
+def _resume_collector(result):
+    """A callback passing ``result`` on: stall.resume_collector."""
+    stall.resume_collector()
+    return result

@@ -114,6 +114,8 @@ def load_app(path, dns_port, multisocket=None, reactor=None, err=None):
 def make_service(path, dns_port, multisocket=None, reactor=None, err=None):
     """load_app, with CoreDNS's signal handling (service/signals.py)
     installed once the reactor runs: the service every command runs."""
+    from corednstw.service import stall
+    stall.pause_collector()     # until the plugins have started (App)
     if reactor is None:
         from twisted.internet import reactor
     from corednstw.service import signals

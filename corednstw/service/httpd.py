@@ -6,10 +6,44 @@ twisted.web Site whose root dispatches on the exact path.
 """
 
 import socket
+import sys
 
-from twisted.internet import error, protocol
-from twisted.protocols.tls import TLSMemoryBIOFactory
-from twisted.web import resource, server
+
+def _import_web():
+    """twisted.web's server without its HTTP/2 channel, unless something
+    loaded twisted.web.http already.
+
+    twisted.web.http imports its HTTP/2 channel, and so the h2 package,
+    whenever h2 is installed: a third of the start's imports, for
+    endpoints that never speak HTTP/2 (they offer no ALPN, over TLS
+    neither).  DoH turns it on (``enable_h2``)."""
+    if "twisted.web.http" not in sys.modules:
+        sys.modules["twisted.web._http2"] = None     # type: ignore
+        try:
+            import twisted.web.http  # noqa: F401
+        finally:
+            del sys.modules["twisted.web._http2"]
+
+
+_import_web()
+
+from twisted.internet import error, protocol  # noqa: E402
+from twisted.protocols.tls import TLSMemoryBIOFactory  # noqa: E402
+from twisted.web import resource, server  # noqa: E402
+
+
+def enable_h2():
+    """Let twisted.web's channel speak HTTP/2 when ALPN picks it, as it
+    does when it loads h2 itself (nothing without h2 installed)."""
+    from twisted.web import http
+    if http.H2_ENABLED:
+        return
+    try:
+        from twisted.web._http2 import H2Connection
+    except ImportError:
+        return
+    setattr(http, "H2Connection", H2Connection)
+    http.H2_ENABLED = True
 
 
 class Root(resource.Resource):

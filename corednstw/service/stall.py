@@ -110,6 +110,37 @@ def freeze():
     gc.freeze()
 
 
+#: True while ``pause_collector`` holds the collector off.
+_paused = False
+
+
+def pause_collector():
+    """Hold the garbage collector off for the start-up.
+
+    Between the commands' first line and the first configuration's
+    start (the imports, the Corefile, the first lists of a large
+    cluster) the collector runs hundreds of collections over a heap that
+    only grows and holds no garbage worth finding: a tenth of the CPU
+    time to /ready.  Reference counting still frees what is dropped;
+    ``resume_collector`` turns the collector back on."""
+    global _paused
+    if gc.isenabled():
+        gc.disable()
+        _paused = True
+
+
+def resume_collector():
+    """The start is over (its plugins started, or failed): what it made
+    lives long and leaves the collector's walks (``freeze``); the
+    collector runs again.  Nothing when ``pause_collector`` did not
+    turn it off."""
+    global _paused
+    if _paused:
+        _paused = False
+        gc.freeze()
+        gc.enable()
+
+
 def start(reactor, period=PERIOD):
     """Start a monitor on ``reactor``; it backs the gauge until stopped.
 

@@ -33,7 +33,6 @@ import os
 import re
 from typing import Any, Optional
 
-import yaml
 from OpenSSL import SSL, crypto
 from twisted.internet.interfaces import IOpenSSLServerConnectionCreator
 from twisted.web import resource
@@ -114,6 +113,8 @@ class WebConfig:
     burst) or None)."""
 
     def __init__(self, path):
+        # yaml here: only a ``tls FILE`` needs it, not every start.
+        import yaml
         self.path = path
         try:
             with open(path, "rb") as fh:

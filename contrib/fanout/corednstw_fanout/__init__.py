@@ -22,19 +22,18 @@ fanout has none.  ``directive`` reads the stanza, ``plugin`` asks the
 upstreams and picks the answer.
 """
 
-from corednstw.core.directives import PluginEntry
-from corednstw_fanout.directive import setup
-from corednstw_fanout.plugin import (
-    RCODE_COUNT,
-    REQUEST_COUNT,
-    REQUEST_DURATION,
-    Fanout,
-)
+from corednstw.core.directives import PluginEntry, names_from, setup_from
 
 __version__ = "0.1.0"
 
 __all__ = ["PLUGIN", "RCODE_COUNT", "REQUEST_COUNT", "REQUEST_DURATION",
            "Fanout", "setup"]
+
+#: Imported when a Corefile uses the directive (see setup_from).
+setup = setup_from("corednstw_fanout.directive:setup")
+
+__getattr__ = names_from(__name__, "corednstw_fanout.plugin",
+                         set(__all__) - {"PLUGIN", "setup"})
 
 #: A backend like forward, right after it (the upstream build appends it
 #: to the directives); the middleware that acts on answers stays above.

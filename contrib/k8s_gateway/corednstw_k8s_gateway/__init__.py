@@ -14,12 +14,14 @@ it in place of kubernetes and k8s_external, so it sits where kubernetes
 sits in plugin.cfg.
 """
 
-from corednstw.core.directives import PluginEntry
-from corednstw_k8s_gateway.directive import setup
+from corednstw.core.directives import PluginEntry, setup_from
 
 __version__ = "0.1.0"
 
 __all__ = ["PLUGIN", "setup"]
+
+#: Imported when a Corefile uses the directive (see setup_from).
+setup = setup_from("corednstw_k8s_gateway.directive:setup")
 
 #: Upstream's build replaces the kubernetes line of plugin.cfg with
 #: k8s_gateway: right before kubernetes, below cache and the rewriting

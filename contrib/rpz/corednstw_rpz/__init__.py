@@ -12,13 +12,17 @@ local data.  ``policy`` reads a zone, ``plugin`` applies them and keeps
 the transferred ones, ``directive`` reads the stanza.
 """
 
-from corednstw.core.directives import PluginEntry
-from corednstw_rpz.directive import setup
-from corednstw_rpz.plugin import HITS, RPZ
+from corednstw.core.directives import PluginEntry, names_from, setup_from
 
 __version__ = "0.1.0"
 
 __all__ = ["HITS", "PLUGIN", "RPZ", "setup"]
+
+#: Imported when a Corefile uses the directive (see setup_from).
+setup = setup_from("corednstw_rpz.directive:setup")
+
+__getattr__ = names_from(__name__, "corednstw_rpz.plugin",
+                         set(__all__) - {"PLUGIN", "setup"})
 
 #: Right before cache: cached answers pass through the policies too, and
 #: the answers the policies make are never cached; the plugins that log

@@ -21,19 +21,18 @@ dropped, every ``slip-ratio``-th sent truncated instead.
 ``directive`` reads the stanza, ``plugin`` keeps the accounts.
 """
 
-from corednstw.core.directives import PluginEntry
-from corednstw_rrl.directive import setup
-from corednstw_rrl.plugin import (
-    REQUESTS_EXCEEDED,
-    RESPONSES_EXCEEDED,
-    RESPONSES_SLIPPED,
-    RRL,
-)
+from corednstw.core.directives import PluginEntry, names_from, setup_from
 
 __version__ = "0.1.0"
 
 __all__ = ["PLUGIN", "REQUESTS_EXCEEDED", "RESPONSES_EXCEEDED",
            "RESPONSES_SLIPPED", "RRL", "setup"]
+
+#: Imported when a Corefile uses the directive (see setup_from).
+setup = setup_from("corednstw_rrl.directive:setup")
+
+__getattr__ = names_from(__name__, "corednstw_rrl.plugin",
+                         set(__all__) - {"PLUGIN", "setup"})
 
 #: Where coredns/rrl's plugin.cfg.yaml puts it: right before acl, so it
 #: sees every answer of the data plugins and of cache; the plugins that

@@ -164,7 +164,7 @@ class Kubernetes(Watching, Plugin):
 
     def _watch_args(self, kind):
         path, parse = st.RESOURCES[kind]
-        args = {"path": path, "parse": parse}
+        args = {"path": path, "parse": parse, "keys": st.KEYS[kind]}
         if kind in (st.SERVICES, st.SLICES, st.PODS):
             args["selector"] = self.labels
         if kind == st.NAMESPACES:

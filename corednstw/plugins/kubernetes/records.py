@@ -146,6 +146,20 @@ class Namespace:
 
 # -- JSON to records (runs in the watch threads) ------------------------------
 
+#: What the parsers below read of an object (a key: all of its value; a
+#: tuple: those keys of it), and nothing else: a list is decoded keeping
+#: these alone (watch.KeptListReader).  A parser reading another key
+#: must add it here.
+META_KEYS = ("name", "namespace", "resourceVersion", "labels",
+             "annotations", "deletionTimestamp")
+SERVICE_KEYS = {"metadata": META_KEYS, "spec": None, "status": None}
+SLICE_KEYS = {"metadata": META_KEYS, "addressType": None,
+              "endpoints": None, "ports": None}
+POD_KEYS = {"metadata": META_KEYS, "status": None}
+NAMESPACE_KEYS = {"metadata": META_KEYS}
+IMPORT_KEYS = {"metadata": META_KEYS, "spec": None}
+
+
 def _meta(obj):
     m = obj.get("metadata") or {}
     return m.get("name", ""), m.get("namespace", ""), m.get(

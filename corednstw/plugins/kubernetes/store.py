@@ -38,6 +38,11 @@ RESOURCES = {
                 lambda o: rec.endpoint_slice(o, multicluster=True)),
 }
 
+#: kind -> the keys its parser reads (records.SERVICE_KEYS...)
+KEYS = {SERVICES: rec.SERVICE_KEYS, SLICES: rec.SLICE_KEYS,
+        NAMESPACES: rec.NAMESPACE_KEYS, PODS: rec.POD_KEYS,
+        IMPORTS: rec.IMPORT_KEYS, MC_SLICES: rec.SLICE_KEYS}
+
 #: A record's (name, namespace).
 Key = tuple[str, str]
 

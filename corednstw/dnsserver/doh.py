@@ -1,4 +1,4 @@
-"""DNS over HTTPS (RFC 8484) on twisted.web, as CoreDNS's https:// server.
+"""DNS over HTTPS (RFC 8484), as CoreDNS's https:// server.
 
 One resource answers ``/dns-query``: GET with the message base64url in
 ``?dns=``, or POST with the message as the body.  The message goes through
@@ -21,17 +21,15 @@ import binascii
 import struct
 from urllib.parse import parse_qs
 
-from twisted.internet import defer
+from twisted.internet import defer, protocol
 from twisted.protocols import policies
 from twisted.protocols.tls import TLSMemoryBIOFactory
-from twisted.web import http, resource, server
 
 from corednstw.core import dnswire as w
 from corednstw.core import metrics
 from corednstw.core.request import Request
 from corednstw.dnsserver import mux as muxlib
 from corednstw.dnsserver import sockets, stream, tlsconfig
-from corednstw.service import httpd
 
 PATH = b"/dns-query"
 MIME = b"application/dns-message"
@@ -78,7 +76,7 @@ class StreamRequest:
         path, _, query = target.partition(b"?")
         self.method = method
         self.path = path
-        self.args = parse_qs(query, keep_blank_values=True) if query else {}
+        self.args = query_args(query)
         self.body = []
         self.size = 0
         self.gone = None        # cancels a pending answer (from query)
@@ -98,103 +96,10 @@ class StreamRequest:
                                    client, reply)
 
 
-class DoHRequest(server.Request):
-    """A request whose body is kept only up to MAX_MESSAGE bytes: a larger
-    body is read and dropped (the answer is 400), never stored."""
-
-    received = 0
-
-    def handleContentChunk(self, data):
-        self.received += len(data)
-        if self.received <= MAX_MESSAGE:
-            server.Request.handleContentChunk(self, data)
-
-
-class _Channel(http.HTTPChannel):
-    """HTTP/1.1 with room for a GET of the largest message: Go's server
-    reads up to a megabyte of request line and headers (twisted.web's
-    default, 16 KiB, would cut a long ``?dns=`` with a bare 400).
-
-    A request has the read timeout of *timeouts* to arrive whole, headers
-    and body (Go's http.Server ReadTimeout, which CoreDNS's https server
-    sets from it): from the connection's start for the first request (the
-    TLS handshake included), from its first byte for the next ones.  The
-    bytes that come meanwhile do not move the deadline (the idle timeout,
-    which each byte restarts, would let a client sending a byte now and
-    then hold the connection for good); a request not in by then ends
-    the connection."""
-
-    MAX_LENGTH = 1 << 20
-    totalHeadersSize = 1 << 20
-    _deadline = None
-
-    def connectionMade(self):
-        super().connectionMade()
-        self._arm()
-
-    def dataReceived(self, data):
-        if self._deadline is None and not self._handlingRequest:
-            self._arm()         # the first bytes of the next request
-        super().dataReceived(data)
-
-    def allContentReceived(self):
-        self.disarm()
-        super().allContentReceived()
-
-    def _arm(self):
-        self._deadline = self.callLater(self.site.resource.timeouts.read,
-                                        self._too_slow)
-
-    def disarm(self):
-        """No request is on its way (or another protocol takes the
-        connection over)."""
-        if self._deadline is not None:
-            if self._deadline.active():
-                self._deadline.cancel()
-            self._deadline = None
-
-    def _too_slow(self):
-        self._deadline = None
-        self.transport.abortConnection()
-
-    def connectionLost(self, reason):
-        self.disarm()
-        super().connectionLost(reason)
-
-
-class _Switch(http._GenericHTTPChannelProtocol):
-    """twisted.web's HTTP/1.1 channel, handing the connection to the lean
-    HTTP/2 protocol (``dohh2``) when ALPN says h2."""
-
-    def dataReceived(self, data):
-        if self._negotiatedProtocol is None:
-            transport = self._channel.transport
-            if getattr(transport, "negotiatedProtocol", None) == b"h2":
-                from corednstw.dnsserver import doh_h2
-                self._channel._networkProducer.unregisterProducer()
-                self._channel.setTimeout(None)
-                self._channel.disarm()
-                self._channel = doh_h2.DoHH2(self._site.resource,
-                                            self._timeOut)
-                self._channel.makeConnection(transport)
-                self._negotiatedProtocol = b"h2"
-        return super().dataReceived(data)
-
-
-def _channel():
-    """The protocol of a DoH site: HTTP/1.1 on twisted.web, HTTP/2 on
-    ``dohh2`` when ALPN says h2."""
-    return _Switch(_Channel())
-
-
-class DoHResource(resource.Resource):
-    """The one resource of a DoH site; every path comes here.
-
-    It is also the listener's DoH logic for the lean HTTP/2 protocol
-    (``dohh2``): ``query`` takes the request's parts and answers through a
-    ``reply(status, headers, body)`` callable, whichever HTTP carried it."""
-
-    isLeaf = True
+class DoHResource:
+    """The listener's DoH logic, whichever HTTP carries the request
+    (``doh_h1``, ``doh_h2``, ``doh3``): ``query`` takes the request's parts
+    and answers through a ``reply(status, headers, body)`` callable."""
 
     #: What the chain is told the query came over: CoreDNS's DoH writer
     #: gives TCP addresses over HTTP/1.1 and HTTP/2, UDP ones over HTTP/3.
@@ -203,37 +108,10 @@ class DoHResource(resource.Resource):
     responses = RESPONSES
 
     def __init__(self, mux, label, timeouts):
-        super().__init__()
         self.mux = mux
         self.label = label
         self.timeouts = timeouts
         self.local = None
-
-    def render(self, request):
-        request.responseHeaders.removeHeader(b"server")   # Go sends none
-
-        def reply(status, headers, body):
-            if request.finished or request._disconnected:
-                return
-            request.setResponseCode(status)
-            for name, value in headers:
-                request.setHeader(name, value)
-            request.write(body)
-            request.finish()
-
-        addr = request.getClientAddress()
-        body = None
-        if request.method == b"POST":
-            if getattr(request, "received", 0) > MAX_MESSAGE:
-                body = TOO_LARGE
-            else:
-                request.content.seek(0)
-                body = request.content.read()
-        gone = self.query(request.method, request.path, request.args, body,
-                          (addr.host, addr.port), reply)
-        if gone is not None:
-            request.notifyFinish().addErrback(lambda _: gone())
-        return server.NOT_DONE_YET
 
     def query(self, method, path, args, body, client, reply):
         """Answer one DoH request: ``args`` the parsed query string,
@@ -308,6 +186,17 @@ def run_query(mux, data, client, proto, local, wait, answer):
     from twisted.internet import reactor
     timer = reactor.callLater(wait, send, None)
     return lambda: timer.active() and timer.cancel()
+
+
+def query_args(query):
+    """The parsed query string of a request target (as twisted.web's
+    ``request.args``): the common ``dns=VALUE`` alone without parsing."""
+    if not query:
+        return {}
+    if (query.startswith(b"dns=") and b"&" not in query and b"%" not in query
+            and b"+" not in query):
+        return {b"dns": [query[4:]]}
+    return parse_qs(query, keep_blank_values=True)
 
 
 def _message(method, args, body):
@@ -469,19 +358,31 @@ class Front(policies.WrappingFactory):
             return defer.succeed(None)
         self._closed = defer.Deferred()
         for p in list(self.protocols):
-            p.loseConnection()
+            inner = p
+            while inner is not None and not hasattr(inner, "shutdown"):
+                inner = getattr(inner, "wrappedProtocol", None)
+            if inner is None:
+                p.loseConnection()
+            else:
+                inner.shutdown()        # HTTP/2's GOAWAY first
         return self._closed
 
 
-class DoHSite(server.Site):
-    """A site without an access log: CoreDNS writes no line per DoH
-    request, and one log line per query would cost more than the
-    answer."""
+class _Site(protocol.Factory):
+    """What ``Front`` expects of a site: ``resource`` and ``timeOut``.
+    No access log: CoreDNS writes no line per DoH request."""
 
     noisy = False
 
-    def log(self, request):
-        pass
+    def __init__(self, resource, idle):
+        self.resource = resource
+        self.timeOut = idle
+
+    def buildProtocol(self, addr):
+        from corednstw.dnsserver import doh_h1
+        p = doh_h1.DoHH1(self.resource, self.timeOut)
+        p.factory = self
+        return p
 
 
 def listen_https(reactor, host, port, mux, timeouts, tls, limit,
@@ -491,15 +392,10 @@ def listen_https(reactor, host, port, mux, timeouts, tls, limit,
 
     Returns (port, Front, Switchable or None, actual port)."""
     res = DoHResource(mux, mux.label, timeouts)
-    site = DoHSite(res, timeout=timeouts.idle)
-    site.requestFactory = DoHRequest
-    site.protocol = _channel
+    site = _Site(res, timeouts.idle)
     creator = None
     inner = site
     if tls is not None:
-        # The site's ALPN list (acceptableProtocols) offers h2 only with
-        # twisted.web's HTTP/2 on, which the HTTP endpoints leave off.
-        httpd.enable_h2()
         creator = tlsconfig.Switchable(tls, tlsconfig.HTTP_ALPN)
         inner = TLSMemoryBIOFactory(creator, False, site)
     if wrap is not None:

@@ -26,7 +26,8 @@ CoreDNS's does.
 from twisted.internet import protocol
 from twisted.protocols.tls import TLSMemoryBIOFactory
 
-from corednstw.dnsserver import doh, doh_h2, sockets, tlsconfig
+from corednstw.dnsserver import doh, doh_h2, hpack_codec, sockets, tlsconfig
+from corednstw.dnsserver import http2 as h2server
 
 METHOD = b"/coredns.dns.DnsService/Query"
 DEFAULT_MAX_STREAMS = 256
@@ -39,6 +40,10 @@ _MAX_DNS = 65535
 def encode_packet(msg):
     """``DnsPacket{msg}`` as protobuf: field 1, length-delimited."""
     n = len(msg)
+    if n < 0x80:
+        return b"\x0a" + bytes((n,)) + msg
+    if n < 0x4000:
+        return b"\x0a" + bytes(((n & 0x7F) | 0x80, n >> 7)) + msg
     out = bytearray(b"\x0a")
     while n > 0x7F:
         out.append((n & 0x7F) | 0x80)
@@ -50,6 +55,13 @@ def encode_packet(msg):
 def decode_packet(data):
     """The ``msg`` field of a ``DnsPacket`` (b"" when absent); ValueError
     for bytes that are not protobuf."""
+    n = len(data)
+    if n > 2 and data[0] == 0x0A:           # the usual: msg alone
+        if data[1] < 0x80 and data[1] == n - 2:
+            return data[2:]
+        if n > 3 and data[2] < 0x80 and (data[1] & 0x7F) | (
+                data[2] << 7) == n - 3 and data[1] & 0x80 and data[2]:
+            return data[3:]
     msg = b""
     i, end = 0, len(data)
     while i < end:
@@ -115,68 +127,78 @@ class Service:
 
 
 class GrpcH2(doh_h2.DoHH2):
-    """One HTTP/2 connection of a grpc:// listener."""
+    """One HTTP/2 connection of a grpc:// listener, with grpc-go's
+    settings: 16 KiB frames, the default 64 KiB windows, ``max_streams``
+    streams at once (none advertised when 0, unbounded) and a header
+    list of up to 16 MiB."""
 
     MAX_BODY = 5 + 8 + _MAX_DNS + 1
+    MAX_FRAME = h2server.MIN_FRAME
+    MAX_HEADER_LIST = 16 << 20
+    INITIAL_WINDOW = CONN_WINDOW = h2server.DEFAULT_WINDOW
 
-    def connectionMade(self):
+    def __init__(self, resource, idle):
+        super().__init__(resource, idle)
+        self.max_streams = resource.max_streams or 1 << 31
+
+    def local_settings(self):
+        pairs = [(h2server.S_MAX_FRAME_SIZE, self.MAX_FRAME)]
         if self.resource.max_streams:
-            self.conn.local_settings.max_concurrent_streams = (
-                self.resource.max_streams)
-        super().connectionMade()
+            pairs.append((h2server.S_MAX_CONCURRENT_STREAMS,
+                          self.resource.max_streams))
+        return pairs
 
-    def _ended(self, event):
-        sid = event.stream_id
-        stream = self.streams.get(sid)
-        if stream is None:
-            return
-        if stream.method != b"POST" or stream.path != METHOD:
-            self._status(sid, UNIMPLEMENTED, "unknown method")
+    def _ended(self, st):
+        req = st.req
+        if req.method != b"POST" or req.path != METHOD:
+            self._status(st, UNIMPLEMENTED, "unknown method")
             return
         try:
-            msg = decode_packet(unframe(b"".join(stream.body)))
+            msg = decode_packet(unframe(b"".join(req.body)))
         except ValueError as e:
-            self._status(sid, INTERNAL, "grpc: error unmarshalling "
+            self._status(st, INTERNAL, "grpc: error unmarshalling "
                          "request: %s" % e)
             return
-        if stream.size > self.MAX_BODY or len(msg) > _MAX_DNS:
-            self._status(sid, UNKNOWN, "dns message exceeds size limit: "
+        if req.size > self.MAX_BODY or len(msg) > _MAX_DNS:
+            self._status(st, UNKNOWN, "dns message exceeds size limit: "
                          "%d" % len(msg))
             return
         try:
             doh._acceptable(msg)
         except doh.BadRequest as e:
-            self._status(sid, UNKNOWN, str(e))
+            self._status(st, UNKNOWN, str(e))
             return
-        self._serve(sid, msg)
+        self._serve(st, msg)
 
-    def _serve(self, sid, msg):
+    def _serve(self, st, msg):
         res = self.resource
 
         def answer(wire):
             # CoreDNS's gRPC writer starts out holding the query: a chain
             # that writes nothing sends the query itself back.
-            self._reply(sid, 200, _HEADERS, frame(encode_packet(wire or msg)),
-                        _TRAILERS)
+            self.respond(st, _HEADERS, frame(encode_packet(wire or msg)),
+                         _TRAILERS)
         gone = doh.run_query(res.mux, msg, self.client, "tcp", res.local,
                              res.timeouts.write, answer)
-        stream = self.streams.get(sid)
-        if gone is not None and stream is not None:
-            stream.gone = gone
+        if gone is not None and st.req is not None:
+            st.req.gone = gone
 
-    def _status(self, sid, code, message):
+    def _too_large(self, st):
+        """grpc-go's answer to a header list over the limit."""
+        self._status(st, INTERNAL, "header list size to recv exceeds "
+                     "the limit")
+
+    def _status(self, st, code, message):
         """A trailers-only response: the call ends with ``code``."""
-        if self.streams.pop(sid, None) is None:
-            return
-        self.conn.send_headers(sid, [
-            (b":status", b"200"), *_HEADERS,
+        self.respond(st, _HEADERS + hpack_codec.encode([
             (b"grpc-status", b"%d" % code),
-            (b"grpc-message", _percent(message))], end_stream=True)
-        self._flush()
+            (b"grpc-message", _percent(message))]))
 
 
-_HEADERS = [(b"content-type", b"application/grpc")]
-_TRAILERS = [(b"grpc-status", b"0")]
+#: The answer's header block (:status 200, content-type) and trailers.
+_HEADERS = hpack_codec.encode([(b":status", b"200"),
+                               (b"content-type", b"application/grpc")])
+_TRAILERS = hpack_codec.encode([(b"grpc-status", b"0")])
 
 
 def _percent(text):

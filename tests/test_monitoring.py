@@ -151,11 +151,15 @@ class DashboardTest(unittest.TestCase):
                                                   "live": live.port})
         port = app.port()
         http = app.http_port("127.0.0.1:0")
-        # A cache miss, a hit, and a second upstream query (which reuses
-        # the upstream connection).
-        for name in ("www.example.org.", "www.example.org.",
-                     "ftp.example.org."):
-            r = yield util.query(port, name, host="127.0.0.78")
+        # A cache miss, a hit, and two upstream queries over TCP (the
+        # second reuses the first's upstream connection: a connection
+        # cache hit, which UDP, with a socket per query, never has).
+        for name, proto in (("www.example.org.", "udp"),
+                            ("www.example.org.", "udp"),
+                            ("ftp.example.org.", "tcp"),
+                            ("mail.example.org.", "tcp")):
+            r = yield util.query(port, name, host="127.0.0.78",
+                                 proto=proto)
             self.assertEqual(len(r.answer), 1)
         failures = metrics.families()[
             "coredns_proxy_healthcheck_failures_total"]

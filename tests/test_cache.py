@@ -95,6 +95,23 @@ class ParseTest(unittest.TestCase):
         self.assertEqual(len(s), 1024)
         self.assertEqual(evictions, 5000 - 1024)
 
+    def test_store_keys_follow_removals(self):
+        # Each shard's key list holds exactly its map's keys, through
+        # replacements, removals and evictions.
+        s = cachemod.Store(1024)
+        keys = [("n%d." % i, 1, 1, False, False) for i in range(3000)]
+        for i, k in enumerate(keys):
+            s.add(k, i)
+            if i % 3 == 0:
+                s.add(k, -i)        # replaced: no second key
+            if i % 7 == 0:
+                self.assertTrue(s.remove(k))
+                self.assertFalse(s.remove(k))
+        for shard, kl in zip(s.shards, s.keys):
+            self.assertEqual(sorted(shard), sorted(kl))
+            self.assertLessEqual(len(kl), s.shard_size)
+        self.assertEqual(len(s), sum(len(x) for x in s.shards))
+
     def test_eviction_victim_random(self):
         # CoreDNS drops the key Go's randomly started map iteration gives
         # first.  Names asked in a cycle a little larger than the cache
@@ -1646,6 +1663,40 @@ class PlainMissTest(unittest.TestCase):
                 want = min(min(r[2] for r in records), 3600)
                 self.assertEqual({rr.ttl for rr in m.answer}, {want})
                 self.assertEqual(str(m.question[0].name), qname)
+
+
+    def test_declined_once_then_general_path(self):
+        # An answer with additional records (kubernetes' SRV): the quick
+        # path is asked once, declines, and the general path stores it;
+        # the hit that follows is the same answer.
+        from corednstw.core.request import Response
+        h = Harness(self)
+        srv = dns.rdata.from_text(
+            "IN", "SRV", "0 100 80 svc.ns.svc.cluster.local.").to_wire()
+        a = dns.rdata.from_text("IN", "A", "10.0.0.1").to_wire()
+        h.cache.next = util.Stub(lambda req: Response(
+            0, [w.RR(req.name, w.SRV, 30, srv)], None,
+            [w.RR("svc.ns.svc.cluster.local.", w.A, 30, a)], aa=True,
+            plugin="stub"))
+        quick = h.cache._quick
+        calls = []
+
+        def counted(*args):
+            out = quick(*args)
+            calls.append(out is None)
+            return out
+        self.patch(h.cache, "_quick", counted)
+        wire = h.query("_http._tcp.svc.ns.svc.cluster.local.",
+                       "SRV").to_wire()
+        first = dns.message.from_wire(h.s.ask(wire))
+        self.assertEqual(calls, [True])
+        second = dns.message.from_wire(h.s.ask(wire))
+        self.assertEqual(calls, [True])
+        self.assertEqual(len(first.answer), 1)
+        self.assertEqual(len(first.additional), 1)
+        self.assertEqual(first.answer, second.answer)
+        self.assertEqual(first.additional, second.additional)
+        self.assertTrue(second.flags & dns.flags.AA)
 
 
 class DenialMissTest(unittest.TestCase):

@@ -363,20 +363,24 @@ class Cache(Plugin):
 
     def _store_plain(self, resp, req, key, do, labels):
         """The usual miss of an authoritative plugin (kubernetes, file,
-        hosts): a NOERROR Response whose records all answer the question
-        by its own name, with no other section.  Everything _store would
-        read back from the encoded bytes is known here, so the entry and
-        the client's answer are built from the records; None when the
-        answer is anything else (the general path then handles it)."""
-        if resp.rcode or resp.authority or resp.additional or \
-                resp.opt is not None or resp.flags & w.TC or req.opcode:
+        hosts): a NOERROR Response whose answer records all answer the
+        question by its own name, with additional records or none (an
+        SRV's targets) and no authority.  Everything _store would read
+        back from the encoded bytes is known here, so the entry and the
+        client's answer are built from the records; None when the answer
+        is anything else (the general path then handles it)."""
+        if resp.rcode or resp.authority or resp.opt is not None or \
+                resp.flags & w.TC or req.opcode:
             return None
         answer = resp.answer
         name, qtype, qclass = req.name, req.qtype, req.qclass
         if qtype in _NOT_PLAIN:
             return None
         low = self.pttl
-        head = req.qwire + _HH.pack(qtype, qclass)
+        qwire = req.qwire
+        head = qwire + _HH.pack(qtype, qclass)
+        # Each piece: the record before's rdata, then a record's owner,
+        # type and class (the TTLs go between the pieces).
         segs = [head]
         tail = b""
         for rr in answer:
@@ -388,11 +392,22 @@ class Cache(Plugin):
                 segs.append(tail + head)
             rd = rr.rdata
             tail = _RDLEN.pack(len(rd)) + rd
+        extra = resp.additional
+        for rr in extra:
+            if rr.rtype == w.OPT:
+                return None
+            if rr.ttl < low:
+                low = rr.ttl
+            segs.append(tail + (qwire if rr.name == name
+                                else w.name_to_wire(rr.name))
+                        + _HH.pack(rr.rtype, rr.rclass))
+            rd = rr.rdata
+            tail = _RDLEN.pack(len(rd)) + rd
         segs.append(tail)
         dur = int(min(max(low, self.minpttl), self.pttl))
         flags = (resp.flags & 0x07F0) | (req.flags & (w.RD | w.CD))
         item = Item.plain(segs, flags, len(answer), req.qend - 12,
-                          self.now(), dur)
+                          self.now(), dur, ar=len(extra))
         if self.prefer_positive:
             item.answering = True
         if dur > 0:
@@ -443,10 +458,10 @@ class Cache(Plugin):
         item.body_ttl = ttl
         e = req.edns
         if e is None:
-            out = (_HDR.pack(req.id, hf, 1, item.an, item.ns, 0)
+            out = (_HDR.pack(req.id, hf, 1, item.an, item.ns, item.ar)
                    + req.data[12:req.qend] + body)
         else:
-            out = (_HDR.pack(req.id, hf, 1, item.an, item.ns, 1)
+            out = (_HDR.pack(req.id, hf, 1, item.an, item.ns, item.ar + 1)
                    + req.data[12:req.qend] + body + self._opt(e))
         if rq.too_big(req, len(out)):
             resp = rq.parse_response(out)

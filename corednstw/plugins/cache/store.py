@@ -29,12 +29,12 @@ class Item:
 
     @classmethod
     def plain(cls, segs, flags, an, qlen, now, duration, rcode=w.NOERROR,
-              ns=0):
-        """An entry of ``an`` answer records (or of ``ns`` authority
-        records: a denial's SOA) and nothing else, built from its parts
-        (cache's quick paths for a miss)."""
+              ns=0, ar=0):
+        """An entry of ``an`` answer records and ``ar`` additional ones
+        (or of ``ns`` authority records: a denial's SOA), built from its
+        parts (cache's quick paths for a miss)."""
         item = cls.__new__(cls)
-        item._fill(segs, flags, rcode, (an, ns, 0), qlen, now, duration)
+        item._fill(segs, flags, rcode, (an, ns, ar), qlen, now, duration)
         return item
 
     def _fill(self, segs, flags, rcode, counts, qlen, now, duration):

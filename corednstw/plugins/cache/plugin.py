@@ -118,6 +118,8 @@ class Cache(Plugin):
         self.all_zones = True
         self._opts = {}
         self._types = {}
+        self._last_types = ((), ((), ()))
+        self._label_sets = {}
 
     #: The positive and the denial store, made by ``build`` once the
     #: options (their capacities) are read.
@@ -139,7 +141,7 @@ class Cache(Plugin):
         do = e is not None and (e.ttl & 0x8000) != 0
         rflags = req.flags
         key = (qname, req.qtype, req.qclass, do, (rflags & w.CD) != 0)
-        labels = (req.server, self.zlabel, req.view)
+        labels = self._labels(req)
         REQUESTS.inc(labels)
         now = self.now()
         item = self._lookup(key, now, labels)
@@ -171,6 +173,9 @@ class Cache(Plugin):
     def _typed(self, labels):
         """``labels`` with the success and the denial type put in (the
         label sets of the typed counters), made once per label set."""
+        last = self._last_types
+        if last[0] is labels:
+            return last[1]
         t = self._types.get(labels)
         if t is None:
             if len(self._types) > 256:
@@ -178,7 +183,21 @@ class Cache(Plugin):
             t = self._types[labels] = (
                 (labels[0], SUCCESS) + labels[1:],
                 (labels[0], DENIAL) + labels[1:])
+        self._last_types = (labels, t)
         return t
+
+    def _labels(self, req):
+        """The counters' label set of ``req``: one tuple per server and
+        view, the same object each time (so _typed knows it at once)."""
+        view = req.view
+        k = (req.server, view) if view else req.server
+        labels = self._label_sets.get(k)
+        if labels is None:
+            if len(self._label_sets) > 256:
+                self._label_sets.clear()
+            labels = self._label_sets[k] = (req.server, self.zlabel,
+                                            req.view)
+        return labels
 
     def _lookup(self, key, now, labels):
         stale = self.stale_up_to
@@ -408,10 +427,20 @@ class Cache(Plugin):
         flags = (resp.flags & 0x07F0) | (req.flags & (w.RD | w.CD))
         item = Item.plain(segs, flags, len(answer), req.qend - 12,
                           self.now(), dur, ar=len(extra))
-        if self.prefer_positive:
+        prefer = self.prefer_positive
+        if prefer:
             item.answering = True
-        if dur > 0:
+        if dur <= 0:
+            pass
+        elif self.pexcept or prefer:
             self._set(key, item, NOERROR, req.qname, labels, None)
+        else:
+            # _set's work for this case.
+            pc = self.pcache
+            if pc.add(key, item):
+                EVICTIONS.inc(self._typed(labels)[0])
+            else:
+                ENTRIES.set(self._typed(labels)[0], len(pc))
         return self._fresh(req, item, dur, do, flags, resp.plugin)
 
     def _store_denial(self, resp, req, key, do, labels):

@@ -95,6 +95,23 @@ class ParseTest(unittest.TestCase):
         self.assertEqual(len(s), 1024)
         self.assertEqual(evictions, 5000 - 1024)
 
+    def test_store_keys_follow_removals(self):
+        # Each shard's key list holds exactly its map's keys, through
+        # replacements, removals and evictions.
+        s = cachemod.Store(1024)
+        keys = [("n%d." % i, 1, 1, False, False) for i in range(3000)]
+        for i, k in enumerate(keys):
+            s.add(k, i)
+            if i % 3 == 0:
+                s.add(k, -i)        # replaced: no second key
+            if i % 7 == 0:
+                self.assertTrue(s.remove(k))
+                self.assertFalse(s.remove(k))
+        for shard, kl in zip(s.shards, s.keys):
+            self.assertEqual(sorted(shard), sorted(kl))
+            self.assertLessEqual(len(kl), s.shard_size)
+        self.assertEqual(len(s), sum(len(x) for x in s.shards))
+
     def test_eviction_victim_random(self):
         # CoreDNS drops the key Go's randomly started map iteration gives
         # first.  Names asked in a cycle a little larger than the cache
@@ -1623,29 +1640,78 @@ class PlainMissTest(unittest.TestCase):
         ("svc.ns.svc.cluster.local.", "AAAA", [("AAAA", "fd00::1", 5)]),
         ("svc.ns.svc.cluster.local.", "SRV",
          [("SRV", "0 100 80 svc.ns.svc.cluster.local.", 30)]),
+        # kubernetes' SRV: the targets' addresses as additional records
+        # (one of them under the question's own name), the smallest TTL
+        # among them
+        ("_http._tcp.Web.ns.svc.cluster.local.", "SRV",
+         [("SRV", "0 50 80 a.web.ns.svc.cluster.local.", 30),
+          ("SRV", "0 50 80 b.web.ns.svc.cluster.local.", 30)],
+         [("a.web.ns.svc.cluster.local.", "A", "10.0.0.1", 30),
+          ("B.web.ns.svc.cluster.local.", "AAAA", "fd00::2", 12),
+          (None, "A", "10.0.0.3", 30)]),
     ]
 
-    def run_shape(self, qname, qtype, records, general, **kw):
+    def run_shape(self, qname, qtype, records, general, extra=(), **kw):
         from corednstw.core.request import Response
 
         def answer(req):
             return Response(0, [
                 w.RR(req.name, w.type_value(t), ttl,
                      dns.rdata.from_text("IN", t, text).to_wire())
-                for t, text, ttl in records], aa=True, plugin="stub")
+                for t, text, ttl in records], None, [
+                w.RR(owner or req.name, w.type_value(t), ttl,
+                     dns.rdata.from_text("IN", t, text).to_wire())
+                for owner, t, text, ttl in extra], aa=True, plugin="stub")
         return ask_twice(self, answer, "_store_plain" if general else None,
                          "pcache", qname, qtype, **kw)
 
     def test_same_as_general_path(self):
-        for qname, qtype, records in self.SHAPES:
+        for qname, qtype, records, *extra in self.SHAPES:
+            extra = extra[0] if extra else ()
             for kw in ({}, {"do": True}):
-                quick = self.run_shape(qname, qtype, records, False, **kw)
-                general = self.run_shape(qname, qtype, records, True, **kw)
+                quick = self.run_shape(qname, qtype, records, False, extra,
+                                       **kw)
+                general = self.run_shape(qname, qtype, records, True, extra,
+                                         **kw)
                 self.assertEqual(quick, general, (qname, qtype, kw))
+                self.assertEqual(quick[2][3], len(extra))
                 m = dns.message.from_wire(quick[0])
-                want = min(min(r[2] for r in records), 3600)
+                want = min(min(r[2] for r in records),
+                           min((r[3] for r in extra), default=3600), 3600)
                 self.assertEqual({rr.ttl for rr in m.answer}, {want})
+                self.assertEqual(
+                    {rr.ttl for rr in m.additional if rr.rdtype != 41},
+                    {want} if extra else set())
                 self.assertEqual(str(m.question[0].name), qname)
+
+
+    def test_declined_once_then_general_path(self):
+        # An answer the quick path does not take (a CNAME and its
+        # target's address): it is asked once, declines, and the general
+        # path stores it; the hit that follows is the same answer.
+        from corednstw.core.request import Response
+        h = Harness(self)
+        target = "web.ns.svc.cluster.local."
+        a = dns.rdata.from_text("IN", "A", "10.0.0.1").to_wire()
+        h.cache.next = util.Stub(lambda req: Response(
+            0, [w.RR(req.name, w.CNAME, 30, w.name_to_wire(target)),
+                w.RR(target, w.A, 30, a)], aa=True, plugin="stub"))
+        quick = h.cache._quick
+        calls = []
+
+        def counted(*args):
+            out = quick(*args)
+            calls.append(out is None)
+            return out
+        self.patch(h.cache, "_quick", counted)
+        wire = h.query("www.ns.svc.cluster.local.", "A").to_wire()
+        first = dns.message.from_wire(h.s.ask(wire))
+        self.assertEqual(calls, [True])
+        second = dns.message.from_wire(h.s.ask(wire))
+        self.assertEqual(calls, [True])
+        self.assertEqual(len(first.answer), 2)
+        self.assertEqual(first.answer, second.answer)
+        self.assertTrue(second.flags & dns.flags.AA)
 
 
 class DenialMissTest(unittest.TestCase):

@@ -464,3 +464,59 @@ class ZonalTest(Base):
               for i in (1, 2, 3)], [],
              [A("10-2-0-%d.%s" % (i, D), "10.2.0.%d" % i) for i in (1, 2, 3)]),
         ])
+
+
+class KeptAnswersTest(Base):
+    """The general path's outcomes are kept per store version: asked
+    again they give the same answer with new records, and a change of
+    the store drops them."""
+
+    @defer.inlineCallbacks
+    def test_kept_until_the_store_changes(self):
+        from corednstw.core.request import Request
+        E = "172-0-0-2." + H
+        rows = [
+            (C, "SRV", "NOERROR", [SRV(C, "0 100 80 " + C)], [],
+             [A(C, "10.0.0.1")]),
+            (E, "A", "NOERROR", [A(E, "172.0.0.2")], [], []),
+            (C, "AAAA", "NOERROR", [], [SOA], []),
+            ("nope.testns.svc.cluster.local.", "A", "NXDOMAIN", [], [SOA],
+             []),
+        ]
+        yield self.check(rows)
+        self.assertGreaterEqual(len(self.k._answers), 4)
+        # Asked twice: equal answers, never the same record objects (an
+        # outer plugin may change what it is given).
+        wire = util.make_query(C, "SRV").to_wire()
+        got = []
+        for _ in range(2):
+            req = Request(wire, "127.0.0.1", 4000)
+            qd, an, ns, ar = req.parse_header()
+            req.parse_question(an, ns, ar)
+            got.append(self.k.serve(req))
+        self.assertEqual(got[0].answer, got[1].answer)
+        self.assertEqual(got[0].additional, got[1].additional)
+        self.assertIsNot(got[0].answer[0], got[1].answer[0])
+        got[0].answer[0].ttl = 999
+        self.assertEqual(got[1].answer[0].ttl, 5)
+        yield self.check(rows)
+        # A change of the store is seen at once.
+        self.api.delete("services", "testns", "svc1")
+        yield util.wait_for(lambda: ("svc1", "testns")
+                            not in self.k.store.services)
+        yield self.check([
+            (C, "SRV", "NXDOMAIN", [], [SOA], []),
+            (C, "AAAA", "NXDOMAIN", [], [SOA], []),
+        ])
+
+    @defer.inlineCallbacks
+    def test_case_kept_apart(self):
+        # The records carry the name as asked: each spelling is its own.
+        U = "SVC1.testns.svc.Cluster.Local."
+        for _ in range(2):
+            yield self.check([
+                (C, "SRV", "NOERROR", [SRV(C, "0 100 80 " + C)], [],
+                 [A(C, "10.0.0.1")]),
+            ])
+            m = yield util.query(self.port, U, "SRV")
+            self.assertEqual(str(m.answer[0].name), U)

@@ -117,6 +117,9 @@ class Cache(Plugin):
         self.now = time.time
         self.all_zones = True
         self._opts = {}
+        self._types = {}
+        self._last_types = ((), ((), ()))
+        self._label_sets = {}
 
     #: The positive and the denial store, made by ``build`` once the
     #: options (their capacities) are read.
@@ -138,7 +141,7 @@ class Cache(Plugin):
         do = e is not None and (e.ttl & 0x8000) != 0
         rflags = req.flags
         key = (qname, req.qtype, req.qclass, do, (rflags & w.CD) != 0)
-        labels = (req.server, self.zlabel, req.view)
+        labels = self._labels(req)
         REQUESTS.inc(labels)
         now = self.now()
         item = self._lookup(key, now, labels)
@@ -149,7 +152,15 @@ class Cache(Plugin):
             # the upstream's AD for every later client, whatever this
             # client asked for.
             ask = req if rflags & w.AD else _refresh_request(req)
-            return self._refresh(ask, key, do, labels, None, client=req)
+            resp = self.next.serve(ask)
+            if resp.__class__ is Response and resp.raw is None:
+                # An answer made of records, here and now (kubernetes,
+                # file, hosts): the quick paths store it from them.
+                out = self._quick(resp, req, key, do, labels)
+                if out is not None:
+                    return out
+            return then(resp, self._store, req, key, do, labels, None,
+                        False, False)
         ttl = item.orig_ttl - int(now - item.stored)
         if ttl <= 0:
             return self._stale(req, key, do, labels, item, now, ttl)
@@ -158,6 +169,35 @@ class Cache(Plugin):
         if self.keepttl:
             ttl = item.orig_ttl
         return self._answer(req, item, ttl, do)
+
+    def _typed(self, labels):
+        """``labels`` with the success and the denial type put in (the
+        label sets of the typed counters), made once per label set."""
+        last = self._last_types
+        if last[0] is labels:
+            return last[1]
+        t = self._types.get(labels)
+        if t is None:
+            if len(self._types) > 256:
+                self._types.clear()
+            t = self._types[labels] = (
+                (labels[0], SUCCESS) + labels[1:],
+                (labels[0], DENIAL) + labels[1:])
+        self._last_types = (labels, t)
+        return t
+
+    def _labels(self, req):
+        """The counters' label set of ``req``: one tuple per server and
+        view, the same object each time (so _typed knows it at once)."""
+        view = req.view
+        k = (req.server, view) if view else req.server
+        labels = self._label_sets.get(k)
+        if labels is None:
+            if len(self._label_sets) > 256:
+                self._label_sets.clear()
+            labels = self._label_sets[k] = (req.server, self.zlabel,
+                                            req.view)
+        return labels
 
     def _lookup(self, key, now, labels):
         stale = self.stale_up_to
@@ -168,7 +208,7 @@ class Cache(Plugin):
                 if i is not None:
                     ttl = i.orig_ttl - int(now - i.stored)
                     if ttl > 0 or -ttl < int(stale):
-                        HITS.inc((labels[0], SUCCESS) + labels[1:])
+                        HITS.inc(self._typed(labels)[0])
                         return i
         # An empty denial cache (answers that all exist) is not asked.
         i = self.ncache.get(key) if self.ncache.count else None
@@ -180,15 +220,15 @@ class Cache(Plugin):
                     if p is not None:
                         pt = p.orig_ttl - int(now - p.stored)
                         if pt > 0 or (stale > 0 and -pt < int(stale)):
-                            HITS.inc((labels[0], SUCCESS) + labels[1:])
+                            HITS.inc(self._typed(labels)[0])
                             return p
-                HITS.inc((labels[0], DENIAL) + labels[1:])
+                HITS.inc(self._typed(labels)[1])
                 return i
         i = self.pcache.get(key)
         if i is not None:
             ttl = i.orig_ttl - int(now - i.stored)
             if ttl > 0 or (stale > 0 and -ttl < int(stale)):
-                HITS.inc((labels[0], SUCCESS) + labels[1:])
+                HITS.inc(self._typed(labels)[0])
                 return i
         return None
 
@@ -258,9 +298,9 @@ class Cache(Plugin):
         answer is built for ``client`` (default: ``req``).  ``verify``:
         only a usable NOERROR/NXDOMAIN answer counts (else None)."""
         return then(self.next.serve(req), self._store, client or req, key,
-                    do, labels, prefetch, verify)
+                    do, labels, prefetch, verify, True)
 
-    def _store(self, resp, req, key, do, labels, prefetch, verify):
+    def _store(self, resp, req, key, do, labels, prefetch, verify, quick):
         if resp is None or resp.__class__ is NoReply:
             # Nothing to store, and nothing may be sent.
             return None if verify else resp
@@ -268,12 +308,9 @@ class Cache(Plugin):
             # An error the server writes: CoreDNS's cache never sees it.
             return None if verify else resp
         raw = resp.raw
-        if raw is None and not verify and prefetch is None and \
+        if quick and raw is None and not verify and prefetch is None and \
                 resp.__class__ is Response:
-            if resp.answer:
-                out = self._store_plain(resp, req, key, do, labels)
-            else:
-                out = self._store_denial(resp, req, key, do, labels)
+            out = self._quick(resp, req, key, do, labels)
             if out is not None:
                 return out
         if raw is None:
@@ -335,46 +372,76 @@ class Cache(Plugin):
         out.plugin = resp.plugin
         return out
 
+    def _quick(self, resp, req, key, do, labels):
+        """The quick paths of a miss answered by a structured Response:
+        an answer (_store_plain) or a denial (_store_denial); None when
+        neither applies (the general path then handles it)."""
+        if resp.answer:
+            return self._store_plain(resp, req, key, do, labels)
+        return self._store_denial(resp, req, key, do, labels)
+
     def _store_plain(self, resp, req, key, do, labels):
         """The usual miss of an authoritative plugin (kubernetes, file,
-        hosts): a NOERROR Response whose records all answer the question
-        by its own name, with no other section.  Everything _store would
-        read back from the encoded bytes is known here, so the entry and
-        the client's answer are built from the records; None when the
-        answer is anything else (the general path then handles it)."""
-        if resp.rcode or resp.authority or resp.additional or \
-                resp.opt is not None or resp.flags & w.TC or req.opcode:
+        hosts): a NOERROR Response whose answer records all answer the
+        question by its own name, with additional records or none (an
+        SRV's targets) and no authority.  Everything _store would read
+        back from the encoded bytes is known here, so the entry and the
+        client's answer are built from the records; None when the answer
+        is anything else (the general path then handles it)."""
+        if resp.rcode or resp.authority or resp.opt is not None or \
+                resp.flags & w.TC or req.opcode:
             return None
         answer = resp.answer
         name, qtype, qclass = req.name, req.qtype, req.qclass
-        if not answer or qtype in _NOT_PLAIN:
+        if qtype in _NOT_PLAIN:
             return None
         low = self.pttl
-        tails = []
+        qwire = req.qwire
+        head = qwire + _HH.pack(qtype, qclass)
+        # Each piece: the record before's rdata, then a record's owner,
+        # type and class (the TTLs go between the pieces).
+        segs = [head]
+        tail = b""
         for rr in answer:
             if rr.name != name or rr.rtype != qtype or rr.rclass != qclass:
                 return None
             if rr.ttl < low:
                 low = rr.ttl
-            tails.append(_RDLEN.pack(len(rr.rdata)) + rr.rdata)
-        head = req.qwire + _HH.pack(qtype, qclass)
-        segs = [head]
-        for t in tails[:-1]:
-            segs.append(t + head)
-        segs.append(tails[-1])
+            if tail:
+                segs.append(tail + head)
+            rd = rr.rdata
+            tail = _RDLEN.pack(len(rd)) + rd
+        extra = resp.additional
+        for rr in extra:
+            if rr.rtype == w.OPT:
+                return None
+            if rr.ttl < low:
+                low = rr.ttl
+            segs.append(tail + (qwire if rr.name == name
+                                else w.name_to_wire(rr.name))
+                        + _HH.pack(rr.rtype, rr.rclass))
+            rd = rr.rdata
+            tail = _RDLEN.pack(len(rd)) + rd
+        segs.append(tail)
         dur = int(min(max(low, self.minpttl), self.pttl))
         flags = (resp.flags & 0x07F0) | (req.flags & (w.RD | w.CD))
         item = Item.plain(segs, flags, len(answer), req.qend - 12,
-                          self.now(), dur)
-        if self.prefer_positive:
+                          self.now(), dur, ar=len(extra))
+        prefer = self.prefer_positive
+        if prefer:
             item.answering = True
-        if dur > 0:
+        if dur <= 0:
+            pass
+        elif self.pexcept or prefer:
             self._set(key, item, NOERROR, req.qname, labels, None)
-        out = self._answer(req, item, dur, do, flags=flags)
-        if out is None:
-            return None
-        out.plugin = resp.plugin
-        return out
+        else:
+            # _set's work for this case.
+            pc = self.pcache
+            if pc.add(key, item):
+                EVICTIONS.inc(self._typed(labels)[0])
+            else:
+                ENTRIES.set(self._typed(labels)[0], len(pc))
+        return self._fresh(req, item, dur, do, flags, resp.plugin)
 
     def _store_denial(self, resp, req, key, do, labels):
         """The usual denial of an authoritative plugin: NXDOMAIN, or
@@ -404,11 +471,32 @@ class Cache(Plugin):
         if dur > 0:
             self._set(key, item, NAMEERROR if rcode else NODATA, req.qname,
                       labels, None)
-        out = self._answer(req, item, dur, do, flags=flags)
-        if out is None:
-            return None
-        out.plugin = resp.plugin
-        return out
+        return self._fresh(req, item, dur, do, flags, resp.plugin)
+
+    def _fresh(self, req, item, ttl, do, flags, plugin):
+        """The client's answer from the entry a quick path just made:
+        _answer's bytes for the answer just received (its own flags),
+        without its checks (the entry was made for this question)."""
+        rflags = req.flags
+        hf = w.QR | (flags & 0x07F0) | (rflags & 0x7800) | item.rcode
+        if not do and not rflags & w.AD:
+            hf &= ~w.AD
+        if ttl < 0:
+            ttl = 0
+        body = item.body = _TTL.pack(ttl).join(item.segs)
+        item.body_ttl = ttl
+        e = req.edns
+        if e is None:
+            out = (_HDR.pack(req.id, hf, 1, item.an, item.ns, item.ar)
+                   + req.data[12:req.qend] + body)
+        else:
+            out = (_HDR.pack(req.id, hf, 1, item.an, item.ns, item.ar + 1)
+                   + req.data[12:req.qend] + body + self._opt(e))
+        if rq.too_big(req, len(out)):
+            resp = rq.parse_response(out)
+            resp.plugin = plugin
+            return resp
+        return RawResponse.prebuilt(out, plugin, final=True)
 
     def _set(self, key, item, mt, qname, labels, prefetch):
         if mt in (NOERROR, DELEGATION):
@@ -420,10 +508,9 @@ class Cache(Plugin):
                 if prev is not None:
                     item.lkg = prev.answering_item()
             if self.pcache.add(key, item):
-                EVICTIONS.inc((labels[0], SUCCESS) + labels[1:])
+                EVICTIONS.inc(self._typed(labels)[0])
             else:
-                ENTRIES.set((labels[0], SUCCESS) + labels[1:],
-                            len(self.pcache))
+                ENTRIES.set(self._typed(labels)[0], len(self.pcache))
             # The newest positive state replaces a denial; with
             # prefer_positive only when it answers the question.
             if (item.answering if prefer else prefetch is not None) and \
@@ -433,7 +520,7 @@ class Cache(Plugin):
             if self.nexcept and match(self.nexcept, qname) is not None:
                 return False
             if self.ncache.add(key, item):
-                EVICTIONS.inc((labels[0], DENIAL) + labels[1:])
+                EVICTIONS.inc(self._typed(labels)[1])
             else:
                 self._denials(labels)
         else:
@@ -442,7 +529,7 @@ class Cache(Plugin):
 
     def _denials(self, labels):
         """The denial cache's size changed: its gauge follows."""
-        ENTRIES.set((labels[0], DENIAL) + labels[1:], len(self.ncache))
+        ENTRIES.set(self._typed(labels)[1], len(self.ncache))
 
     def _should_prefetch(self, item, now, ttl):
         item.update(self.window, now)

@@ -3,14 +3,11 @@ holds them (Store), as CoreDNS's cache and its plugin/pkg/cache lay
 them out."""
 
 import random
-from itertools import islice
 from typing import Any
 
 from corednstw.core import dnswire as w
 
 SHARDS = 256
-#: Eviction draws its victim among this many of a shard's oldest entries.
-EVICT_SPAN = 64
 
 _random = random.Random().random
 
@@ -32,12 +29,12 @@ class Item:
 
     @classmethod
     def plain(cls, segs, flags, an, qlen, now, duration, rcode=w.NOERROR,
-              ns=0):
-        """An entry of ``an`` answer records (or of ``ns`` authority
-        records: a denial's SOA) and nothing else, built from its parts
-        (cache's quick paths for a miss)."""
+              ns=0, ar=0):
+        """An entry of ``an`` answer records and ``ar`` additional ones
+        (or of ``ns`` authority records: a denial's SOA), built from its
+        parts (cache's quick paths for a miss)."""
         item = cls.__new__(cls)
-        item._fill(segs, flags, rcode, (an, ns, 0), qlen, now, duration)
+        item._fill(segs, flags, rcode, (an, ns, ar), qlen, now, duration)
         return item
 
     def _fill(self, segs, flags, rcode, counts, qlen, now, duration):
@@ -109,14 +106,16 @@ class Store:
     matters: with names asked in a cycle a little larger than the cache
     (a service sweep, a client's search list), dropping the oldest misses
     every time while a random victim keeps most of them (about 88% hits
-    against 46% for 10,000 names over 9,984 entries).  The victim is drawn
-    among the EVICT_SPAN oldest entries, which keeps the draw cheap in a
-    big shard."""
+    against 46% for 10,000 names over 9,984 entries).  Each shard keeps
+    its keys in a list beside its map: the victim is one random index of
+    it, and the new key takes its place there (no walk, no allocation)."""
 
     def __init__(self, size):
         self.shard_size = max(size // SHARDS, 4)
         self.shards: list[dict[tuple[Any, ...], Item]] = [
             {} for _ in range(SHARDS)]
+        #: Each shard's keys, in no particular order.
+        self.keys: list[list[tuple[Any, ...]]] = [[] for _ in range(SHARDS)]
         self.count = 0
 
     def get(self, key):
@@ -124,23 +123,29 @@ class Store:
 
     def add(self, key, item):
         """Store; True when an entry had to be evicted."""
-        s = self.shards[hash(key) & 0xFF]
-        evicted = False
-        if key not in s:
-            n = len(s)
-            if n >= self.shard_size:
-                skip = _below(n if n < EVICT_SPAN else EVICT_SPAN)
-                del s[next(islice(s, skip, None))]
-                evicted = True
-            else:
-                self.count += 1
+        h = hash(key) & 0xFF
+        s = self.shards[h]
+        if key in s:
+            s[key] = item
+            return False
+        keys = self.keys[h]
+        n = len(keys)
+        if n >= self.shard_size:
+            j = _below(n)
+            del s[keys[j]]
+            keys[j] = key
+            s[key] = item
+            return True
+        keys.append(key)
         s[key] = item
-        return evicted
+        self.count += 1
+        return False
 
     def remove(self, key):
         """Drop ``key``; True when it was there."""
-        s = self.shards[hash(key) & 0xFF]
-        if s.pop(key, None) is not None:
+        h = hash(key) & 0xFF
+        if self.shards[h].pop(key, None) is not None:
+            self.keys[h].remove(key)
             self.count -= 1
             return True
         return False

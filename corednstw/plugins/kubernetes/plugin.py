@@ -49,6 +49,9 @@ USER_AGENT = "corednstw/" + __version__
 #: Queries held while the first lists come in, at most (past it:
 #: SERVFAIL at once, as after the startup timeout).
 HOLD_MAX = 10000
+#: Outcomes of the general path kept per store version, at most (the
+#: whole set starts afresh when full).
+ANSWERS_KEPT = 50000
 
 
 @implementer(IReadiness, ITransferer, IMetadataProvider, IInheritable,
@@ -92,6 +95,9 @@ class Kubernetes(Watching, Plugin):
         self._fast: tuple[dict[str, list[bytes]], dict[str, list[bytes]]] = (
             {}, {})
         self._fast_version = -1
+        #: (name as asked, qtype, qclass) -> the general path's outcome
+        #: (see serve), for the store's version _fast_version
+        self._answers: dict[tuple[str, int, int], tuple] = {}
         self._held = None           # Deferreds of queries waiting for sync
         self.autopath_search = []   # the host's search list (autopath)
         self._search = {}           # (namespace, zone) -> search path
@@ -279,7 +285,12 @@ class Kubernetes(Watching, Plugin):
                                     plugin="kubernetes")
             else:
                 self._fast = ({}, {})
+                self._answers = {}
                 self._fast_version = store.version
+        elif store.version != self._fast_version:
+            self._fast = ({}, {})
+            self._answers = {}
+            self._fast_version = store.version
         qname = req.qname
         zone = match(self.zones, qname)
         if zone is None:
@@ -312,6 +323,17 @@ class Kubernetes(Watching, Plugin):
                     return Response(0, [w.RR(name, qtype, ttl, rd)
                                         for rd in rds], aa=True,
                                     plugin=self.name)
+        # The general path's outcome for this name as written and type,
+        # kept until the store changes: the records' parts, made into new
+        # records for each answer (outer plugins may change them).  The
+        # apex and ns.dns answer with this server's own addresses: not
+        # kept.
+        key = (name, qtype, req.qclass)
+        keep = base and not base.startswith("ns.dns")
+        if keep:
+            kept = self._answers.get(key)
+            if kept is not None:
+                return self._finish(_unpack(kept), req, zone, zcase)
         try:
             out = self._answer(req, qtype, zone, zcase, base)
         except Exception as e:
@@ -319,6 +341,11 @@ class Kubernetes(Watching, Plugin):
             return Response(w.SERVFAIL, plugin=self.name)
         if is_deferred(out):
             return out.addCallback(self._finish, req, zone, zcase)
+        if keep:
+            answers = self._answers
+            if len(answers) >= ANSWERS_KEPT:
+                answers.clear()
+            answers[key] = _pack(out)
         return self._finish(out, req, zone, zcase)
 
     def _addresses(self, svc, qtype):
@@ -788,6 +815,25 @@ def _host_search():
 
 def _join(label, zone):
     return label + "." if zone == "." else label + "." + zone
+
+
+def _pack(out):
+    """An outcome of the general path, (rcode, answer, extra, tc), with
+    its records as tuples of their parts."""
+    rcode, answer, extra, tc = out
+    return (rcode,
+            tuple((r.name, r.rtype, r.ttl, r.rdata, r.rclass)
+                  for r in answer),
+            tuple((r.name, r.rtype, r.ttl, r.rdata, r.rclass)
+                  for r in extra), tc)
+
+
+def _unpack(kept):
+    """The outcome _pack kept, with new records."""
+    rcode, answer, extra, tc = kept
+    RR = w.RR
+    return (rcode, [RR(n, t, ttl, rd, c) for n, t, ttl, rd, c in answer],
+            [RR(n, t, ttl, rd, c) for n, t, ttl, rd, c in extra], tc)
 
 
 def _after_cname(out, cname):

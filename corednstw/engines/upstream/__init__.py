@@ -24,8 +24,9 @@ Modules:
     health checks, the loop plugin's probes, tests.
 ``replies``
     checks on an upstream's reply (``matches``: the question is the
-    query's) and the TC-only cut of a reply too big for the client
-    (``truncated``).
+    query's), the TC-only cut of a reply too big for the client
+    (``truncated``), and ``relay``: the plain reply checked and made the
+    client's answer in one walk.
 ``addresses``
     the TO addresses of forward and grpc (``split_host_port``, ``is_ip``,
     the nameservers of a resolv.conf named in their place) and the
@@ -91,6 +92,7 @@ from corednstw.engines.upstream.ids import IDs, new_id
 from corednstw.engines.upstream.replies import (
                                                matches,
                                                readable,
+                                               relay,
                                                truncated,
 )
 
@@ -101,5 +103,5 @@ __all__ = [
     "IDs", "MAX_DIAL", "MIN_DIAL", "Upstream", "REQUEST_DURATION",
     "StreamConn", "StreamFactory", "UDPConn", "UDPQuery",
     "UpstreamError", "error_text", "exchange", "hostport",
-    "local_end", "matches", "new_id", "readable", "truncated",
+    "local_end", "matches", "new_id", "readable", "relay", "truncated",
 ]

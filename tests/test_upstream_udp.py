@@ -19,6 +19,7 @@ import dns.rrset
 from twisted.internet import defer, protocol, reactor, task
 from twisted.trial import unittest
 
+from corednstw.core import dnswire as w
 from corednstw.core.request import RawResponse, Request, encode
 from corednstw.engines.upstream import (
     UDPConn,
@@ -395,14 +396,19 @@ class RelayTest(unittest.TestCase):
         for q in _queries():
             for proto in ("udp", "tcp"):
                 req = _request(q.to_wire(), proto)
-                for data in _replies(q):
+                replies = _replies(q)
+                # The same written out (owners not compressed, as
+                # CoreDNS-like upstreams send what fits).
+                for data in replies[:6]:
+                    replies.append(w.expand_message(data))
+                for data in replies:
                     got = relay(req, data)
                     if got is None:
                         continue
                     taken += 1
                     self.assertEqual(got, _general(req, data),
                                      (q.to_text(), data))
-        self.assertGreater(taken, 100)
+        self.assertGreater(taken, 200)
 
     def test_plain_replies_taken(self):
         q = dns.message.make_query("WwW.ExAmple.ORG.", "A", use_edns=0,

@@ -30,8 +30,13 @@ _ID = struct.Struct("!H")
 _socket = _socketmod.socket
 _NONBLOCK = getattr(socket, "SOCK_NONBLOCK", 0)
 _DGRAM = socket.SOCK_DGRAM | _NONBLOCK
+_SETBLOCKING = not _NONBLOCK
 _epoll = getattr(select, "epoll", None)
 _IN = getattr(select, "EPOLLIN", 1)
+#: Where replies are read (then copied out at their size): one buffer
+#: for every query, so no 64 KiB buffer is allocated per reply.
+_BUF = bytearray(65535)
+_VIEW = memoryview(_BUF)
 
 def local_end(transport):
     """(host, port) of our end of a Twisted port or transport, or None."""
@@ -90,7 +95,7 @@ class UDPConn:
         q = UDPQuery(self, waiter)
         try:
             q.sock = sock = _socket(self.family, _DGRAM)
-            if not _DGRAM & _NONBLOCK:
+            if _SETBLOCKING:
                 sock.setblocking(False)
             if self.source is not None:
                 sock.bind(self.source)
@@ -263,14 +268,15 @@ class UDPQuery:
         sock = self.sock
         while sock is not None:
             try:
-                data = sock.recv(65535)
+                n = sock.recv_into(_BUF)
             except BlockingIOError:
                 return
             except ConnectionRefusedError:
                 return self.owner.refused()
             except OSError as e:
                 return self.fail(UpstreamError(str(e)))
-            if len(data) >= 12 and (data[0] << 8 | data[1]) == self.msgid:
+            if n >= 12 and (_BUF[0] << 8 | _BUF[1]) == self.msgid:
+                data = _VIEW[:n].tobytes()
                 if self.owner.done(self):
                     try:
                         self.waiter.reply(data, self)

@@ -85,11 +85,17 @@ def relay(req, data):
         return None
     qend = req.qend
     qdata = req.data
+    qwire = req.qwire
     nend = qend - 4             # past the question's name
-    if data[12:nend].lower() != req.qwire.lower() or \
-            data[nend:nend + 2] != qdata[nend:nend + 2]:
+    if data.startswith(qwire, 12):
+        owner0 = qwire          # what a pointer to the question expands to
+    else:
+        owner0 = data[12:nend]
+        if owner0.lower() != qwire.lower():
+            return None
+    if data[nend:nend + 2] != qdata[nend:nend + 2]:
         return None
-    owner0 = data[12:nend]      # what a pointer to the question expands to
+    olen = len(owner0)
     off = qend
     length = len(data)
     if off > length:
@@ -105,10 +111,14 @@ def relay(req, data):
     opt = edns is None
     try:
         for i in range(first_ar + ar):
-            if off + 2 <= length and data[off] == 0xC0 and \
-                    data[off + 1] == 12:
+            # The owner: most often the question's name, by a pointer or
+            # written out.
+            if data[off] == 0xC0 and data[off + 1] == 12:
                 owner = owner0
                 off += 2
+            elif data.startswith(owner0, off):
+                owner = owner0
+                off += olen
             else:
                 w.skip_name(data, off, off)     # pointers point back
                 owner, off = expand_name(data, off)

@@ -5,10 +5,11 @@ Modules:
 
 ``ids``
     random message IDs, drawn from the OS in batches (``new_id``).
-``transport``
+``conn``
     the connections to one upstream: ``UDPConn`` (a connected socket of
-    its own per query, ``UDPQuery``, so a fresh source port; one timer
-    for all of an upstream's queries) and
+    its own per query, ``UDPQuery``, so a fresh source port; the sockets
+    watched by one epoll set of the upstream's, itself one reader of the
+    reactor; one timer for all of an upstream's queries) and
     ``StreamConn`` (TCP or TLS, one query at a time, pooled).
 ``https``
     ``DoHClient``, the HTTP side of an ``https://`` upstream: twisted.web's

@@ -37,6 +37,12 @@ _IN = getattr(select, "EPOLLIN", 1)
 #: for every query, so no 64 KiB buffer is allocated per reply.
 _BUF = bytearray(65535)
 _VIEW = memoryview(_BUF)
+#: Forks this process is from its first (bumped in each forked child):
+#: an epoll set copied by a fork is still the parent's.
+_FORKS = [0]
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(
+        after_in_child=lambda: _FORKS.__setitem__(0, _FORKS[0] + 1))
 
 def local_end(transport):
     """(host, port) of our end of a Twisted port or transport, or None."""
@@ -85,6 +91,7 @@ class UDPConn:
         self.reaper = None
         self.epoll = self.use_epoll and _epoll is not None
         self.poller = None       # our epoll set (self.epoll), once opened
+        self.forks = 0           # _FORKS when it was opened
         self.byfd = {}           # its sockets: fd -> UDPQuery
         host = proxy.host
         self.family = socket.AF_INET6 if ":" in host else socket.AF_INET
@@ -92,6 +99,9 @@ class UDPConn:
         self.source = (proxy.source, 0) if proxy.source else None
 
     def query(self, wire, timeout, waiter, now):
+        if self.epoll and (self.poller is None
+                           or self.forks != _FORKS[0]):
+            self._watch()
         q = UDPQuery(self, waiter)
         try:
             q.sock = sock = _socket(self.family, _DGRAM)
@@ -108,11 +118,8 @@ class UDPConn:
             return waiter.fail(UpstreamError(str(e)), q)
         self.pending[q] = now + timeout
         if self.epoll:
-            poller = self.poller
-            if poller is None:
-                poller = self._watch()
             fd = sock.fileno()
-            poller.register(fd, _IN)
+            self.poller.register(fd, _IN)
             self.byfd[fd] = q
         else:
             self.proxy.reactor.addReader(q)
@@ -150,9 +157,22 @@ class UDPConn:
     # -- our epoll set, one reader of the reactor ----------------------------
 
     def _watch(self):
+        old = self.poller
+        if old is not None:
+            # A forked child's copies of its parent's set, sockets and
+            # timer (a multisocket worker's reactor starts afresh): the
+            # parent's queries are not ours, close our copies only.
+            for q in self.byfd.values():
+                if q.sock is not None:
+                    q.sock.close()
+                    q.sock = None
+            self.byfd = {}
+            self.pending = {}
+            self.timer = None
+            old.close()
         self.poller = _epoll()
+        self.forks = _FORKS[0]
         self.proxy.reactor.addReader(self)
-        return self.poller
 
     def fileno(self):
         return self.poller.fileno() if self.poller is not None else -1

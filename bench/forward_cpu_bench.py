@@ -2,7 +2,7 @@
 """CPU time per forwarded query, by upstream transport, in one run.
 
     .venv/bin/python bench/forward_cpu_bench.py [--queries 5000]
-        [--inflight 20] [--rounds 3]
+        [--inflight 20] [--rounds 3] [--only udp]
 
 One upstream process (corednstw serving a zone with ``file`` over plain
 DNS, DNS over TLS and DNS over HTTPS, pinned to the last core when
@@ -174,11 +174,14 @@ def main(_reactor, args):
         qs = wires()
         results = {}
         configs = corefiles(port, tls_port, https_port, ca)
+        if args.only:
+            want = args.only.split(",")
+            configs = [c for c in configs if c[0] in want]
         for i, (name, to) in enumerate(configs):
             results[name] = yield measure(os.path.join(tmp, str(i)), name,
                                           to, qs, args)
-        base = results["udp"]
-        for name, us in results.items():
+        base = results.get("udp")
+        for name, us in results.items() if base else ():
             print("%-16s %5.2f× the UDP cost" % (name, us / base))
     finally:
         if up is not None:
@@ -192,4 +195,7 @@ if __name__ == "__main__":
     ap.add_argument("--queries", type=int, default=5000)
     ap.add_argument("--inflight", type=int, default=20)
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--only", default="",
+                    help="comma-separated transports to measure (udp, "
+                    "'tcp (force_tcp)', DoT, 'DoH POST', 'DoH GET')")
     task.react(main, (ap.parse_args(),))

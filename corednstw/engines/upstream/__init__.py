@@ -5,10 +5,11 @@ Modules:
 
 ``ids``
     random message IDs, drawn from the OS in batches (``new_id``).
-``transport``
+``conn``
     the connections to one upstream: ``UDPConn`` (a connected socket of
-    its own per query, ``UDPQuery``, so a fresh source port; one timer
-    for all of an upstream's queries) and
+    its own per query, ``UDPQuery``, so a fresh source port; the sockets
+    watched by one epoll set of the upstream's, itself one reader of the
+    reactor; one timer for all of an upstream's queries) and
     ``StreamConn`` (TCP or TLS, one query at a time, pooled).
 ``https``
     ``DoHClient``, the HTTP side of an ``https://`` upstream: twisted.web's
@@ -24,8 +25,9 @@ Modules:
     health checks, the loop plugin's probes, tests.
 ``replies``
     checks on an upstream's reply (``matches``: the question is the
-    query's) and the TC-only cut of a reply too big for the client
-    (``truncated``).
+    query's), the TC-only cut of a reply too big for the client
+    (``truncated``), and ``relay``: the plain reply checked and made the
+    client's answer in one walk.
 ``addresses``
     the TO addresses of forward and grpc (``split_host_port``, ``is_ip``,
     the nameservers of a resolv.conf named in their place) and the
@@ -91,6 +93,7 @@ from corednstw.engines.upstream.ids import IDs, new_id
 from corednstw.engines.upstream.replies import (
                                                matches,
                                                readable,
+                                               relay,
                                                truncated,
 )
 
@@ -101,5 +104,5 @@ __all__ = [
     "IDs", "MAX_DIAL", "MIN_DIAL", "Upstream", "REQUEST_DURATION",
     "StreamConn", "StreamFactory", "UDPConn", "UDPQuery",
     "UpstreamError", "error_text", "exchange", "hostport",
-    "local_end", "matches", "new_id", "readable", "truncated",
+    "local_end", "matches", "new_id", "readable", "relay", "truncated",
 ]

@@ -9,18 +9,40 @@ takes stream connections back into its pool (``yield_conn``,
 ``forget_conn``).
 """
 
+import _socket as _socketmod
 import errno
 import os
+import select
 import socket
 import struct
 
 from twisted.internet import defer, protocol
 from twisted.protocols.basic import Int16StringReceiver
+from twisted.python import log
 
 from corednstw.engines.upstream.errors import CachedClosed, UpstreamError
 from corednstw.engines.upstream.ids import new_id
 
 _ID = struct.Struct("!H")
+#: The query sockets: ``_socket.socket`` itself (what the queries use of
+#: a socket is all there; socket.socket's Python layer costs a little on
+#: every query), created non-blocking where the flag exists.
+_socket = _socketmod.socket
+_NONBLOCK = getattr(socket, "SOCK_NONBLOCK", 0)
+_DGRAM = socket.SOCK_DGRAM | _NONBLOCK
+_SETBLOCKING = not _NONBLOCK
+_epoll = getattr(select, "epoll", None)
+_IN = getattr(select, "EPOLLIN", 1)
+#: Where replies are read (then copied out at their size): one buffer
+#: for every query, so no 64 KiB buffer is allocated per reply.
+_BUF = bytearray(65535)
+_VIEW = memoryview(_BUF)
+#: Forks this process is from its first (bumped in each forked child):
+#: an epoll set copied by a fork is still the parent's.
+_FORKS = [0]
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(
+        after_in_child=lambda: _FORKS.__setitem__(0, _FORKS[0] + 1))
 
 def local_end(transport):
     """(host, port) of our end of a Twisted port or transport, or None."""
@@ -41,13 +63,24 @@ class UDPConn:
     well as the message ID (16 + about 15 bits), where one socket kept
     for every query would leave the ID alone to guess.  A reply with
     another ID is ignored (the query waits on), as is a datagram from
-    elsewhere (the socket is connected).
+    elsewhere (the socket is connected: the kernel drops it).
+
+    The sockets are plain non-blocking sockets.  Where the platform has
+    epoll they are watched by an epoll set of the connection's own, and
+    the reactor watches that one descriptor (``doRead`` reads every
+    socket that is ready): adding a socket is one ``epoll_ctl``, closing
+    it removes it, and the reactor's bookkeeping and dispatch are paid
+    once per wake-up instead of once per query.  Elsewhere (or with
+    ``use_epoll`` false) each socket is a reader of the reactor's own.
 
     Every query has the same read timeout, so the pending map (insertion
     ordered) is also ordered by deadline: one timer, armed for the
     oldest query, replaces a timer per query."""
 
     proto = "udp"
+    #: Watch the sockets through an epoll set of our own (class-wide
+    #: switch; tests turn it off to run the per-socket reader path).
+    use_epoll = _epoll is not None
 
     def __init__(self, proxy, created):
         self.proxy = proxy
@@ -56,27 +89,48 @@ class UDPConn:
         self.timer = None
         self.spent = []          # sockets to close on the next turn
         self.reaper = None
+        self.epoll = self.use_epoll and _epoll is not None
+        self.poller = None       # our epoll set (self.epoll), once opened
+        self.forks = 0           # _FORKS when it was opened
+        self.byfd = {}           # its sockets: fd -> UDPQuery
         host = proxy.host
         self.family = socket.AF_INET6 if ":" in host else socket.AF_INET
         self.peer = (host, proxy.port)
+        self.source = (proxy.source, 0) if proxy.source else None
 
     def query(self, wire, timeout, waiter, now):
+        if self.epoll and (self.poller is None
+                           or self.forks != _FORKS[0]):
+            self._watch()
         q = UDPQuery(self, waiter)
         try:
-            q.open(self.family, self.proxy.source, self.peer)
-            q.sock.send(_ID.pack(q.msgid) + wire[2:])
+            q.sock = sock = _socket(self.family, _DGRAM)
+            if _SETBLOCKING:
+                sock.setblocking(False)
+            if self.source is not None:
+                sock.bind(self.source)
+            sock.connect(self.peer)
+            sock.send(_ID.pack(q.msgid) + wire[2:])
         except OSError as e:
-            q.close()
+            if q.sock is not None:
+                q.sock.close()
+                q.sock = None
             return waiter.fail(UpstreamError(str(e)), q)
         self.pending[q] = now + timeout
-        self.proxy.reactor.addReader(q)
+        if self.epoll:
+            fd = sock.fileno()
+            self.poller.register(fd, _IN)
+            self.byfd[fd] = q
+        else:
+            self.proxy.reactor.addReader(q)
         if self.timer is None:
             self.timer = self.proxy.reactor.callLater(timeout, self._expire)
 
     def done(self, q):
         """``q`` is answered or failed: no longer waited for."""
         if self.pending.pop(q, None) is not None:
-            self.proxy.reactor.removeReader(q)
+            if not self.epoll:
+                self.proxy.reactor.removeReader(q)
             return True
         return False
 
@@ -99,6 +153,66 @@ class UDPConn:
             first = next(iter(pending.values()))
             self.timer = reactor.callLater(max(first - reactor.seconds(), 0),
                                            self._expire)
+
+    # -- our epoll set, one reader of the reactor ----------------------------
+
+    def _watch(self):
+        old = self.poller
+        if old is not None:
+            # A forked child's copies of its parent's set, sockets and
+            # timer (a multisocket worker's reactor starts afresh): the
+            # parent's queries are not ours, close our copies only.
+            for q in self.byfd.values():
+                if q.sock is not None:
+                    q.sock.close()
+                    q.sock = None
+            self.byfd = {}
+            self.pending = {}
+            self.timer = None
+            old.close()
+        self.poller = _epoll()
+        self.forks = _FORKS[0]
+        self.proxy.reactor.addReader(self)
+
+    def fileno(self):
+        return self.poller.fileno() if self.poller is not None else -1
+
+    def logPrefix(self):
+        return "UDPConn"
+
+    def doRead(self):
+        poller = self.poller
+        if poller is None:
+            return
+        byfd = self.byfd
+        # Every ready query first: reading one may close sockets and open
+        # others (a retry) that reuse a descriptor number of this list.
+        ready = [byfd.get(fd) for fd, _ev in poller.poll(0)]
+        for q in ready:
+            if q is not None and q.sock is not None:
+                try:
+                    q.doRead()
+                except Exception:
+                    # One query's waiter failing must not stop the others
+                    # (the reactor would drop this whole reader).
+                    log.err(None, "UDP reply to %s" % (self.peer,))
+
+    def connectionLost(self, reason):
+        # Our epoll descriptor failed (it does not, short of a bug):
+        # whatever waits on it fails now rather than at its timeout.
+        self.close()
+
+    def forget(self, q, sock):
+        """``q`` is done with ``sock``: close it (now when our epoll set
+        watches it, closing takes it out of the set; else on the
+        reactor's next turn, see ``retire``)."""
+        if self.epoll:
+            fd = sock.fileno()
+            if self.byfd.get(fd) is q:
+                del self.byfd[fd]
+            sock.close()
+        else:
+            self.retire(sock)
 
     def retire(self, sock):
         """Close ``sock`` on the reactor's next turn, not now: the events
@@ -128,14 +242,20 @@ class UDPConn:
             self.timer = None
         for q in list(self.pending):
             q.fail(UpstreamError("transport stopped"))
+        poller, self.poller = self.poller, None
+        if poller is not None:
+            self.proxy.reactor.removeReader(self)
+            for q in list(self.byfd.values()):
+                q.close()
+            poller.close()
         if self.reaper is not None:
             self.reaper.cancel()
             self._reap()
 
 
 class UDPQuery:
-    """One query's connected UDP socket, read by the reactor until the
-    reply with the query's ID comes (the conn handed to the waiter)."""
+    """One query's connected UDP socket, read until the reply with the
+    query's ID comes (the conn handed to the waiter)."""
 
     __slots__ = ("owner", "waiter", "sock", "msgid", "_local")
     proto = "udp"
@@ -147,13 +267,6 @@ class UDPQuery:
         self.msgid = new_id()
         self._local = None
 
-    def open(self, family, source, peer):
-        self.sock = s = socket.socket(family, socket.SOCK_DGRAM)
-        s.setblocking(False)
-        if source:
-            s.bind((source, 0))
-        s.connect(peer)
-
     def local(self):
         """Our (host, port) on this socket (CoreDNS's LocalAddr)."""
         if self._local is None and self.sock is not None:
@@ -163,7 +276,8 @@ class UDPQuery:
                 pass
         return self._local
 
-    # The reactor's IReadDescriptor.
+    # The reactor's IReadDescriptor (when not watched by the owner's
+    # epoll set).
     def fileno(self):
         return self.sock.fileno() if self.sock is not None else -1
 
@@ -174,14 +288,15 @@ class UDPQuery:
         sock = self.sock
         while sock is not None:
             try:
-                data = sock.recv(65535)
+                n = sock.recv_into(_BUF)
             except BlockingIOError:
                 return
             except ConnectionRefusedError:
                 return self.owner.refused()
             except OSError as e:
                 return self.fail(UpstreamError(str(e)))
-            if len(data) >= 12 and (data[0] << 8 | data[1]) == self.msgid:
+            if n >= 12 and (_BUF[0] << 8 | _BUF[1]) == self.msgid:
+                data = _VIEW[:n].tobytes()
                 if self.owner.done(self):
                     try:
                         self.waiter.reply(data, self)
@@ -215,7 +330,7 @@ class UDPQuery:
     def close(self):
         sock, self.sock = self.sock, None
         if sock is not None:
-            self.owner.retire(sock)
+            self.owner.forget(self, sock)
 
 
 class StreamConn(Int16StringReceiver):

@@ -26,6 +26,7 @@ from corednstw.engines.upstream import (
     error_text,
     matches,
     readable,
+    relay,
     start_all,
     stop_all,
     truncated,
@@ -241,16 +242,20 @@ class _Query:
         f = self.f
         req = self.req
         proxy = self.proxy
-        if not readable(data):
-            if conn is None or conn.proto != "udp":
-                return self.fail(UpstreamError("malformed reply"), conn)
-            data = truncated(data)
-        elif (len(data) > req.size and conn is not None
-              and conn.proto == "udp"):
-            # Bigger than the client's buffer, which is CoreDNS's read
-            # buffer: it keeps the header and question, sets TC and drops
-            # the records (the client retries over TCP).
-            data = truncated(data)
+        # The plain reply (the question asked, every record whole, fits
+        # the client): checked and made the client's in one walk.
+        wire = relay(req, data) if len(data) <= req.size else None
+        if wire is None:
+            if not readable(data):
+                if conn is None or conn.proto != "udp":
+                    return self.fail(UpstreamError("malformed reply"), conn)
+                data = truncated(data)
+            elif (len(data) > req.size and conn is not None
+                  and conn.proto == "udp"):
+                # Bigger than the client's buffer, which is CoreDNS's read
+                # buffer: it keeps the header and question, sets TC and
+                # drops the records (the client retries over TCP).
+                data = truncated(data)
         rcode = data[3] & 0xF
         REQUEST_DURATION.observe(proxy.duration_labels(rcode),
                                  f.clock() - self.start)
@@ -261,7 +266,7 @@ class _Query:
             return self._send()
         if f.taps:
             self._tap(conn, data)
-        if not matches(req, data):
+        if wire is None and not matches(req, data):
             return self._finish(Response(w.FORMERR, plugin="forward"))
         if rcode in f.failover_rcodes:
             self.failovers += 1
@@ -273,7 +278,11 @@ class _Query:
                     f.next_on_nodata and rcode == w.NOERROR
                     and data[6:8] == b"\x00\x00"):
                 return self._finish_next(nxt)
-        self._finish(RawResponse.prebuilt(data, "forward"))
+        r = RawResponse.prebuilt(data, "forward")
+        # The client's bytes when already made (a plugin changing the
+        # answer on its way out drops them, as for any encoded answer).
+        r.wire = wire
+        self._finish(r)
 
     def _tap(self, conn, data):
         """FORWARDER_QUERY (and FORWARDER_RESPONSE when a reply came) to

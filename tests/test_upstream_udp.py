@@ -90,8 +90,8 @@ def open_fds():
     return n
 
 
-class EpollUDPTest(unittest.TestCase):
-    """With the engine's own epoll set (where the platform has one)."""
+class _UDPCases:
+    """The cases both modes run (a mixin, so trial does not collect it)."""
 
     use_epoll = True
 
@@ -233,32 +233,6 @@ class EpollUDPTest(unittest.TestCase):
         self.assertLessEqual(open_fds(), before + 1)   # our epoll set
 
     @defer.inlineCallbacks
-    def test_after_fork_a_set_of_its_own(self):
-        """In a forked child (a multisocket worker) the epoll set copied
-        from the parent is let go: the next query opens one of its own."""
-        if not self.use_epoll:
-            raise unittest.SkipTest("epoll only")
-        from corednstw.engines.upstream import conn as connmod
-        self.server.answer = lambda data, addr, i: None
-        self.ask("parent.example.")
-        udp = self.up.udp
-        inherited = udp.poller
-        saved = connmod._FORKS[0]
-        self.addCleanup(connmod._FORKS.__setitem__, 0, saved)
-        connmod._FORKS[0] = saved + 1       # as in a forked child
-        self.server.answer = self.server.echo
-        # The parent's pending query goes with the set (its client is
-        # the parent's); the new one is answered.  (A worker's reactor
-        # starts with no reader or timer of the parent's.)
-        reactor.removeReader(udp)
-        udp.timer.cancel()
-        kind, _data = yield self.ask("child.example.").d
-        self.assertEqual(kind, "reply")
-        self.assertIsNot(udp.poller, inherited)
-        self.assertTrue(inherited.closed)
-        self.assertEqual(udp.pending, {})
-
-    @defer.inlineCallbacks
     def test_refused_fails_fast(self):
         pn = util.free_port()
         up = Upstream("127.0.0.1:%d" % pn, "127.0.0.1", pn)
@@ -303,8 +277,37 @@ class EpollUDPTest(unittest.TestCase):
             self.flushLoggedErrors(RuntimeError)
 
 
-class ReaderUDPTest(EpollUDPTest):
-    """With one reactor reader per socket (platforms without epoll)."""
+class EpollUDPTest(_UDPCases, unittest.TestCase):
+    """With the engine's own epoll set (where the platform has one)."""
+
+    @defer.inlineCallbacks
+    def test_after_fork_a_set_of_its_own(self):
+        """In a forked child (a multisocket worker) the epoll set copied
+        from the parent is let go: the next query opens one of its own."""
+        from corednstw.engines.upstream import conn as connmod
+        self.server.answer = lambda data, addr, i: None
+        self.ask("parent.example.")
+        udp = self.up.udp
+        inherited = udp.poller
+        saved = connmod._FORKS[0]
+        self.addCleanup(connmod._FORKS.__setitem__, 0, saved)
+        connmod._FORKS[0] = saved + 1       # as in a forked child
+        self.server.answer = self.server.echo
+        # The parent's pending query goes with the set (its client is
+        # the parent's); the new one is answered.  (A worker's reactor
+        # starts with no reader or timer of the parent's.)
+        reactor.removeReader(udp)
+        udp.timer.cancel()
+        kind, _data = yield self.ask("child.example.").d
+        self.assertEqual(kind, "reply")
+        self.assertIsNot(udp.poller, inherited)
+        self.assertTrue(inherited.closed)
+        self.assertEqual(udp.pending, {})
+
+
+class ReaderUDPTest(_UDPCases, unittest.TestCase):
+    """With one reactor reader per socket (platforms without epoll, which
+    therefore have no set to copy into a forked child)."""
 
     use_epoll = False
 

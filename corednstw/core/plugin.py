@@ -144,8 +144,8 @@ class Plugin:
                 additional: Optional[list[w.RR]] = None,
                 aa: bool = True) -> Response:
         """A Response written by this plugin."""
-        return Response(rcode, answer, authority, additional, aa=aa,
-                        plugin=self.name)
+        return Response(rcode, answer, authority, additional, aa,
+                        self.name)
 
     def __repr__(self) -> str:
         return "<%s %s>" % (type(self).__name__, " ".join(self.zones))

@@ -33,6 +33,10 @@ _SEND_DROP = frozenset((errno.EAGAIN, errno.EWOULDBLOCK, errno.ENOBUFS,
 #: Header bits miekg's reject reply keeps from the query (AA and Z cleared).
 _KEPT = w.TC | w.RD | w.RA | w.AD | w.CD
 
+_CLASS_IN = w.CLASS_IN
+_DS = w.DS
+_UNKNOWN = object()
+
 
 def header_only(req, rcode, opcode, question=b""):
     """miekg's reject reply: the query's own header with QR, the rcode and
@@ -74,12 +78,20 @@ class Mux:
     address, in Corefile order (several when bind/view filters differ).
     """
 
+    #: Routes remembered by query name (see ``_remember``).
+    ROUTES_KEPT = 4096
+
     def __init__(self, server, label, zones, chaos=False):
         self.server = server
         self.label = label
         self.zones = zones
         self.chaos = chaos
         self.inflight = 0
+        #: query name -> route (not DS), None where a block filters
+        self._routes = None
+        if not any(block.filters for entries in zones.values()
+                   for _, block in entries):
+            self._routes = {}
 
     # -- routing --------------------------------------------------------------
 
@@ -140,12 +152,13 @@ class Mux:
         if depth:
             req.depth = depth
         qd, an, ns, ar = req.parse_header()
-        if req.flags & w.QR:
-            return False
-        op = req.opcode
-        if op != w.OPCODE_QUERY and op != w.OPCODE_NOTIFY:
-            send(header_only(req, w.NOTIMP, op))
-            return
+        if req.flags & 0xF800:      # QR, or an opcode other than QUERY
+            if req.flags & w.QR:
+                return False
+            op = req.opcode
+            if op != w.OPCODE_NOTIFY:
+                send(header_only(req, w.NOTIMP, op))
+                return
         if qd != 1 or an > 1 or ns > 1 or ar > 2:
             send(header_only(req, w.FORMERR, 0))
             return
@@ -160,13 +173,20 @@ class Mux:
         except w.FormatError:
             send(header_only(req, w.FORMERR, 0))
             return
-        if req.qclass != w.CLASS_IN and not self.chaos:
+        if req.qclass != _CLASS_IN and not self.chaos:
             self._drop(req, w.REFUSED, send)
             return
-        if req.edns is not None and req.edns.ttl & 0xFF0000:
+        edns = req.edns
+        if edns is not None and edns.ttl & 0xFF0000:
             send(badvers(req))
             return
-        entry = self.route(req)
+        routes = self._routes
+        if routes is not None and req.qtype != _DS:
+            entry = routes.get(req.qname, _UNKNOWN)
+            if entry is _UNKNOWN:
+                entry = self._remember(req)
+        else:
+            entry = self.route(req)
         if entry is None:
             self._drop(req, w.REFUSED, send)
             return
@@ -176,16 +196,25 @@ class Mux:
         req.start = self.server.clock()
         self.inflight += 1
         try:
-            result = block.chain.serve(req)
+            resp = block.chain.serve(req)
         except Exception:
             self.inflight -= 1
             self._panic(req, send)
             return
-        if is_deferred(result):
-            return result.addCallbacks(self._deliver, self._failed,
-                                       callbackArgs=(req, send),
-                                       errbackArgs=(req, send))
-        self._deliver(result, req, send)
+        if not isinstance(resp, Response) and is_deferred(resp):
+            return resp.addCallbacks(self._deliver, self._failed,
+                                     callbackArgs=(req, send),
+                                     errbackArgs=(req, send))
+        self._deliver(resp, req, send)
+
+    def _remember(self, req):
+        """``route`` for a query that is not DS, remembered by name (only
+        where no block filters its queries: then the name decides)."""
+        routes = self._routes
+        if len(routes) >= self.ROUTES_KEPT:
+            routes.clear()
+        entry = routes[req.qname] = self.route(req)
+        return entry
 
     def _deliver(self, resp, req, send):
         self.inflight -= 1

@@ -16,7 +16,7 @@ lookups on every query.
 from __future__ import annotations
 
 import struct
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any, Optional, TypeVar
 
 from corednstw.core import dnswire as w
 
@@ -345,10 +345,20 @@ NAMES_KEPT = 4096
 def _names(qwire: bytes) -> tuple[str, str]:
     """The texts of a question name, remembered in _NAMES."""
     name = _wire_text(qwire)
-    if len(_NAMES) >= NAMES_KEPT:
-        _NAMES.clear()
-    names = _NAMES[qwire] = (name, name.lower())
-    return names
+    return remember(_NAMES, qwire, (name, name.lower()), NAMES_KEPT)
+
+
+_V = TypeVar("_V")
+
+
+def remember(table: dict[Any, _V], key: Any, value: _V, limit: int) -> _V:
+    """Store ``value`` under ``key`` in ``table``, one of the bounded
+    tables of what the query path works out once per name, address or
+    answer (emptied when it holds ``limit`` entries), and return it."""
+    if len(table) >= limit:
+        table.clear()
+    table[key] = value
+    return value
 
 
 _PLAIN_BYTES = bytes(range(33, 127)).translate(None, b'.\\;()"@')

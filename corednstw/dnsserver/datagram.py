@@ -12,6 +12,7 @@ from twisted.python import log
 
 from corednstw.core import dnswire as w
 from corednstw.core import logger
+from corednstw.core.request import remember
 from corednstw.dnsserver import udpbatch
 
 _HDR = struct.Struct("!HHHHHH")
@@ -161,11 +162,9 @@ class DNSDatagramProtocol(protocol.DatagramProtocol):
         if info is None:
             return None
         host, port, addr = info
-        peers = self._peers
-        if len(peers) >= self.PEERS:
-            peers.clear()
-        p = peers[raw] = (host, port, partial(self._reply, raw, addr))
-        return p
+        return remember(self._peers, raw,
+                        (host, port, partial(self._reply, raw, addr)),
+                        self.PEERS)
 
     def _reply(self, raw, addr, wire):
         """An answer: staged while its batch is being read, else sent."""

@@ -19,7 +19,7 @@ from corednstw.core import dnswire as w
 from corednstw.core import logger, metrics
 from corednstw.core.names import label_end
 from corednstw.core.plugin import END, is_deferred
-from corednstw.core.request import RecordError, Request, Response
+from corednstw.core.request import RecordError, Request, Response, remember
 
 _HDR = struct.Struct("!HHHHHH")
 
@@ -210,11 +210,8 @@ class Mux:
     def _remember(self, req):
         """``route`` for a query that is not DS, remembered by name (only
         where no block filters its queries: then the name decides)."""
-        routes = self._routes
-        if len(routes) >= self.ROUTES_KEPT:
-            routes.clear()
-        entry = routes[req.qname] = self.route(req)
-        return entry
+        return remember(self._routes, req.qname, self.route(req),
+                        self.ROUTES_KEPT)
 
     def _deliver(self, resp, req, send):
         self.inflight -= 1

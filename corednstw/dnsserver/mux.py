@@ -19,7 +19,13 @@ from corednstw.core import dnswire as w
 from corednstw.core import logger, metrics
 from corednstw.core.names import label_end
 from corednstw.core.plugin import END, is_deferred
-from corednstw.core.request import RecordError, Request, Response, remember
+from corednstw.core.request import (
+    RecordError,
+    Request,
+    Response,
+    encode,
+    remember,
+)
 
 _HDR = struct.Struct("!HHHHHH")
 
@@ -151,9 +157,13 @@ class Mux:
         req = Request(data, client, port, proto, local, self.label)
         if depth:
             req.depth = depth
-        qd, an, ns, ar = req.parse_header()
-        if req.flags & 0xF800:      # QR, or an opcode other than QUERY
-            if req.flags & w.QR:
+        # Request.parse_header written out: one call less.
+        req.id, flags, qd, an, ns, ar = _HDR.unpack_from(data)
+        req.flags = flags
+        req.opcode = (flags >> 11) & 0xF
+        req.arcount = ar
+        if flags & 0xF800:      # QR, or an opcode other than QUERY
+            if flags & w.QR:
                 return False
             op = req.opcode
             if op != w.OPCODE_NOTIFY:
@@ -220,7 +230,10 @@ class Mux:
         try:
             wire = resp.wire
             if wire is None:
-                wire = resp.finish(req)
+                if type(resp) is Response:  # its finish, one call less
+                    wire = resp.wire = encode(req, resp)
+                else:
+                    wire = resp.finish(req)
         except Exception:
             self._panic(req, send)
             return

@@ -753,6 +753,8 @@ def too_big(req: Request, size: int) -> bool:
     """Whether an uncompressed answer of ``size`` bytes must be compressed
     (and maybe truncated) for ``req``: past the client's size, or a UDP
     answer past the fragmentation limit (CoreDNS's Scrub)."""
+    if size <= _MIN_UDP_SIZE:
+        return False        # within every limit: no need to read them
     return size > req.size or (req.proto == "udp"
                                and size > _FRAGMENT[req.family])
 

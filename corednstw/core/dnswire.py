@@ -345,11 +345,14 @@ def ip_rdata(ip, _pton=socket.inet_pton, _af=socket.AF_INET):
     return str(a), AAAA, a.packed
 
 
+_HHH_ROOT = struct.Struct("!HHHx")      # SRV rdata whose target is the root
+
+
 def srv_rdata(priority, weight, port, target):
     """SRV rdata; ``target`` is a presentation name ("." for none, the
     usual case, skips the name cache)."""
     if target == ".":
-        return _HHH.pack(priority, weight, port) + b"\x00"
+        return _HHH_ROOT.pack(priority, weight, port)
     return _HHH.pack(priority, weight, port) + name_to_wire(target)
 
 

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal, Optional, Union
 from twisted.internet import defer
 
 from corednstw.core import dnswire as w
-from corednstw.core.request import Request, Response
+from corednstw.core.request import Request, Response, response
 
 if TYPE_CHECKING:
     from typing_extensions import TypeIs
@@ -144,8 +144,8 @@ class Plugin:
                 additional: Optional[list[w.RR]] = None,
                 aa: bool = True) -> Response:
         """A Response written by this plugin."""
-        return Response(rcode, answer, authority, additional, aa=aa,
-                        plugin=self.name)
+        return response(rcode, answer, authority, additional,
+                        w.AA if aa else 0, self.name)
 
     def __repr__(self) -> str:
         return "<%s %s>" % (type(self).__name__, " ".join(self.zones))

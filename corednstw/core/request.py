@@ -16,7 +16,7 @@ lookups on every query.
 from __future__ import annotations
 
 import struct
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any, Optional, TypeVar
 
 from corednstw.core import dnswire as w
 
@@ -28,6 +28,8 @@ Address = tuple[Optional[str], int]
 
 _HEADER = struct.Struct("!HHHHHH")
 _QTAIL = struct.Struct("!HH")
+#: A question's type and class, then an OPT's type, size and TTL.
+_QOPT = struct.Struct("!HH3xHI")
 _H = struct.Struct("!H")
 _RRHEAD = struct.Struct("!HHIH")
 _QPTR = b"\xc0\x0c"
@@ -138,9 +140,34 @@ class Request:
         ``longest``: the longest name in octets (only a question made
         inside the server, by rewrite, may pass the wire's 255)."""
         data = self.data
-        end = 12
         ln = len(data)
-        # Fast path: an uncompressed question name (every sane client).
+        if not (an or ns) and ln - 16 <= longest:
+            # The usual query: the question alone, or the question and an
+            # OPT without options.  A name asked before is found in _NAMES
+            # by the bytes where it must stand; a valid uncompressed name
+            # there ends exactly there, so nothing needs walking.
+            if not ar:
+                names = _NAMES.get(data[12:ln - 4])
+                if names is not None:
+                    self.qwire = data[12:ln - 4]
+                    self.qtype, self.qclass = _QTAIL.unpack_from(data, ln - 4)
+                    self.qend = ln
+                    self.name, self.qname = names
+                    return
+            elif ar == 1 and ln > 27 and data[ln - 11] == 0 and \
+                    data[ln - 9] == 41 and data[ln - 10] == 0 and \
+                    data[ln - 1] == 0 and data[ln - 2] == 0:
+                names = _NAMES.get(data[12:ln - 15])
+                if names is not None:
+                    self.qwire = data[12:ln - 15]
+                    self.qtype, self.qclass, size, ttl = _QOPT.unpack_from(
+                        data, ln - 15)
+                    self.qend = ln - 11
+                    self.name, self.qname = names
+                    self.edns = w.EDNS(size, ttl, [])
+                    return
+        end = 12
+        # An uncompressed question name (every sane client), walked.
         while True:
             if end >= ln:
                 raise w.FormatError("question overruns message")
@@ -307,6 +334,9 @@ class Request:
         return r
 
 
+_new = object.__new__
+
+
 #: Question name bytes -> (text as sent, lower-cased text), for the
 #: names asked again and again (a cluster asks for the same few services
 #: all day): the text conversion was 6% of a query's time.  Bounded: it
@@ -318,10 +348,20 @@ NAMES_KEPT = 4096
 def _names(qwire: bytes) -> tuple[str, str]:
     """The texts of a question name, remembered in _NAMES."""
     name = _wire_text(qwire)
-    if len(_NAMES) >= NAMES_KEPT:
-        _NAMES.clear()
-    names = _NAMES[qwire] = (name, name.lower())
-    return names
+    return remember(_NAMES, qwire, (name, name.lower()), NAMES_KEPT)
+
+
+_V = TypeVar("_V")
+
+
+def remember(table: dict[Any, _V], key: Any, value: _V, limit: int) -> _V:
+    """Store ``value`` under ``key`` in ``table``, one of the bounded
+    tables of what the query path works out once per name, address or
+    answer (emptied when it holds ``limit`` entries), and return it."""
+    if len(table) >= limit:
+        table.clear()
+    table[key] = value
+    return value
 
 
 _PLAIN_BYTES = bytes(range(33, 127)).translate(None, b'.\\;()"@')
@@ -398,9 +438,12 @@ class Response:
                  additional: Optional[list[w.RR]] = None,
                  aa: bool = False, plugin: str = "", flags: int = 0,
                  ra: bool = False, tc: bool = False) -> None:
+        if aa:
+            flags |= _AA
+        if ra or tc:
+            flags |= (_RA if ra else 0) | (_TC if tc else 0)
         self.rcode = rcode
-        self.flags = flags | (w.AA if aa else 0) | (w.RA if ra else 0) | (
-            w.TC if tc else 0)
+        self.flags = flags
         self.answer = answer if answer is not None else []
         self.authority = authority if authority is not None else []
         self.additional = additional if additional is not None else []
@@ -503,6 +546,31 @@ class RawResponse(Response):
         return r
 
 
+def response(rcode: int, answer: Optional[list[w.RR]],
+             authority: Optional[list[w.RR]],
+             additional: Optional[list[w.RR]], flags: int,
+             plugin: str) -> Response:
+    """``Response(rcode, answer, authority, additional, flags=flags,
+    plugin=plugin)`` made without the class call, which costs as much as
+    the rest of the making (Plugin.respond's way, on every answer a
+    plugin builds)."""
+    r = _new(Response)
+    r.rcode = rcode
+    r.flags = flags
+    r.answer = answer if answer is not None else []
+    r.authority = authority if authority is not None else []
+    r.additional = additional if additional is not None else []
+    r.plugin = plugin
+    r.opt = None
+    r.wire = None
+    r.raw = None
+    r._error = None
+    return r
+
+
+_new = object.__new__
+
+
 class NoReply(Response):
     """An answer that is never sent: the client hears nothing (erratic's
     ``drop``).  Middleware sees a NOERROR response of size 0 written by no
@@ -525,54 +593,67 @@ def encode(req: Request, resp: Response) -> bytes:
     """
     if resp.raw is not None:
         return _encode_raw(req, resp)
-    data = req.data
-    qend = req.qend
-    # OPT to append: echo the query's, or keep the one the answer carries.
-    opt = b""
     rcode = resp.rcode
     edns = req.edns
-    if edns is not None:
-        # SizeAndDo: version 0, the flags' upper byte (DO and Z) kept from
-        # the answer's OPT (client's DO added) or from the client's.
-        opts: list[tuple[int, bytes]] | tuple[()] = ()
-        ttl = edns.ttl & 0xFF00
-        if resp.opt is not None:
-            opts = resp.opt.options
-            ttl = (resp.opt.ttl & 0xFF00) | (ttl & 0x8000)
-        elif edns.options and SUPPORTED_OPTIONS:
-            opts = [o for o in edns.options if o[0] in SUPPORTED_OPTIONS]
-        opt = w.opt_wire(edns.size, ttl | ((rcode >> 4) << 24), opts)
-    buf = bytearray(12)
-    buf += data[12:qend]
-    qname = req.name
-    qwire = req.qwire
-    to_wire = w.name_to_wire
-    pack = _RRHEAD.pack
-    answer, authority, additional = (resp.answer, resp.authority,
-                                     resp.additional)
-    # The most the uncompressed records may take (the OPT is added last).
-    cap = req.size
-    if req.proto == "udp" and cap > _FRAGMENT[req.family]:
-        cap = _FRAGMENT[req.family]
-    cap -= len(opt)
-    fits = True
-    for section in (answer, authority, additional):
-        for rr in section:
-            buf += qwire if rr.name == qname else to_wire(rr.name)
-            rdata = rr.rdata
-            buf += pack(rr.rtype, rr.rclass, rr.ttl & 0xFFFFFFFF,
-                        len(rdata))
-            buf += rdata
-        if len(buf) > cap:
-            fits = False
-            break
-    counts = (len(answer), len(authority), len(additional))
-    truncated = False
-    if not fits:
-        buf, counts, truncated = _compress(req, resp, req.size - len(opt))
-    flags = (w.QR | (req.flags & _REPLY_BITS[req.opcode])
-             | (req.opcode << 11)
+    # The OPT to append, and the most the uncompressed answer may take
+    # with it (512 bytes, within both fragmentation limits, without EDNS).
+    if edns is None:
+        opt = b""
+        cap = _MAX_MSG_SIZE if req.proto == "tcp" else _MIN_UDP_SIZE
+    else:
+        opt = _opt(edns, resp, rcode)
+        cap = req.size
+        if req.proto == "udp" and cap > _FRAGMENT[req.family]:
+            cap = _FRAGMENT[req.family]
+    opcode = req.opcode
+    flags = (_QR | (req.flags & _REPLY_BITS[opcode]) | (opcode << 11)
              | (resp.flags & 0x07F0) | (rcode & 0xF))
+    answer = resp.answer
+    authority = resp.authority
+    additional = resp.additional
+    ar = len(additional)
+    out = [_HEADER.pack(req.id, flags, 1, len(answer), len(authority),
+                        ar + 1 if opt else ar),
+           req.data[12:req.qend]]
+    if answer or authority or ar:
+        qname = req.name
+        qwire = req.qwire
+        to_wire = w.name_to_wire
+        pack = _RRHEAD.pack
+        for section in (answer, authority, additional):
+            for rr in section:
+                rdata = rr.rdata
+                out += (qwire if rr.name == qname else to_wire(rr.name),
+                        pack(rr.rtype, rr.rclass, rr.ttl & 0xFFFFFFFF,
+                             len(rdata)),
+                        rdata)
+    if opt:
+        out.append(opt)
+    wire = b"".join(out)
+    if len(wire) > cap:
+        return _encode_big(req, resp, opt, flags)
+    return wire
+
+
+def _opt(edns: w.EDNS, resp: Response, rcode: int) -> bytes:
+    """The answer's OPT: SizeAndDo's version 0, the flags' upper byte (DO
+    and Z) kept from the answer's OPT (client's DO added) or from the
+    client's, the options echoed or the answer's own."""
+    opts: list[tuple[int, bytes]] | tuple[()] = ()
+    ttl = edns.ttl & 0xFF00
+    if resp.opt is not None:
+        opts = resp.opt.options
+        ttl = (resp.opt.ttl & 0xFF00) | (ttl & 0x8000)
+    elif edns.options and SUPPORTED_OPTIONS:
+        opts = [o for o in edns.options if o[0] in SUPPORTED_OPTIONS]
+    return w.opt_wire(edns.size, ttl | ((rcode >> 4) << 24), opts)
+
+
+def _encode_big(req: Request, resp: Response, opt: bytes,
+                flags: int) -> bytes:
+    """An answer that does not fit uncompressed: compressed, cut to whole
+    records within the client's size (TC set when cut)."""
+    buf, counts, truncated = _compress(req, resp, req.size - len(opt))
     if truncated:
         flags |= w.TC
     ar = counts[2]
@@ -582,6 +663,14 @@ def encode(req: Request, resp: Response) -> bytes:
     struct.pack_into("!HHHHHH", buf, 0, req.id, flags, 1, counts[0],
                      counts[1], ar)
     return bytes(buf)
+
+
+_QR = w.QR
+_AA = w.AA
+_RA = w.RA
+_TC = w.TC
+_MAX_MSG_SIZE = w.MAX_MSG_SIZE
+_MIN_UDP_SIZE = w.MIN_UDP_SIZE
 
 
 #: Uncompressed UDP answers above these sizes (IPv4, IPv6; NSD's limits)
@@ -664,6 +753,8 @@ def too_big(req: Request, size: int) -> bool:
     """Whether an uncompressed answer of ``size`` bytes must be compressed
     (and maybe truncated) for ``req``: past the client's size, or a UDP
     answer past the fragmentation limit (CoreDNS's Scrub)."""
+    if size <= _MIN_UDP_SIZE:
+        return False        # within every limit: no need to read them
     return size > req.size or (req.proto == "udp"
                                and size > _FRAGMENT[req.family])
 

@@ -12,6 +12,7 @@ from twisted.python import log
 
 from corednstw.core import dnswire as w
 from corednstw.core import logger
+from corednstw.core.request import remember
 from corednstw.dnsserver import udpbatch
 
 _HDR = struct.Struct("!HHHHHH")
@@ -62,6 +63,7 @@ class DNSDatagramProtocol(protocol.DatagramProtocol):
         self._sendto = None
         self._peers = {}
         self._batching = False
+        self._stage = None
 
     def startProtocol(self):
         self._sendto = self.transport.socket.sendto
@@ -106,8 +108,7 @@ class DNSDatagramProtocol(protocol.DatagramProtocol):
         local = self.local
         self._batching = self.writer is None
         try:
-            for i in range(start, n):
-                data, raw = batch.datagram(i)
+            for data, raw in batch.datagrams(start, n):
                 p = peers.get(raw)
                 if p is None:
                     p = self._peer(raw)
@@ -161,16 +162,14 @@ class DNSDatagramProtocol(protocol.DatagramProtocol):
         if info is None:
             return None
         host, port, addr = info
-        peers = self._peers
-        if len(peers) >= self.PEERS:
-            peers.clear()
-        p = peers[raw] = (host, port, partial(self._reply, raw, addr))
-        return p
+        return remember(self._peers, raw,
+                        (host, port, partial(self._reply, raw, addr)),
+                        self.PEERS)
 
     def _reply(self, raw, addr, wire):
         """An answer: staged while its batch is being read, else sent."""
         if self._batching:
-            self.batch.stage(wire, raw)
+            self._stage(wire, raw)
         else:
             self._send(addr, wire)
 
@@ -210,6 +209,7 @@ def adopt_udp(reactor, fd, family, proto, batch=None):
             reactor, fd, family, proto, maxPacketSize=65535)
         port.startListening()
         proto.batch = udpbatch.Batch(port.fileno())
+        proto._stage = proto.batch.stage
         return port
     port = reactor.adoptDatagramPort(fd, family, proto, maxPacketSize=65535)
     # Twisted reads up to 256 KiB of datagrams per readiness event:

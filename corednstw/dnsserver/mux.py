@@ -19,7 +19,13 @@ from corednstw.core import dnswire as w
 from corednstw.core import logger, metrics
 from corednstw.core.names import label_end
 from corednstw.core.plugin import END, is_deferred
-from corednstw.core.request import RecordError, Request, Response
+from corednstw.core.request import (
+    RecordError,
+    Request,
+    Response,
+    encode,
+    remember,
+)
 
 _HDR = struct.Struct("!HHHHHH")
 
@@ -32,6 +38,10 @@ _SEND_DROP = frozenset((errno.EAGAIN, errno.EWOULDBLOCK, errno.ENOBUFS,
 
 #: Header bits miekg's reject reply keeps from the query (AA and Z cleared).
 _KEPT = w.TC | w.RD | w.RA | w.AD | w.CD
+
+_CLASS_IN = w.CLASS_IN
+_DS = w.DS
+_UNKNOWN = object()
 
 
 def header_only(req, rcode, opcode, question=b""):
@@ -74,12 +84,20 @@ class Mux:
     address, in Corefile order (several when bind/view filters differ).
     """
 
+    #: Routes remembered by query name (see ``_remember``).
+    ROUTES_KEPT = 4096
+
     def __init__(self, server, label, zones, chaos=False):
         self.server = server
         self.label = label
         self.zones = zones
         self.chaos = chaos
         self.inflight = 0
+        #: query name -> route (not DS), None where a block filters
+        self._routes = None
+        if not any(block.filters for entries in zones.values()
+                   for _, block in entries):
+            self._routes = {}
 
     # -- routing --------------------------------------------------------------
 
@@ -139,13 +157,18 @@ class Mux:
         req = Request(data, client, port, proto, local, self.label)
         if depth:
             req.depth = depth
-        qd, an, ns, ar = req.parse_header()
-        if req.flags & w.QR:
-            return False
-        op = req.opcode
-        if op != w.OPCODE_QUERY and op != w.OPCODE_NOTIFY:
-            send(header_only(req, w.NOTIMP, op))
-            return
+        # Request.parse_header written out: one call less.
+        req.id, flags, qd, an, ns, ar = _HDR.unpack_from(data)
+        req.flags = flags
+        req.opcode = (flags >> 11) & 0xF
+        req.arcount = ar
+        if flags & 0xF800:      # QR, or an opcode other than QUERY
+            if flags & w.QR:
+                return False
+            op = req.opcode
+            if op != w.OPCODE_NOTIFY:
+                send(header_only(req, w.NOTIMP, op))
+                return
         if qd != 1 or an > 1 or ns > 1 or ar > 2:
             send(header_only(req, w.FORMERR, 0))
             return
@@ -160,13 +183,20 @@ class Mux:
         except w.FormatError:
             send(header_only(req, w.FORMERR, 0))
             return
-        if req.qclass != w.CLASS_IN and not self.chaos:
+        if req.qclass != _CLASS_IN and not self.chaos:
             self._drop(req, w.REFUSED, send)
             return
-        if req.edns is not None and req.edns.ttl & 0xFF0000:
+        edns = req.edns
+        if edns is not None and edns.ttl & 0xFF0000:
             send(badvers(req))
             return
-        entry = self.route(req)
+        routes = self._routes
+        if routes is not None and req.qtype != _DS:
+            entry = routes.get(req.qname, _UNKNOWN)
+            if entry is _UNKNOWN:
+                entry = self._remember(req)
+        else:
+            entry = self.route(req)
         if entry is None:
             self._drop(req, w.REFUSED, send)
             return
@@ -176,16 +206,22 @@ class Mux:
         req.start = self.server.clock()
         self.inflight += 1
         try:
-            result = block.chain.serve(req)
+            resp = block.chain.serve(req)
         except Exception:
             self.inflight -= 1
             self._panic(req, send)
             return
-        if is_deferred(result):
-            return result.addCallbacks(self._deliver, self._failed,
-                                       callbackArgs=(req, send),
-                                       errbackArgs=(req, send))
-        self._deliver(result, req, send)
+        if not isinstance(resp, Response) and is_deferred(resp):
+            return resp.addCallbacks(self._deliver, self._failed,
+                                     callbackArgs=(req, send),
+                                     errbackArgs=(req, send))
+        self._deliver(resp, req, send)
+
+    def _remember(self, req):
+        """``route`` for a query that is not DS, remembered by name (only
+        where no block filters its queries: then the name decides)."""
+        return remember(self._routes, req.qname, self.route(req),
+                        self.ROUTES_KEPT)
 
     def _deliver(self, resp, req, send):
         self.inflight -= 1
@@ -194,7 +230,10 @@ class Mux:
         try:
             wire = resp.wire
             if wire is None:
-                wire = resp.finish(req)
+                if type(resp) is Response:  # its finish, one call less
+                    wire = resp.wire = encode(req, resp)
+                else:
+                    wire = resp.finish(req)
         except Exception:
             self._panic(req, send)
             return

@@ -20,6 +20,7 @@ server keeps its one-datagram ``recvfrom``/``sendto`` path.
 
 from __future__ import annotations
 
+import array
 import ctypes
 import ctypes.util
 import errno
@@ -172,6 +173,19 @@ class Batch:
         self.ctl_at = _CONTROLLEN // ctypes.sizeof(ctypes.c_size_t)
         #: datagrams the last recv read
         self.used = 0
+        # What ``stage`` writes to: the send slots' data, addresses, and
+        # the word indexes of each slot's msg_namelen and iov_len.
+        tx = self.tx
+        self._tx_data = tx.data
+        self._tx_names = tx.names
+        self._tx_u32 = tx.u32
+        self._tx_iov = tx.iov_words
+        self._tx_namelen = [k * self.stride + self.namelen_at
+                            for k in range(size)]
+        self._tx_iovlen = [k * self.iov_stride + self.iovlen_at
+                           for k in range(size)]
+        #: msg_namelen of every slot before a receive (value-result)
+        self._full = memoryview(array.array("I", [NAME] * size))
 
     def timestamps(self, on: bool) -> None:
         """Have the kernel's receive time of every datagram read with it
@@ -249,6 +263,30 @@ class Batch:
         noff = i * NAME
         return rx.data[off:off + ln], rx.names[noff:noff + nl]
 
+    def datagrams(self, start: int, n: int) -> list[tuple[bytes, bytes]]:
+        """(bytes, raw sender address) of datagrams ``start`` to ``n`` of
+        the last ``recv``, as ``datagram`` gives each (which makes their
+        slots ready for the next one): one pass for the whole batch."""
+        if start >= n:
+            return []
+        rx = self.rx
+        u32 = rx.u32
+        st = self.stride
+        lens = u32[start * st + self.len_at:n * st:st].tolist()
+        at = self.namelen_at
+        sizes = u32[start * st + at:n * st:st]
+        nls = sizes.tolist()
+        sizes[:] = self._full[:n - start]
+        data = rx.data
+        names = rx.names
+        return [(data[off:off + ln], names[noff:noff + nl])
+                for off, ln, noff, nl in zip(range(start * SLOT, n * SLOT,
+                                                   SLOT),
+                                             lens,
+                                             range(start * NAME, n * NAME,
+                                                   NAME),
+                                             nls)]
+
     def stage(self, wire: bytes, raw: bytes) -> None:
         """Queue ``wire`` for the address ``raw`` (as ``datagram`` gave
         it); a full set of slots is sent first."""
@@ -256,18 +294,17 @@ class Batch:
         if k == self.size:
             self.flush()
             k = 0
-        tx = self.tx
         ln = len(wire)
         if ln > SLOT:
             wire = wire[:SLOT]
             ln = SLOT
         off = k * SLOT
-        tx.data[off:off + ln] = wire
+        self._tx_data[off:off + ln] = wire
         nl = len(raw)
-        noff = k * NAME
-        tx.names[noff:noff + nl] = raw
-        tx.u32[k * self.stride + self.namelen_at] = nl
-        tx.iov_words[k * self.iov_stride + self.iovlen_at] = ln
+        off = k * NAME
+        self._tx_names[off:off + nl] = raw
+        self._tx_u32[self._tx_namelen[k]] = nl
+        self._tx_iov[self._tx_iovlen[k]] = ln
         self.staged = k + 1
 
     def flush(self) -> list[tuple[int, bytes]]:

@@ -16,11 +16,9 @@ from collections.abc import Callable
 from decimal import Decimal
 from typing import Union
 
-from twisted.internet import defer
-
 from corednstw.core import dnswire as w
 from corednstw.core import logger as clog
-from corednstw.core.plugin import Plugin, match
+from corednstw.core.plugin import Plugin, is_deferred, match
 from corednstw.engines import response
 from corednstw.plugins import metadata
 
@@ -287,7 +285,7 @@ class Log(Plugin):
         if rule is None:
             return self.next.serve(req)
         result = self.next.serve(req)
-        if isinstance(result, defer.Deferred):
+        if is_deferred(result):
             return result.addCallbacks(self._write, self._failed,
                                        callbackArgs=(req, rule),
                                        errbackArgs=(req, rule))

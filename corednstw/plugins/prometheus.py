@@ -12,7 +12,6 @@ import time
 from collections.abc import Sequence
 from typing import Optional
 
-from twisted.internet.defer import Deferred
 from twisted.python.failure import Failure
 from twisted.web.server import NOT_DONE_YET
 from zope.interface import implementer
@@ -21,7 +20,8 @@ from corednstw.core import config as configlib
 from corednstw.core import dnswire as w
 from corednstw.core import metrics
 from corednstw.core.interfaces import IHTTPEndpointOwner, IZoneAdder
-from corednstw.core.plugin import Plugin, match
+from corednstw.core.plugin import Plugin, is_deferred, match
+from corednstw.core.request import Response
 from corednstw.service import httpd, webconfig
 
 DEFAULT_ADDRESS = "localhost:9153"
@@ -118,9 +118,11 @@ class Prometheus(Plugin):
     def serve(self, req):
         """Pass the query on and record the answer.  Written out rather
         than with plugin.then: this runs for every query of the block,
-        and the extra call was a tenth of the plugin's own time."""
+        and the extra call was a tenth of the plugin's own time.  A
+        Response is ruled out first: Deferred's ABC isinstance costs ten
+        times a plain one."""
         resp = self.next.serve(req)
-        if isinstance(resp, Deferred):
+        if not isinstance(resp, Response) and is_deferred(resp):
             return resp.addCallback(self._record, req)
         return self._record(resp, req)
 

@@ -11,7 +11,7 @@ answer CoreDNS writes when the chain returns an error without writing.
 
 from twisted.internet import defer
 
-from corednstw.core.plugin import Plugin
+from corednstw.core.plugin import Plugin, is_deferred
 
 DEFAULT = 5.001
 
@@ -24,7 +24,7 @@ class Cancel(Plugin):
 
     def serve(self, req):
         result = self.next.serve(req)
-        if not isinstance(result, defer.Deferred):
+        if not is_deferred(result):
             return result
         if result.called:
             return result

@@ -47,6 +47,8 @@ class DoHTest(unittest.TestCase):
 
     #: The HTTP version of the requests made with ``self.http``.
     HTTP2 = False
+    #: Options of the block's tls (client_auth request: pyOpenSSL's TLS).
+    TLS_OPTS = ""
 
     def http(self, method, url, **kw):
         kw.setdefault("http2", self.HTTP2)
@@ -57,7 +59,8 @@ class DoHTest(unittest.TestCase):
         self.log = util.capture_log(self)
         self.dir, self.ca, self.cert, self.key = tlsutil.certs(self)
         self.app = yield util.start(self, COREFILE % {
-            "tls": "tls %s %s" % (self.cert, self.key), "extra": ""})
+            "tls": "tls %s %s%s" % (self.cert, self.key, self.TLS_OPTS),
+            "extra": ""})
         self.port = self.app.port(transport="https")
         self.url = "https://127.0.0.1:%d/dns-query" % self.port
 
@@ -302,6 +305,19 @@ class DoH2Test(DoHTest):
             m = dns.message.from_wire(body)
             self.assertEqual(str(m.question[0].name),
                              "n%d.example.org." % ((sid - 1) // 2))
+
+
+class DoHFallbackTest(DoHTest):
+    """HTTP/1.1 again on Twisted's TLS over pyOpenSSL (the standard
+    library's ssl cannot ask for a client certificate and take any)."""
+
+    TLS_OPTS = " {\n        client_auth request\n    }"
+
+
+class DoH2FallbackTest(DoH2Test):
+    """HTTP/2 again on Twisted's TLS over pyOpenSSL."""
+
+    TLS_OPTS = DoHFallbackTest.TLS_OPTS
 
 
 class PlainHTTPTest(unittest.TestCase):

@@ -23,13 +23,12 @@ from urllib.parse import parse_qs
 
 from twisted.internet import defer, protocol
 from twisted.protocols import policies
-from twisted.protocols.tls import TLSMemoryBIOFactory
 
 from corednstw.core import dnswire as w
 from corednstw.core import metrics
 from corednstw.core.request import Request
 from corednstw.dnsserver import mux as muxlib
-from corednstw.dnsserver import sockets, stream, tlsconfig
+from corednstw.dnsserver import sockets, stream, tlsconfig, tlsstream
 
 PATH = b"/dns-query"
 MIME = b"application/dns-message"
@@ -397,7 +396,7 @@ def listen_https(reactor, host, port, mux, timeouts, tls, limit,
     inner = site
     if tls is not None:
         creator = tlsconfig.Switchable(tls, tlsconfig.HTTP_ALPN)
-        inner = TLSMemoryBIOFactory(creator, False, site)
+        inner = tlsstream.TLSFactory(creator, site)
     if wrap is not None:
         inner = wrap(inner)
     front = Front(inner, site, limit)

@@ -24,9 +24,15 @@ CoreDNS's does.
 """
 
 from twisted.internet import protocol
-from twisted.protocols.tls import TLSMemoryBIOFactory
 
-from corednstw.dnsserver import doh, doh_h2, hpack_codec, sockets, tlsconfig
+from corednstw.dnsserver import (
+    doh,
+    doh_h2,
+    hpack_codec,
+    sockets,
+    tlsconfig,
+    tlsstream,
+)
 from corednstw.dnsserver import http2 as h2server
 
 METHOD = b"/coredns.dns.DnsService/Query"
@@ -237,7 +243,7 @@ def listen_grpc(reactor, host, port, mux, timeouts, tls, max_streams,
     inner = site
     if tls is not None:
         creator = tlsconfig.Switchable(tls, (b"h2",))
-        inner = TLSMemoryBIOFactory(creator, False, site)
+        inner = tlsstream.TLSFactory(creator, site)
     if wrap is not None:
         inner = wrap(inner)
     front = doh.Front(inner, site, max_connections)

@@ -69,6 +69,13 @@ class TLSSession:
 
     def receive(self, data):
         """The plaintext ``data`` completes (b"" when none)."""
+        got = self.records(data)
+        if len(got) == 1:
+            return got[0]
+        return b"".join(got)
+
+    def records(self, data):
+        """The plaintext ``data`` completes, one item per TLS record."""
         incoming = self.incoming
         if data:
             incoming.write(data)
@@ -76,7 +83,7 @@ class TLSSession:
             try:
                 self.obj.do_handshake()
             except _WantRead:
-                return b""
+                return []
             self.ready = True
         read = self._read
         got = []
@@ -94,9 +101,7 @@ class TLSSession:
                 self.closed = True
                 break
             got.append(chunk)
-        if len(got) == 1:
-            return got[0]
-        return b"".join(got)
+        return got
 
     def send(self, data):
         self._write(data)
@@ -274,18 +279,33 @@ class DoTProtocol(DNSStreamProtocol):
 
 class TLSServerProtocol(policies.ProtocolWrapper):
     """Server side TLS on the standard library's ssl in front of any
-    protocol (the role of Twisted's TLSMemoryBIOProtocol): what arrives
-    is decrypted and handed on, each ``write`` is encrypted and written
-    at once (one record per write, as Go's server writes).  Writes made
-    before the handshake is done are sent after it.  The producer of the
-    protocol underneath is registered with the TCP transport itself:
-    nothing is held here."""
+    protocol (the role of Twisted's TLSMemoryBIOProtocol).
+
+    What one read brings is decrypted and handed on one TLS record at a
+    time, as Twisted's layer does: an HTTP/2 server answering at the end
+    of each read then answers each request record with its own record.
+    Each ``write`` is encrypted at once into its own record (one record
+    per write, as Go's server writes): dnsperf's DoH client takes one
+    answer per record it reads and loses the others a record holds.  The
+    records written during a read are sent together at its end, and any
+    write goes straight to the socket when nothing waits before it in
+    the TCP transport (no wait for the reactor's next turn).  Writes
+    made before the handshake is done are sent after it.  The producer
+    of the protocol underneath is registered with the TCP transport
+    itself: nothing is held here."""
 
     def __init__(self, factory, wrapped, context):
         super().__init__(factory, wrapped)
         self.tls = TLSSession(context)
         self._early = []        # writes before the handshake
+        self._held = []         # ciphertext written during a read
+        self._reading = False
         self._failed = False
+        self._bottom = None     # the socket's transport
+
+    def makeConnection(self, transport):
+        self._bottom = socket_transport(transport)
+        super().makeConnection(transport)
 
     @property
     def negotiatedProtocol(self):
@@ -301,7 +321,7 @@ class TLSServerProtocol(policies.ProtocolWrapper):
         tls = self.tls
         ready = tls.ready
         try:
-            plain = tls.receive(data)
+            records = tls.records(data)
         except _Error:
             self._fail()
             return
@@ -309,10 +329,23 @@ class TLSServerProtocol(policies.ProtocolWrapper):
             early, self._early = self._early, []
             tls.send(b"".join(early))
         out = tls.take()
-        if out:
-            self.transport.write(out)
-        if plain:
-            self.wrappedProtocol.dataReceived(plain)
+        if records:
+            held = self._held
+            if out:
+                held.append(out)
+            self._reading = True
+            try:
+                deliver = self.wrappedProtocol.dataReceived
+                for plain in records:
+                    deliver(plain)
+            finally:
+                self._reading = False
+                if held:
+                    self._held = []
+                    self._push(held[0] if len(held) == 1
+                               else b"".join(held))
+        elif out:
+            self._push(out)
         if tls.closed:
             self.loseConnection()
 
@@ -324,10 +357,36 @@ class TLSServerProtocol(policies.ProtocolWrapper):
             self._early.append(data)
             return
         tls.send(data)
-        self.transport.write(tls.take())
+        if self._reading:
+            self._held.append(tls.take())
+        else:
+            self._push(tls.take())
 
     def writeSequence(self, data):
         self.write(b"".join(data))
+
+    def _push(self, data):
+        """Write ciphertext: straight to the socket when nothing waits in
+        the TCP transport's buffer, the rest through the transport (which
+        also reports a send's error)."""
+        t = self._bottom
+        if (t is not None and not t.dataBuffer and not t._tempDataLen
+                and t.connected and not t.disconnecting):
+            try:
+                sent = t.socket.send(data)
+            except OSError:
+                sent = 0
+            if sent == len(data):
+                return
+            if sent > 0:
+                data = data[sent:]
+        self.transport.write(data)
+
+    def _release(self):
+        """Send what a read holds (before a close_notify or an alert)."""
+        if self._held:
+            held, self._held = self._held, []
+            self._push(b"".join(held))
 
     def loseConnection(self):
         """Close after close_notify (the TCP transport sends what was
@@ -335,19 +394,21 @@ class TLSServerProtocol(policies.ProtocolWrapper):
         if self.disconnecting:
             return
         self.disconnecting = 1
+        self._release()
         if not self._failed:
             self.tls.shut()
             out = self.tls.take()
             if out:
-                self.transport.write(out)
+                self._push(out)
         self.transport.unregisterProducer()
         self.transport.loseConnection()
 
     def _fail(self):
         self._failed = True
+        self._release()
         out = self.tls.take()
         if out:
-            self.transport.write(out)
+            self._push(out)
         self.disconnecting = 1
         self.transport.unregisterProducer()
         self.transport.loseConnection()

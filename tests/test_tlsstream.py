@@ -492,3 +492,46 @@ class TLSFactoryTest(unittest.TestCase):
         self.assertEqual(got, [b"hello ", b"h2", b"bye", b""])
         p = self.factory.buildProtocol(None)
         self.assertIsInstance(p, TLSMemoryBIOProtocol)
+
+
+class _Gone:
+    """A TCP transport the client has left."""
+
+    disconnecting = True
+    disconnected = True
+
+    def write(self, data):
+        raise AssertionError("written after the client left")
+
+
+class _AnswerAtOnce:
+    def handle(self, data, host, port, proto, local, send):
+        send(data)
+
+
+class BookkeepingTest(unittest.TestCase):
+    """DoTProtocol's per-query bookkeeping without a connection."""
+
+    def protocol(self, max_queries=-1):
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        p = tlsstream.DoTProtocol(
+            None, None, stream.Timeouts(max_queries=max_queries), ctx)
+        p.factory = type("F", (), {"mux": _AnswerAtOnce()})()
+        p.transport = _Gone()
+        p.paused = False
+        p.setTimeout = lambda period: None
+        return p
+
+    def test_answer_after_the_client_left_is_dropped(self):
+        p = self.protocol()
+        p._send(b"\x00" * 12)
+        self.assertEqual((p._out, p._outlen), ([], 0))
+
+    def test_queries_counted_per_read(self):
+        p = self.protocol()
+        p._reading = True
+        p._plain = b"\x00\x0c" + b"\x00" * 12
+        p._plain *= 3
+        p._frames()
+        self.assertEqual((p.queries, p._plain), (3, b""))
+        self.assertEqual(len(p._out), 6)

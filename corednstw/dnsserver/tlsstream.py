@@ -182,7 +182,8 @@ class DoTProtocol(DNSStreamProtocol):
             msg = buf[at + 2:stop]
             at = stop
             took += 1
-            self.queries += 1
+            if limit > 0:   # max_queries reads the count as it goes
+                self.queries += 1
             # The factory's mux is read per query in the base class: a
             # reload between two reads is seen at the next read here.
             result = handle(msg, host, port, "tcp", local, send)
@@ -194,22 +195,25 @@ class DoTProtocol(DNSStreamProtocol):
                 self._throttle()
             if self.paused:
                 break
+        if limit <= 0:
+            self.queries += took
         self._plain = buf[at:] if at else buf
         if took and not self._full:
             self.setTimeout(self.limits.idle)
 
     def _send(self, wire):
-        t = self.transport
-        if t is None or t.disconnecting or t.disconnected:
-            return      # an answer that arrives after the client left
+        # An answer that arrives after the client left (or once the
+        # connection is closing) is dropped by _flush, which checks the
+        # transport: once per write, not per answer.
         n = len(wire)
         if n > 65535:
             wire = wire[:65535]
             n = 65535
-        self._out.append(n.to_bytes(2, "big"))
-        self._out.append(wire)
-        self._outlen += n + 2
-        if not self._reading or self._outlen >= FLUSH_AT:
+        out = self._out
+        out.append(n.to_bytes(2, "big"))
+        out.append(wire)
+        n = self._outlen = self._outlen + n + 2
+        if n >= FLUSH_AT or not self._reading:
             self._flush()
 
     def _flush(self):

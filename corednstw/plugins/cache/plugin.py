@@ -155,8 +155,10 @@ class Cache(Plugin):
             resp = self.next.serve(ask)
             if resp.__class__ is Response and resp.raw is None:
                 # An answer made of records, here and now (kubernetes,
-                # file, hosts): the quick paths store it from them.
-                out = self._quick(resp, req, key, do, labels)
+                # file, hosts): the quick paths store it from them
+                # (_quick's choice, made here: one call less).
+                out = (self._store_plain if resp.answer
+                       else self._store_denial)(resp, req, key, do, labels)
                 if out is not None:
                     return out
             return then(resp, self._store, req, key, do, labels, None,

@@ -1696,14 +1696,14 @@ class PlainMissTest(unittest.TestCase):
         h.cache.next = util.Stub(lambda req: Response(
             0, [w.RR(req.name, w.CNAME, 30, w.name_to_wire(target)),
                 w.RR(target, w.A, 30, a)], aa=True, plugin="stub"))
-        quick = h.cache._quick
+        quick = h.cache._store_plain
         calls = []
 
         def counted(*args):
             out = quick(*args)
             calls.append(out is None)
             return out
-        self.patch(h.cache, "_quick", counted)
+        self.patch(h.cache, "_store_plain", counted)
         wire = h.query("www.ns.svc.cluster.local.", "A").to_wire()
         first = dns.message.from_wire(h.s.ask(wire))
         self.assertEqual(calls, [True])

@@ -320,8 +320,11 @@ class Request:
         """A copy whose header carries ``flags`` (same question, OPT and
         context), made without parsing the message again."""
         data = self.data
-        r = Request(data[:2] + _H.pack(flags) + data[4:], self.client,
-                    self.port, self.proto, self.local, self.server)
+        # Every slot set once (no __init__ defaults written over).
+        r = _new(Request)
+        r.data = data[:2] + _H.pack(flags) + data[4:]
+        r.client, r.port, r.proto, r.local, r.server = (
+            self.client, self.port, self.proto, self.local, self.server)
         r.family = self.family
         r.id, r.flags, r.opcode = self.id, flags, (flags >> 11) & 0xF
         r.arcount = self.arcount
@@ -331,6 +334,7 @@ class Request:
         r.edns, r.tsig, r.sign = self.edns, self.tsig, self.sign
         r.zone, r.view, r.block = self.zone, self.view, self.block
         r.metadata, r.depth, r.start = self.metadata, self.depth, self.start
+        r._message = None
         return r
 
 

@@ -155,8 +155,10 @@ class Cache(Plugin):
             resp = self.next.serve(ask)
             if resp.__class__ is Response and resp.raw is None:
                 # An answer made of records, here and now (kubernetes,
-                # file, hosts): the quick paths store it from them.
-                out = self._quick(resp, req, key, do, labels)
+                # file, hosts): the quick paths store it from them
+                # (_quick's choice, made here: one call less).
+                out = (self._store_plain if resp.answer
+                       else self._store_denial)(resp, req, key, do, labels)
                 if out is not None:
                     return out
             return then(resp, self._store, req, key, do, labels, None,
@@ -211,7 +213,11 @@ class Cache(Plugin):
                         HITS.inc(self._typed(labels)[0])
                         return i
         # An empty denial cache (answers that all exist) is not asked.
-        i = self.ncache.get(key) if self.ncache.count else None
+        # Both stores shard alike: the key's shard is found once, and
+        # read without Store.get's call.
+        h = hash(key) & 0xFF
+        nc = self.ncache
+        i = nc.shards[h].get(key) if nc.count else None
         if i is not None:
             ttl = i.orig_ttl - int(now - i.stored)
             if ttl > 0 or (stale > 0 and -ttl < int(stale)):
@@ -224,7 +230,7 @@ class Cache(Plugin):
                             return p
                 HITS.inc(self._typed(labels)[1])
                 return i
-        i = self.pcache.get(key)
+        i = self.pcache.shards[h].get(key)
         if i is not None:
             ttl = i.orig_ttl - int(now - i.stored)
             if ttl > 0 or (stale > 0 and -ttl < int(stale)):

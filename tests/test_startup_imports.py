@@ -43,6 +43,12 @@ LAZY = (
     "twisted.names.client", "urllib3", "kubernetes", "yaml",
     # twisted.web's HTTP/2 (the HTTP endpoints are plain HTTP/1.1)
     "twisted.web._http2", "h2",
+    # the expression language (view, template); errors uses only the
+    # Go regexp of the same package
+    "corednstw.engines.expressions.exprlang",
+    # health's self-check client (made at its first check) and
+    # prometheus's web configuration (read for ``tls FILE``)
+    "twisted.web.client", "corednstw.service.webconfig",
     # installed add-on packages: their entry points are read, their
     # plugins imported only where a Corefile names them
     "corednstw_rpz.plugin", "corednstw_fanout.plugin",

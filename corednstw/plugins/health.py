@@ -49,6 +49,7 @@ class Health(Plugin):
         self._loop = None
         self._agent = None
         self._pool = None
+        self._uri = None
         self._busy = False
         self._checking = None
         self.url_text = None
@@ -82,15 +83,12 @@ class Health(Plugin):
             uri = self.url().encode()
         except KeyError:
             return          # no HTTP listener (a configuration being checked)
-        from twisted.web.client import Agent, HTTPConnectionPool
-        reactor = app.reactor
-        self._pool = HTTPConnectionPool(reactor, persistent=True)
-        self._pool.maxPersistentPerHost = 1
-        self._agent = Agent(reactor, connectTimeout=TIMEOUT, pool=self._pool)
+        # The HTTP client (twisted.web.client) is made at the first
+        # check, one interval from now: the start does without it.
         self._uri = uri
         self.url_text = uri.decode()
         self._loop = task.LoopingCall(self.check)
-        self._loop.clock = reactor
+        self._loop.clock = app.reactor
         # The first check one interval from now, as CoreDNS's ticker.
         self._loop.start(INTERVAL, now=False)
 
@@ -108,13 +106,18 @@ class Health(Plugin):
 
     def check(self):
         """One self-check (skipped while the previous one is unanswered)."""
-        if self._busy or self._agent is None:
+        if self._busy or self._uri is None:
             return
         self._busy = True
         app = self.block.server
+        from twisted.web.client import Agent, HTTPConnectionPool, readBody
+        if self._agent is None:
+            self._pool = HTTPConnectionPool(app.reactor, persistent=True)
+            self._pool.maxPersistentPerHost = 1
+            self._agent = Agent(app.reactor, connectTimeout=TIMEOUT,
+                                pool=self._pool)
         clock = app.clock
         start = clock()
-        from twisted.web.client import readBody
         d = self._agent.request(b"GET", self._uri)
         d.addCallback(readBody)
         self._checking = d

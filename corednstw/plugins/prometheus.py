@@ -22,7 +22,7 @@ from corednstw.core import metrics
 from corednstw.core.interfaces import IHTTPEndpointOwner, IZoneAdder
 from corednstw.core.plugin import Plugin, is_deferred, match
 from corednstw.core.request import Response
-from corednstw.service import httpd, webconfig
+from corednstw.service import httpd
 
 DEFAULT_ADDRESS = "localhost:9153"
 
@@ -171,6 +171,9 @@ def setup(d, block):
         """``tls FILE``: the exporter toolkit's web configuration file
         (TLS, basic auth, headers, rate limit), read now."""
         nonlocal web
+        # Read only for ``tls FILE``: a start without it does without
+        # the module (yaml, the TLS settings).
+        from corednstw.service import webconfig
         if web is not None:
             raise c.error("tls block already specified")
         path = block.path(c.one())

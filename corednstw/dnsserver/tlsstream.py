@@ -238,18 +238,12 @@ class DoTProtocol(DNSStreamProtocol):
         True when the socket took it all."""
         if not data:
             return True
-        t = self._bottom
-        if (t is not None and not t.dataBuffer and not t._tempDataLen
-                and t.connected and not t.disconnecting):
-            try:
-                sent = t.socket.send(data)
-            except OSError:
-                sent = 0
-            if sent > 0:
-                self._sent += sent
-                if sent == len(data):
-                    return True
-                data = data[sent:]
+        sent = _send_now(self._bottom, data)
+        if sent > 0:
+            self._sent += sent
+            if sent == len(data):
+                return True
+            data = data[sent:]
         self.transport.write(data)
         return False
 
@@ -373,17 +367,11 @@ class TLSServerProtocol(policies.ProtocolWrapper):
         """Write ciphertext: straight to the socket when nothing waits in
         the TCP transport's buffer, the rest through the transport (which
         also reports a send's error)."""
-        t = self._bottom
-        if (t is not None and not t.dataBuffer and not t._tempDataLen
-                and t.connected and not t.disconnecting):
-            try:
-                sent = t.socket.send(data)
-            except OSError:
-                sent = 0
-            if sent == len(data):
-                return
-            if sent > 0:
-                data = data[sent:]
+        sent = _send_now(self._bottom, data)
+        if sent == len(data):
+            return
+        if sent > 0:
+            data = data[sent:]
         self.transport.write(data)
 
     def _release(self):
@@ -436,6 +424,20 @@ class TLSFactory(TLSMemoryBIOFactory):
         if inner is None:
             return None
         return TLSServerProtocol(self, inner, context)
+
+
+def _send_now(t, data):
+    """Send ``data`` on TCP transport ``t``'s socket at once when nothing
+    waits in its buffer (no wait for the reactor's next turn); the octets
+    the socket took, 0 when it took none or must not be written now (the
+    caller hands the rest to the transport, which reports errors)."""
+    if (t is None or t.dataBuffer or t._tempDataLen or not t.connected
+            or t.disconnecting):
+        return 0
+    try:
+        return t.socket.send(data)
+    except OSError:
+        return 0
 
 
 def fast_context(creator):

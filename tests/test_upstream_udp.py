@@ -65,6 +65,7 @@ class _Waiter:
     def __init__(self):
         self.d = defer.Deferred()
         self.extra = []
+        self.local = None
 
     def _done(self, outcome):
         if self.d.called:
@@ -73,6 +74,7 @@ class _Waiter:
             self.d.callback(outcome)
 
     def reply(self, data, conn):
+        self.local = conn.local()
         self._done(("reply", data))
 
     def fail(self, exc, conn):
@@ -157,8 +159,11 @@ class _UDPCases:
         conn.max_uses = 4
         before = open_fds()
         for i in range(10):
-            kind, _data = yield self.ask("u%d.example." % i).d
+            w = self.ask("u%d.example." % i)
+            kind, _data = yield w.d
             self.assertEqual(kind, "reply")
+            # Our end is known to the waiter, the last query's too.
+            self.assertEqual(w.local, ("127.0.0.1", self.ports()[i]))
         ports = self.ports()
         self.assertEqual(len(set(ports[0:4])), 1)
         self.assertEqual(len(set(ports[4:8])), 1)

@@ -203,11 +203,14 @@ class UDPConn:
         """``q``'s query was answered: its socket goes back to the pool,
         unless it has carried its share of queries, the pool is full or
         the upstream stopped."""
+        if q.sock is None:
+            return                  # closed meanwhile (the pool stopped)
         q.uses += 1
         proxy = self.proxy
         idle = self.idle
         if q.uses >= self.max_uses or proxy.stopped or (
                 proxy.max_idle and len(idle) >= proxy.max_idle):
+            q.local()               # still known to the waiter (dnstap)
             return q.close()
         q.used = proxy.clock()
         idle.append(q)

@@ -7,7 +7,7 @@ import dns.flags
 import dns.message
 import dns.opcode
 import dns.rcode
-from twisted.internet import defer
+from twisted.internet import defer, reactor, task
 from twisted.trial import unittest
 
 from corednstw.core.errors import CorefileError
@@ -448,6 +448,24 @@ class ForwardTest(Served, unittest.TestCase):
         self.assertEqual(engine.CONN_MISSES.get(labels), len(set(ports)))
         self.assertEqual(engine.CONN_HITS.get(labels),
                          40 - len(set(ports)))
+
+    @defer.inlineCallbacks
+    def test_udp_idle_socket_closed_after_expire(self):
+        """``expire`` closes an idle UDP socket: a query after it opens a
+        new one (a miss, another source port)."""
+        up = self.upstream()
+        port = yield self.serve(" forward . %s {\n expire 200ms\n }"
+                                % up.addr())
+        for name in ("a.example", "b.example"):
+            yield util.query(port, name)
+        yield task.deferLater(reactor, 0.5, lambda: None)
+        yield util.query(port, "c.example")
+        ports = [p for _host, p in up.sources]
+        self.assertEqual(ports[0], ports[1])
+        self.assertNotEqual(ports[1], ports[2])
+        labels = ("forward", up.addr(), "udp")
+        self.assertEqual(engine.CONN_MISSES.get(labels), 2)
+        self.assertEqual(engine.CONN_HITS.get(labels), 1)
 
     @defer.inlineCallbacks
     def test_tcp_connection_reused(self):

@@ -2,19 +2,22 @@
 """Microseconds of server CPU per DNS over TLS query, in process.
 
     .venv/bin/python bench/dot_chain_bench.py [--workload file|whoami|...]
-        [--queries 100000] [--per-read 7] [--repeat 5] [--echo]
-        [--profile out.prof]
+        [--queries 100000] [--per-read 7] [--connections 20]
+        [--immediate] [--repeat 5] [--echo] [--profile out.prof]
 
 The DoT connection protocol (tlsstream.DoTProtocol) over a real loopback
 TCP socket, behind the mux of one of bench/compare.py's workloads (as
 bench/chain_bench.py builds it).  A client ``ssl.SSLObject`` encrypts
 the queries beforehand, each in its own TLS record as dnsperf sends them,
 ``--per-read`` records per read (dnsperf -c 20 -q 200 brings 6-7 per
-read); the timed part is the server's: decrypting, framing, the chain,
-encrypting and the ``send`` of the answers (thread CPU time, the client's
-draining of its socket left out).  ``--echo`` replaces the chain with a
-mux that sends back the query at once (the transport's share alone).
-Prints the best of ``--repeat`` runs.
+read), on each of ``--connections`` connections in turn, the reads of
+all of them making one turn of the reactor (served together, as the
+server does, or each at once with ``--immediate``).  The timed part is
+the server's: decrypting, framing, the chain, encrypting and the
+``send`` of the answers (thread CPU time, the client's draining of its
+sockets left out).  ``--echo`` replaces the chain with a mux that sends
+back the query at once (the transport's share alone).  Prints the best
+of ``--repeat`` runs.
 """
 
 import argparse
@@ -30,11 +33,12 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import chain_bench  # noqa: E402
 import compare  # noqa: E402
 from transports_bench import certificate  # noqa: E402
+from twisted.internet import task  # noqa: E402
 from twisted.internet.address import IPv4Address  # noqa: E402
 
+from corednstw.dnsserver import tlsstream  # noqa: E402
 from corednstw.dnsserver.stream import DNSStreamFactory, Timeouts  # noqa
 from corednstw.dnsserver.tlsconfig import ServerTLS  # noqa: E402
-from corednstw.dnsserver.tlsstream import DoTProtocol  # noqa: E402
 
 
 class Bottom:
@@ -91,7 +95,7 @@ class Echo:
         send(data)
 
 
-def connect(mux, ctx):
+def connect(mux, ctx, clock):
     """(server protocol, client SSLObject, client socket) after the
     handshake."""
     lst = socket.socket()
@@ -105,8 +109,9 @@ def connect(mux, ctx):
         s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 22)
     srv.setblocking(False)
     factory = DNSStreamFactory(mux, ("127.0.0.1", 853), Timeouts())
-    proto = factory.adopt(DoTProtocol(mux, ("127.0.0.1", 853),
+    proto = factory.adopt(tlsstream.DoTProtocol(mux, ("127.0.0.1", 853),
                                       factory.timeouts, ctx))
+    proto.callLater = clock.callLater
     proto.makeConnection(Bottom(srv))
     cctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
     cctx.check_hostname = False
@@ -122,39 +127,52 @@ def connect(mux, ctx):
             pass
         if cout.pending:
             proto.dataReceived(cout.read())
+            clock.advance(0)
         cin.write(cli.recv(65536))
     if cout.pending:
         proto.dataReceived(cout.read())
+        clock.advance(0)
     return proto, client, cout, cli
 
 
-def run(mux, ctx, queries, count, per_read):
+def run(mux, ctx, queries, count, per_read, connections=1):
     """Thread CPU seconds of the server side of ``count`` queries."""
-    proto, client, cout, cli = connect(mux, ctx)
+    clock = task.Clock()
+    conns = [connect(mux, ctx, clock) for _ in range(connections)]
     n = len(queries)
-    reads = []
-    for i in range(0, count, per_read):
-        for j in range(i, min(count, i + per_read)):
-            q = queries[j % n]
-            client.write(len(q).to_bytes(2, "big") + q)
-        reads.append(cout.read())
-    cli.setblocking(False)
-    clock = time.thread_time
+    turns = []
+    j = 0
+    while j < count:
+        turn = []
+        for proto, client, cout, cli in conns:
+            for _ in range(per_read):
+                q = queries[j % n]
+                j += 1
+                client.write(len(q).to_bytes(2, "big") + q)
+            turn.append((proto.dataReceived, cout.read()))
+        turns.append(turn)
+    for c in conns:
+        c[3].setblocking(False)
+    cpu = time.thread_time
     spent = 0.0
-    feed = proto.dataReceived
-    for data in reads:
-        start = clock()
-        feed(data)
-        spent += clock() - start
-        try:
-            while cli.recv(1 << 20):
+    advance = clock.advance
+    for turn in turns:
+        start = cpu()
+        for feed, data in turn:
+            feed(data)
+        advance(0)
+        spent += cpu() - start
+        for c in conns:
+            try:
+                while c[3].recv(1 << 20):
+                    pass
+            except BlockingIOError:
                 pass
-        except BlockingIOError:
-            pass
-    proto.transport.disconnecting = True
-    proto.setTimeout(None)
-    cli.close()
-    proto.transport.socket.close()
+    for proto, _, _, cli in conns:
+        proto.transport.disconnecting = True
+        proto.setTimeout(None)
+        cli.close()
+        proto.transport.socket.close()
     return spent
 
 
@@ -166,6 +184,9 @@ def main(argv=None):
     ap.add_argument("--queries", type=int, default=100000)
     ap.add_argument("--per-read", type=int, default=7)
     ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--connections", type=int, default=20)
+    ap.add_argument("--immediate", action="store_true",
+                    help="each read served at once (tlsstream.ROUND off)")
     ap.add_argument("--echo", action="store_true")
     ap.add_argument("--profile", help="write cProfile statistics here")
     args = ap.parse_args(argv)
@@ -175,15 +196,19 @@ def main(argv=None):
     queries = chain_bench.wires(wl())
     cert, key = certificate(work)
     ctx = ServerTLS(cert, key).ssl_context()
-    run(mux, ctx, queries, len(queries) * 2, args.per_read)   # warm up
-    best = min(run(mux, ctx, queries, args.queries, args.per_read)
+    tlsstream.ROUND = not args.immediate
+    shape = (args.per_read, args.connections)
+    run(mux, ctx, queries, len(queries) * 2, *shape)   # warm up
+    best = min(run(mux, ctx, queries, args.queries, *shape)
                for _ in range(args.repeat))
-    print("%s%s over DoT, %d per read: %.2f us/query (best of %d x %d)"
+    print("%s%s over DoT, %d per read, %d connections%s: %.2f us/query "
+          "(best of %d x %d)"
           % (args.workload, " (echo)" if args.echo else "", args.per_read,
+             args.connections, ", immediate" if args.immediate else "",
              best / args.queries * 1e6, args.repeat, args.queries))
     if args.profile:
         prof = cProfile.Profile()
-        prof.runcall(run, mux, ctx, queries, args.queries, args.per_read)
+        prof.runcall(run, mux, ctx, queries, args.queries, *shape)
         prof.dump_stats(args.profile)
     return 0
 

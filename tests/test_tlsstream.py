@@ -665,3 +665,56 @@ class TimeoutInRoundTest(unittest.TestCase):
         p.timeoutConnection()
         self.assertTrue(p.transport.aborted)
         p.setTimeout(None)
+
+
+class _Conn:
+    """What _Round calls on a connection, recorded."""
+
+    def __init__(self, seen):
+        self.seen = seen
+
+    def _decrypt(self):
+        self.seen.append(("decrypt", self))
+
+    def _answer(self):
+        self.seen.append(("answer", self))
+
+    def _done(self):
+        self.seen.append(("done", self))
+
+    def callLater(self, delay, fn):
+        raise AssertionError("no timed call inside a poll")
+
+
+class RoundHookTest(unittest.TestCase):
+    """The round at the end of the reactor's poll."""
+
+    def test_served_after_the_poll_in_three_passes(self):
+        seen = []
+        a, b = _Conn(seen), _Conn(seen)
+        r = tlsstream._Round()
+
+        class Reactor:
+            def doIteration(self, timeout):
+                seen.append(("poll", timeout))
+                r.add(a)
+                r.add(b)
+        reactor_ = Reactor()
+        r.hook(reactor_)
+        reactor_.doIteration(0.5)
+        self.assertEqual(seen, [
+            ("poll", 0.5), ("decrypt", a), ("decrypt", b), ("answer", a),
+            ("answer", b), ("done", a), ("done", b)])
+        self.assertEqual((r.conns, r.polling), ([], False))
+
+    def test_outside_a_poll_a_call_due_at_once(self):
+        r = tlsstream._Round()
+        clock = task.Clock()
+        seen = []
+        c = _Conn(seen)
+        c.callLater = clock.callLater
+        r.add(c)
+        self.assertEqual(seen, [])
+        clock.advance(0)
+        self.assertEqual([step for step, _ in seen],
+                         ["decrypt", "answer", "done"])

@@ -145,6 +145,9 @@ class DoTProtocol(DNSStreamProtocol):
     def connectionMade(self):
         DNSStreamProtocol.connectionMade(self)
         self._bottom = socket_transport(self.transport)
+        if not _ROUND.hooked:
+            from twisted.internet import reactor
+            _ROUND.hook(reactor)
 
     def dataReceived(self, data):
         if self._failed:
@@ -338,19 +341,42 @@ ROUND = True
 class _Round:
     """The DoT connections that read something in this turn of the
     reactor.  Their reads are served together once the reactor has
-    handed out the turn's events (a call due at once, which it runs
-    right after them): every read is decrypted, then every query
-    answered, then each connection's answers encrypted and sent with one
-    call.  The chain's code and data then stay in the processor's caches
-    over the queries of all the connections instead of being pushed out
-    by each connection's TLS records and system calls in between; a
-    connection's own queries keep their order."""
+    handed out the turn's events: every read is decrypted, then every
+    query answered, then each connection's answers encrypted and sent
+    with one call.  The chain's code and data then stay in the
+    processor's caches over the queries of all the connections instead
+    of being pushed out by each connection's TLS records and system
+    calls in between; a connection's own queries keep their order.
+
+    The round runs at the end of the reactor's poll (``hook``: no timed
+    call per turn); what is read outside a poll (a connection resumed by
+    an answer that came later) is served by a call due at once."""
 
     def __init__(self):
         self.conns = []
+        self.polling = False    # inside the hooked reactor's poll
+        self.hooked = False
+
+    def hook(self, reactor):
+        """End each poll of ``reactor`` with the round (where it has
+        doIteration, as every reactor of twisted.internet does)."""
+        self.hooked = True
+        poll = getattr(reactor, "doIteration", None)
+        if poll is None:
+            return
+
+        def doIteration(timeout):
+            self.polling = True
+            try:
+                poll(timeout)
+            finally:
+                self.polling = False
+            if self.conns:
+                self.run()
+        reactor.doIteration = doIteration
 
     def add(self, conn):
-        if not self.conns:
+        if not self.conns and not self.polling:
             conn.callLater(0, self.run)
         self.conns.append(conn)
 

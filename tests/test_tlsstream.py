@@ -627,6 +627,8 @@ class TimeoutInRoundTest(unittest.TestCase):
 
     def protocol(self):
         clock = task.Clock()
+        # A round of its own: the reactor's is left to the listeners.
+        self.patch(tlsstream, "_ROUND", tlsstream._Round())
         ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         p = tlsstream.DoTProtocol(None, None, stream.Timeouts(), ctx)
         p.factory = type("F", (), {"mux": _AnswerAtOnce()})()

@@ -11,7 +11,7 @@ import struct
 
 import dns.message
 import dns.rcode
-from twisted.internet import defer, protocol, reactor, threads
+from twisted.internet import defer, protocol, reactor, task, threads
 from twisted.protocols.tls import TLSMemoryBIOProtocol
 from twisted.trial import unittest
 
@@ -302,6 +302,57 @@ class FastPathTest(Base):
         self.assertTrue(notified)
 
 
+class ImmediateTest(FastPathTest):
+    """The same with each read served at once (tlsstream.ROUND off)."""
+
+    def setUp(self):
+        self.patch(tlsstream, "ROUND", False)
+        return FastPathTest.setUp(self)
+
+    @defer.inlineCallbacks
+    def test_used(self):
+        p = yield self.path_of_a_connection()
+        self.assertIsInstance(p, tlsstream.DoTProtocol)
+        self.assertFalse(p._queued)
+
+
+class RoundTest(Base):
+    """Many connections' reads served in one round (tlsstream._Round)."""
+
+    @defer.inlineCallbacks
+    def test_many_connections_at_once(self):
+        clients = []
+        for _ in range(6):
+            c = yield self.in_thread(RawClient, self.port, self.ctx())
+            self.addCleanup(c.close)
+            clients.append(c)
+        # Every client's queries (one record each, as dnsperf sends them)
+        # are sent before the server's reactor gets to any of them.
+        data = [b"".join(c.record(frame(query(
+            "big.example.org." if i == 2 else "www.example.org.",
+            "TXT" if i == 2 else "A", qid=100 * k + i))) for i in range(5))
+            for k, c in enumerate(clients)]
+        rounds = []
+        run = tlsstream._ROUND.run
+
+        def counted():
+            rounds.append(len(tlsstream._ROUND.conns))
+            run()
+        self.patch(tlsstream._ROUND, "run", counted)
+
+        # Written from the reactor's thread: all are in the sockets before
+        # the reactor polls them again.
+        for c, d in zip(clients, data):
+            c.sock.sendall(d)
+        for k, c in enumerate(clients):
+            answers = yield self.in_thread(
+                lambda c=c: [c.answer() for _ in range(5)])
+            self.assertEqual([m.id for m in answers],
+                             [100 * k + i for i in range(5)])
+            self.assertEqual(len(answers[2].answer[0]), 235)
+        self.assertGreater(max(rounds), 1)
+
+
 class VerifyIfGivenTest(Base):
 
     opts = " {\n        client_auth verify_if_given\n    }"
@@ -535,3 +586,137 @@ class BookkeepingTest(unittest.TestCase):
         p._frames()
         self.assertEqual((p.queries, p._plain), (3, b""))
         self.assertEqual(len(p._out), 6)
+
+
+class _PlainTLS:
+    """A TLSSession stand-in passing plaintext through."""
+
+    closed = False
+
+    def __init__(self):
+        self.incoming = ssl.MemoryBIO()
+        self.outgoing = ssl.MemoryBIO()
+        self.sent = []
+
+    def receive(self, data):
+        if data:
+            self.incoming.write(data)
+        return self.incoming.read()
+
+    def send(self, data):
+        self.sent.append(data)
+
+    def take(self):
+        return b""
+
+
+class _Open:
+    """A TCP transport that records how it ends."""
+
+    disconnecting = False
+    disconnected = False
+    aborted = False
+
+    def abortConnection(self):
+        self.aborted = self.disconnecting = True
+
+
+class TimeoutInRoundTest(unittest.TestCase):
+    """A timeout that fires after a read and before its round: what was
+    read before it is served as if at once."""
+
+    def protocol(self):
+        clock = task.Clock()
+        # A round of its own: the reactor's is left to the listeners.
+        self.patch(tlsstream, "_ROUND", tlsstream._Round())
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        p = tlsstream.DoTProtocol(None, None, stream.Timeouts(), ctx)
+        p.factory = type("F", (), {"mux": _AnswerAtOnce()})()
+        p.transport = _Open()
+        p.tls = _PlainTLS()
+        p.paused = False
+        p.callLater = clock.callLater
+        p.setTimeout(p.limits.idle)
+        return p, clock
+
+    def read_at_the_deadline(self, data):
+        """``data`` read in the turn the idle timer falls due (the timer
+        runs first, the round after it)."""
+        p, clock = self.protocol()
+        clock.rightNow = p.limits.idle
+        p.dataReceived(data)
+        self.assertTrue(p._queued)
+        clock.advance(0)
+        return p
+
+    def test_query_read_before_the_timeout_is_answered(self):
+        q = b"\x00\x07" + b"\x00" * 10
+        p = self.read_at_the_deadline(frame(q))
+        self.assertFalse(p.transport.aborted)
+        self.assertEqual((p.queries, p.tls.sent), (1, [frame(q)]))
+        self.assertTrue(p._TimeoutMixin__timeoutCall.active())
+        p.setTimeout(None)
+
+    def test_part_of_a_query_does_not_hold_the_timeout(self):
+        p = self.read_at_the_deadline(frame(b"\x00\x07" + b"\x00" * 10)[:5])
+        self.assertTrue(p.transport.aborted)
+        self.assertEqual(p.queries, 0)
+
+    def test_timeout_when_nothing_waits(self):
+        p, clock = self.protocol()
+        p.timeoutConnection()
+        self.assertTrue(p.transport.aborted)
+        p.setTimeout(None)
+
+
+class _Conn:
+    """What _Round calls on a connection, recorded."""
+
+    def __init__(self, seen):
+        self.seen = seen
+
+    def _decrypt(self):
+        self.seen.append(("decrypt", self))
+
+    def _answer(self):
+        self.seen.append(("answer", self))
+
+    def _done(self):
+        self.seen.append(("done", self))
+
+    def callLater(self, delay, fn):
+        raise AssertionError("no timed call inside a poll")
+
+
+class RoundHookTest(unittest.TestCase):
+    """The round at the end of the reactor's poll."""
+
+    def test_served_after_the_poll_in_three_passes(self):
+        seen = []
+        a, b = _Conn(seen), _Conn(seen)
+        r = tlsstream._Round()
+
+        class Reactor:
+            def doIteration(self, timeout):
+                seen.append(("poll", timeout))
+                r.add(a)
+                r.add(b)
+        reactor_ = Reactor()
+        r.hook(reactor_)
+        reactor_.doIteration(0.5)
+        self.assertEqual(seen, [
+            ("poll", 0.5), ("decrypt", a), ("decrypt", b), ("answer", a),
+            ("answer", b), ("done", a), ("done", b)])
+        self.assertEqual((r.conns, r.polling), ([], False))
+
+    def test_outside_a_poll_a_call_due_at_once(self):
+        r = tlsstream._Round()
+        clock = task.Clock()
+        seen = []
+        c = _Conn(seen)
+        c.callLater = clock.callLater
+        r.add(c)
+        self.assertEqual(seen, [])
+        clock.advance(0)
+        self.assertEqual([step for step, _ in seen],
+                         ["decrypt", "answer", "done"])

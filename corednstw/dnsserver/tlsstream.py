@@ -5,11 +5,13 @@ DNS stream framing in one protocol on the TCP connection.
 BIOs (``ssl.SSLObject``): ciphertext in, plaintext out and back, a C
 call each way.  ``DoTProtocol`` is the DNS stream protocol
 (stream.DNSStreamProtocol: its limits, timeouts and producer) with that
-session folded in: what one read brings is decrypted at once, split into
-its 2-byte-length messages and handed to the mux, and the answers ready
-by the end of the read are encrypted together and written with one
-call, straight to the socket when nothing waits before them.  An answer
-that comes later (a Deferred) is written when it comes.
+session folded in: what one read brings is decrypted, split into its
+2-byte-length messages and handed to the mux, and the answers ready by
+the end are encrypted together and written with one call, straight to
+the socket when nothing waits before them.  The reads of all the DoT
+connections in one turn of the reactor are served together, in three
+passes (``_Round``).  An answer that comes later (a Deferred) is written
+when it comes.
 
 It serves the settings the standard library can express
 (tlsconfig.ServerTLS.ssl_context); the others stay on Twisted's TLS
@@ -20,6 +22,7 @@ import ssl
 
 from twisted.protocols import policies
 from twisted.protocols.tls import TLSMemoryBIOFactory
+from twisted.python import log
 
 from corednstw.dnsserver.stream import (
     UNSENT_LIMIT,
@@ -134,36 +137,91 @@ class DoTProtocol(DNSStreamProtocol):
         self._out = []          # answer frames to encrypt
         self._outlen = 0
         self._failed = False
+        self._queued = False    # waiting for the round (_Round)
+        self._expired = False   # a timeout fired while queued
         self._bottom = None     # the socket's transport
         self._sender = self._send
 
     def connectionMade(self):
         DNSStreamProtocol.connectionMade(self)
         self._bottom = socket_transport(self.transport)
+        if not _ROUND.hooked:
+            from twisted.internet import reactor
+            _ROUND.hook(reactor)
 
     def dataReceived(self, data):
         if self._failed:
             return
-        tls = self.tls
+        if ROUND:
+            # Decrypted and answered with the other connections' reads
+            # of this turn of the reactor (see _Round); until then the
+            # answers that come are held.
+            if data:
+                self.tls.incoming.write(data)
+            if not self._queued:
+                self._queued = True
+                self._reading = True
+                _ROUND.add(self)
+            return
         self._reading = True
         try:
-            try:
-                plain = tls.receive(data)
-            except _Error:
-                self._fail()
-                return
-            if tls.outgoing.pending:
-                self._push(tls.take())  # handshake messages, tickets
-            if plain:
-                self._plain = self._plain + plain if self._plain else plain
-            if self._plain and not self.paused:
-                self._frames()
+            if self._decrypt(data):
+                self._answer()
         finally:
             self._reading = False
+        self._done()
+
+    def _decrypt(self, data=b""):
+        """Take in ``data`` (or what the incoming BIO holds): the
+        plaintext to frame, the handshake's messages sent.  False after a
+        TLS error (the connection is closing)."""
+        t = self.transport
+        if self._failed or t is None or t.disconnecting:
+            return False    # closed since the read (nothing is read after)
+        tls = self.tls
+        try:
+            plain = tls.receive(data)
+        except _Error:
+            self._fail()
+            return False
+        if tls.outgoing.pending:
+            self._push(tls.take())  # handshake messages, tickets
+        if plain:
+            self._plain = self._plain + plain if self._plain else plain
+        return True
+
+    def _answer(self):
+        """Answer the whole queries read."""
+        t = self.transport
+        if self._plain and not self.paused and not self._failed and \
+                t is not None and not t.disconnecting:
+            self._frames()
+
+    def _done(self):
+        """Send the answers made, close after the peer's close_notify or
+        once a timeout that expired while the read waited for its round
+        finds no query in it."""
+        self._queued = False
+        self._reading = False
         if self._out:
             self._flush()
-        if tls.closed and not self._failed:
+        if self._expired:
+            self._expired = False
+            t = self.transport
+            if t is not None and not t.disconnected:
+                t.abortConnection()
+            return
+        if self.tls.closed and not self._failed:
             self.close()
+
+    def timeoutConnection(self):
+        # What was read before the timer fired waits for its round: a
+        # query in it is answered (and sets the idle timer again), as it
+        # would have been had it been answered at once.
+        if self._queued:
+            self._expired = True
+            return
+        DNSStreamProtocol.timeoutConnection(self)
 
     def _frames(self):
         """Hand every whole message read to the mux (until paused)."""
@@ -198,8 +256,10 @@ class DoTProtocol(DNSStreamProtocol):
         if limit <= 0:
             self.queries += took
         self._plain = buf[at:] if at else buf
-        if took and not self._full:
-            self.setTimeout(self.limits.idle)
+        if took:
+            self._expired = False
+            if not self._full:
+                self.setTimeout(self.limits.idle)
 
     def _send(self, wire):
         # An answer that arrives after the client left (or once the
@@ -271,6 +331,78 @@ class DoTProtocol(DNSStreamProtocol):
                 self._push(self.tls.take())
             t.unregisterProducer()
             t.loseConnection()
+
+
+#: Serve the reads of one turn of the reactor together (_Round); False:
+#: each read at once, as it comes.
+ROUND = True
+
+
+class _Round:
+    """The DoT connections that read something in this turn of the
+    reactor.  Their reads are served together once the reactor has
+    handed out the turn's events: every read is decrypted, then every
+    query answered, then each connection's answers encrypted and sent
+    with one call.  The chain's code and data then stay in the
+    processor's caches over the queries of all the connections instead
+    of being pushed out by each connection's TLS records and system
+    calls in between; a connection's own queries keep their order.
+
+    The round runs at the end of the reactor's poll (``hook``: no timed
+    call per turn); what is read outside a poll (a connection resumed by
+    an answer that came later) is served by a call due at once."""
+
+    def __init__(self):
+        self.conns = []
+        self.polling = False    # inside the hooked reactor's poll
+        self.hooked = False
+
+    def hook(self, reactor):
+        """End each poll of ``reactor`` with the round (where it has
+        doIteration, as every reactor of twisted.internet does)."""
+        self.hooked = True
+        poll = getattr(reactor, "doIteration", None)
+        if poll is None:
+            return
+
+        def doIteration(timeout):
+            self.polling = True
+            try:
+                poll(timeout)
+            finally:
+                self.polling = False
+            if self.conns:
+                self.run()
+        reactor.doIteration = doIteration
+
+    def add(self, conn):
+        if not self.conns and not self.polling:
+            conn.callLater(0, self.run)
+        self.conns.append(conn)
+
+    def run(self):
+        conns = self.conns
+        self.conns = []
+        # Three passes: every read decrypted, every query answered, every
+        # connection's answers sent.
+        for c in conns:
+            try:
+                c._decrypt()
+            except Exception:
+                log.err(None, "DoT read")
+        for c in conns:
+            try:
+                c._answer()
+            except Exception:
+                log.err(None, "DoT queries")
+        for c in conns:
+            try:
+                c._done()
+            except Exception:
+                log.err(None, "DoT answers")
+
+
+_ROUND = _Round()
 
 
 # -- any protocol over TLS ---------------------------------------------------

@@ -22,6 +22,7 @@ from twisted.internet import defer
 from corednstw.core import dnswire as w
 from corednstw.core import metrics
 from corednstw.core import request as rq
+from corednstw.core.interfaces import IKeptAnswers
 from corednstw.core.plugin import Plugin, match, then
 from corednstw.core.request import NoReply, RawResponse, Response
 from corednstw.engines.response import (
@@ -120,6 +121,9 @@ class Cache(Plugin):
         self._types = {}
         self._last_types = ((), ((), ()))
         self._label_sets = {}
+        #: The next plugin and its kept_answer (IKeptAnswers), or None.
+        self._kept_of = None
+        self._kept = None
 
     #: The positive and the denial store, made by ``build`` once the
     #: options (their capacities) are read.
@@ -147,18 +151,28 @@ class Cache(Plugin):
         item = self._lookup(key, now, labels)
         if item is None:
             MISSES.inc(labels)
+            nxt = self.next
+            if nxt is not self._kept_of:
+                self._kept_of = nxt
+                self._kept = (nxt.kept_answer
+                              if IKeptAnswers.providedBy(nxt) else None)
+            if self._kept is not None and not rflags & 0x7800 and \
+                    req.qtype not in _NOT_PLAIN:
+                # The next plugin keeps this answer already cut at its
+                # TTLs (kubernetes): stored and sent as it is.
+                p = self._kept(req)
+                if p is not None:
+                    return self._keep(p, req, key, do, labels, now)
             # The next plugin is asked with AD set (CoreDNS's
             # authenticatedRefreshState): the stored answer then carries
             # the upstream's AD for every later client, whatever this
             # client asked for.
             ask = req if rflags & w.AD else _refresh_request(req)
-            resp = self.next.serve(ask)
+            resp = nxt.serve(ask)
             if resp.__class__ is Response and resp.raw is None:
                 # An answer made of records, here and now (kubernetes,
-                # file, hosts): the quick paths store it from them
-                # (_quick's choice, made here: one call less).
-                out = (self._store_plain if resp.answer
-                       else self._store_denial)(resp, req, key, do, labels)
+                # file, hosts): the quick path stores it from them.
+                out = self._quick(resp, req, key, do, labels)
                 if out is not None:
                     return out
             return then(resp, self._store, req, key, do, labels, None,
@@ -379,117 +393,62 @@ class Cache(Plugin):
         return out
 
     def _quick(self, resp, req, key, do, labels):
-        """The quick paths of a miss answered by a structured Response:
-        an answer (_store_plain) or a denial (_store_denial); None when
-        neither applies (the general path then handles it)."""
-        if resp.answer:
-            return self._store_plain(resp, req, key, do, labels)
-        return self._store_denial(resp, req, key, do, labels)
+        """The quick path of a miss answered by a structured Response: the
+        usual answer or denial of an authoritative plugin (kubernetes,
+        file, hosts; see request.pieces) is stored and sent from its
+        records, with the entry, TTL and bytes that encoding the answer
+        and reading it back would give; None when the answer has another
+        shape (the general path then handles it)."""
+        if req.opcode or req.qtype in _NOT_PLAIN:
+            return None
+        p = rq.pieces(req, resp)
+        if p is None:
+            return None
+        return self._keep(p, req, key, do, labels, self.now())
 
-    def _store_plain(self, resp, req, key, do, labels):
-        """The usual miss of an authoritative plugin (kubernetes, file,
-        hosts): a NOERROR Response whose answer records all answer the
-        question by its own name, with additional records or none (an
-        SRV's targets) and no authority.  Everything _store would read
-        back from the encoded bytes is known here, so the entry and the
-        client's answer are built from the records; None when the answer
-        is anything else (the general path then handles it)."""
-        if resp.rcode or resp.authority or resp.opt is not None or \
-                resp.flags & w.TC or req.opcode:
-            return None
-        answer = resp.answer
-        name, qtype, qclass = req.name, req.qtype, req.qclass
-        if qtype in _NOT_PLAIN:
-            return None
-        low = self.pttl
-        qwire = req.qwire
-        head = qwire + _HH.pack(qtype, qclass)
-        # Each piece: the record before's rdata, then a record's owner,
-        # type and class (the TTLs go between the pieces).
-        segs = [head]
-        tail = b""
-        for rr in answer:
-            if rr.name != name or rr.rtype != qtype or rr.rclass != qclass:
-                return None
-            if rr.ttl < low:
-                low = rr.ttl
-            if tail:
-                segs.append(tail + head)
-            rd = rr.rdata
-            tail = _RDLEN.pack(len(rd)) + rd
-        extra = resp.additional
-        for rr in extra:
-            if rr.rtype == w.OPT:
-                return None
-            if rr.ttl < low:
-                low = rr.ttl
-            segs.append(tail + (qwire if rr.name == name
-                                else w.name_to_wire(rr.name))
-                        + _HH.pack(rr.rtype, rr.rclass))
-            rd = rr.rdata
-            tail = _RDLEN.pack(len(rd)) + rd
-        segs.append(tail)
-        dur = int(min(max(low, self.minpttl), self.pttl))
-        flags = (resp.flags & 0x07F0) | (req.flags & (w.RD | w.CD))
-        item = Item.plain(segs, flags, len(answer), req.qend - 12,
-                          self.now(), dur, ar=len(extra))
-        prefer = self.prefer_positive
-        if prefer:
-            item.answering = True
-        if dur <= 0:
-            pass
-        elif self.pexcept or prefer:
-            self._set(key, item, NOERROR, req.qname, labels, None)
+    def _keep(self, p, req, key, do, labels, now):
+        """Store the answer ``p`` (request.Pieces) for ``key`` and send it
+        to ``req``: an answer under the positive rules, a denial under
+        the negative ones.  The entry shares the pieces."""
+        flags = p.flags | (req.flags & (w.RD | w.CD))
+        if p.an:
+            dur = int(min(max(p.ttl, self.minpttl), self.pttl))
         else:
+            dur = int(min(max(min(p.ttl, self.nttl), self.minnttl),
+                          self.nttl))
+        item = Item.plain(p.segs, flags, p.an, req.qend - 12, now, dur,
+                          p.rcode, p.ns, p.ar)
+        if not p.an:
+            if dur > 0:
+                self._set(key, item, NAMEERROR if p.rcode else NODATA,
+                          req.qname, labels, None)
+        elif self.pexcept or self.prefer_positive:
+            if self.prefer_positive:
+                item.answering = True
+            if dur > 0:
+                self._set(key, item, NOERROR, req.qname, labels, None)
+        elif dur > 0:
             # _set's work for this case.
             pc = self.pcache
             if pc.add(key, item):
                 EVICTIONS.inc(self._typed(labels)[0])
             else:
                 ENTRIES.set(self._typed(labels)[0], len(pc))
-        return self._fresh(req, item, dur, do, flags, resp.plugin)
+        return self._fresh(req, item, p.body_at(dur if dur > 0 else 0),
+                           dur, do, flags, p.plugin)
 
-    def _store_denial(self, resp, req, key, do, labels):
-        """The usual denial of an authoritative plugin: NXDOMAIN, or
-        NOERROR without answers, with the zone's SOA as the only record
-        (the search-path NXDOMAINs of every pod).  Built from the record
-        as _store_plain builds an answer: the same entry, TTL and bytes
-        as encoding the answer and reading it back would give; None for
-        anything else."""
-        rcode = resp.rcode
-        if (rcode != w.NXDOMAIN and rcode) or resp.additional or \
-                len(resp.authority) != 1 or resp.opt is not None or \
-                resp.flags & w.TC or req.opcode or \
-                req.qtype in _NOT_PLAIN:
-            return None
-        soa = resp.authority[0]
-        if soa.rtype != w.SOA:
-            return None
-        owner = (req.qwire if soa.name == req.name
-                 else w.name_to_wire(soa.name))
-        segs = [owner + _HH.pack(w.SOA, soa.rclass),
-                _RDLEN.pack(len(soa.rdata)) + soa.rdata]
-        dur = int(min(max(min(soa.ttl & 0xFFFFFFFF, self.nttl),
-                          self.minnttl), self.nttl))
-        flags = (resp.flags & 0x07F0) | (req.flags & (w.RD | w.CD))
-        item = Item.plain(segs, flags, 0, req.qend - 12, self.now(), dur,
-                          rcode=rcode, ns=1)
-        if dur > 0:
-            self._set(key, item, NAMEERROR if rcode else NODATA, req.qname,
-                      labels, None)
-        return self._fresh(req, item, dur, do, flags, resp.plugin)
-
-    def _fresh(self, req, item, ttl, do, flags, plugin):
-        """The client's answer from the entry a quick path just made:
-        _answer's bytes for the answer just received (its own flags),
-        without its checks (the entry was made for this question)."""
+    def _fresh(self, req, item, body, ttl, do, flags, plugin):
+        """The client's answer from the entry a quick path just made, whose
+        body at ``ttl`` is ``body``: _answer's bytes for the answer just
+        received (its own flags), without its checks (the entry was made
+        for this question)."""
         rflags = req.flags
         hf = w.QR | (flags & 0x07F0) | (rflags & 0x7800) | item.rcode
         if not do and not rflags & w.AD:
             hf &= ~w.AD
         if ttl < 0:
             ttl = 0
-        body = item.body = _TTL.pack(ttl).join(item.segs)
+        item.body = body
         item.body_ttl = ttl
         e = req.edns
         if e is None:

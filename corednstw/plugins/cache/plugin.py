@@ -52,8 +52,6 @@ MIN_NTTL = 5
 
 _HDR = struct.Struct("!HHHHHH")
 _TTL = struct.Struct("!I")
-_RDLEN = struct.Struct("!H")
-_HH = struct.Struct("!HH")
 #: Question types whose answers the quick miss path leaves to the general
 #: one: signatures (checked for expiry) and the meta types.
 _NOT_PLAIN = frozenset((w.RRSIG, w.ANY, w.AXFR, w.IXFR, w.OPT))
@@ -86,6 +84,11 @@ SERVED_STALE = metrics.counter(
 EVICTIONS = metrics.counter(
     "coredns_cache_evictions_total", "The count of cache evictions.",
     ("server", "type", "zones", "view"))
+
+# The counters' values written on every query, as module globals (the
+# families' ``values`` are never replaced, only updated).
+_REQUESTS_V = REQUESTS.values
+_MISSES_V = MISSES.values
 
 
 # -- the plugin ---------------------------------------------------------------
@@ -145,12 +148,19 @@ class Cache(Plugin):
         do = e is not None and (e.ttl & 0x8000) != 0
         rflags = req.flags
         key = (qname, req.qtype, req.qclass, do, (rflags & w.CD) != 0)
-        labels = self._labels(req)
-        REQUESTS.inc(labels)
+        view = req.view
+        labels = self._label_sets.get((req.server, view) if view
+                                      else req.server)
+        if labels is None:
+            labels = self._labels(req)
+        # Counter.inc written out (on every query).
+        v = _REQUESTS_V
+        v[labels] = v.get(labels, 0) + 1
         now = self.now()
         item = self._lookup(key, now, labels)
         if item is None:
-            MISSES.inc(labels)
+            v = _MISSES_V
+            v[labels] = v.get(labels, 0) + 1
             nxt = self.next
             if nxt is not self._kept_of:
                 self._kept_of = nxt
@@ -408,19 +418,33 @@ class Cache(Plugin):
 
     def _keep(self, p, req, key, do, labels, now):
         """Store the answer ``p`` (request.Pieces) for ``key`` and send it
-        to ``req``: an answer under the positive rules, a denial under
-        the negative ones.  The entry shares the pieces."""
-        flags = p.flags | (req.flags & (w.RD | w.CD))
-        if p.an:
-            dur = int(min(max(p.ttl, self.minpttl), self.pttl))
+        to ``req`` as _answer sends the answer just received (its own
+        flags), without its checks (the entry is made for this
+        question): an answer under the positive rules, a denial under
+        the negative ones.  The entry shares the pieces and the body."""
+        rflags = req.flags
+        flags = p.flags | (rflags & (w.RD | w.CD))
+        # min(max(ttl, low), high), the denial's ttl capped first
+        # (written out: this runs for every miss).
+        ttl = p.ttl
+        an = p.an
+        if an:
+            low, high = self.minpttl, self.pttl
         else:
-            dur = int(min(max(min(p.ttl, self.nttl), self.minnttl),
-                          self.nttl))
-        item = Item.plain(p.segs, flags, p.an, req.qend - 12, now, dur,
-                          p.rcode, p.ns, p.ar)
-        if not p.an:
+            low, high = self.minnttl, self.nttl
+            if ttl > high:
+                ttl = high
+        if ttl < low:
+            ttl = low
+        if ttl > high:
+            ttl = high
+        dur = int(ttl)
+        rcode = p.rcode
+        item = Item.plain(p.segs, flags, an, req.qend - 12, now, dur, rcode,
+                          p.ns, p.ar)
+        if not an:
             if dur > 0:
-                self._set(key, item, NAMEERROR if p.rcode else NODATA,
+                self._set(key, item, NAMEERROR if rcode else NODATA,
                           req.qname, labels, None)
         elif self.pexcept or self.prefer_positive:
             if self.prefer_positive:
@@ -434,34 +458,25 @@ class Cache(Plugin):
                 EVICTIONS.inc(self._typed(labels)[0])
             else:
                 ENTRIES.set(self._typed(labels)[0], len(pc))
-        return self._fresh(req, item, p.body_at(dur if dur > 0 else 0),
-                           dur, do, flags, p.plugin)
-
-    def _fresh(self, req, item, body, ttl, do, flags, plugin):
-        """The client's answer from the entry a quick path just made, whose
-        body at ``ttl`` is ``body``: _answer's bytes for the answer just
-        received (its own flags), without its checks (the entry was made
-        for this question)."""
-        rflags = req.flags
-        hf = w.QR | (flags & 0x07F0) | (rflags & 0x7800) | item.rcode
+        if dur < 0:
+            dur = 0
+        body = item.body = p.body_at(dur)
+        item.body_ttl = dur
+        hf = w.QR | (flags & 0x07F0) | (rflags & 0x7800) | rcode
         if not do and not rflags & w.AD:
             hf &= ~w.AD
-        if ttl < 0:
-            ttl = 0
-        item.body = body
-        item.body_ttl = ttl
         e = req.edns
         if e is None:
-            out = (_HDR.pack(req.id, hf, 1, item.an, item.ns, item.ar)
+            out = (_HDR.pack(req.id, hf, 1, an, p.ns, p.ar)
                    + req.data[12:req.qend] + body)
         else:
-            out = (_HDR.pack(req.id, hf, 1, item.an, item.ns, item.ar + 1)
+            out = (_HDR.pack(req.id, hf, 1, an, p.ns, p.ar + 1)
                    + req.data[12:req.qend] + body + self._opt(e))
         if rq.too_big(req, len(out)):
             resp = rq.parse_response(out)
-            resp.plugin = plugin
+            resp.plugin = p.plugin
             return resp
-        return RawResponse.prebuilt(out, plugin, final=True)
+        return RawResponse.prebuilt(out, p.plugin, final=True)
 
     def _set(self, key, item, mt, qname, labels, prefetch):
         if mt in (NOERROR, DELEGATION):

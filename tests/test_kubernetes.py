@@ -579,6 +579,21 @@ class KeptForCacheTest(CacheInFront):
                                  (qname, qtype, do, got))
 
     @defer.inlineCallbacks
+    def test_handed_back_after_the_first_miss(self):
+        # The first miss asks kubernetes through the chain and cuts its
+        # answer; the cut is handed back, so the next miss takes it.
+        from corednstw.core.request import Pieces
+        got = self.counted()
+        wire = util.make_query("_http._tcp." + C, "SRV").to_wire()
+        first = yield self.ask_missing(wire)
+        self.assertEqual(got, [None])
+        kept = self.k._pieces.get(_request(wire).data[12:])
+        self.assertIsInstance(kept, Pieces)
+        second = yield self.ask_missing(wire)
+        self.assertIs(got[-1], kept)
+        self.assertEqual(second, first)
+
+    @defer.inlineCallbacks
     def test_a_hit_after_a_kept_miss(self):
         wire = util.make_query("_http._tcp." + H, "SRV").to_wire()
         yield self.ask_missing(wire)
@@ -624,9 +639,11 @@ class KeptFallthroughTest(CacheInFront):
             self.assertEqual(m.rcode(), dns.rcode.NOERROR)
             self.assertEqual(got[-1], None)
         self.assertEqual(self.k.kept_answer(_request(wire)), None)
-        # The kept NXDOMAIN outcome is there, but not for the cache.
+        # The kept NXDOMAIN outcome is there, but not for the cache, and
+        # the next plugin's answer is not handed back.
         self.assertIn(("nope.testns.svc.cluster.local.", w.A, 1),
                       self.k._answers)
+        self.assertNotIn(_request(wire).data[12:], self.k._pieces)
         # A name it holds is still handed over.
         wire = util.make_query(C, "A").to_wire()
         yield self.ask_missing(wire)

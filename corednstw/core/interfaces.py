@@ -170,7 +170,8 @@ class IKeptAnswers(Interface):
     cut again.  The cache asks only the plugin right after it in the
     chain (nothing in between may change the answer) and only for a
     QUERY of a plain type; when it gets None it asks the chain as
-    always."""
+    always, and hands back what it cut from the plugin's own answer
+    (``keep_answer``)."""
 
     def kept_answer(req: Request) -> Optional[Pieces]:
         """The answer ``serve(req)`` would give now, when the plugin keeps
@@ -178,6 +179,11 @@ class IKeptAnswers(Interface):
         or fail); None otherwise.  The answer must not depend on the
         query's header flags: the cache asks with the client's query,
         where the chain would get a copy with AD set."""
+
+    def keep_answer(req: Request, cut: Pieces) -> None:
+        """``cut`` is the answer the plugin's ``serve`` has just given
+        ``req`` (the cache cut it): kept for ``kept_answer`` when the
+        plugin keeps that answer itself (else nothing)."""
 
 
 #: The kinds of the headless groups ``IExternal.external_services`` gives

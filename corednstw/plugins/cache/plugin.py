@@ -124,7 +124,7 @@ class Cache(Plugin):
         self._types = {}
         self._last_types = ((), ((), ()))
         self._label_sets = {}
-        #: The next plugin and its kept_answer (IKeptAnswers), or None.
+        #: The next plugin, and the same when it provides IKeptAnswers.
         self._kept_of = None
         self._kept = None
 
@@ -164,13 +164,15 @@ class Cache(Plugin):
             nxt = self.next
             if nxt is not self._kept_of:
                 self._kept_of = nxt
-                self._kept = (nxt.kept_answer
-                              if IKeptAnswers.providedBy(nxt) else None)
-            if self._kept is not None and not rflags & 0x7800 and \
-                    req.qtype not in _NOT_PLAIN:
+                self._kept = nxt if IKeptAnswers.providedBy(nxt) else None
+            kept = self._kept
+            if kept is not None and (rflags & 0x7800 or
+                                     req.qtype in _NOT_PLAIN):
+                kept = None
+            if kept is not None:
                 # The next plugin keeps this answer already cut at its
                 # TTLs (kubernetes): stored and sent as it is.
-                p = self._kept(req)
+                p = kept.kept_answer(req)
                 if p is not None:
                     return self._keep(p, req, key, do, labels, now)
             # The next plugin is asked with AD set (CoreDNS's
@@ -181,10 +183,13 @@ class Cache(Plugin):
             resp = nxt.serve(ask)
             if resp.__class__ is Response and resp.raw is None:
                 # An answer made of records, here and now (kubernetes,
-                # file, hosts): the quick path stores it from them.
-                out = self._quick(resp, req, key, do, labels)
-                if out is not None:
-                    return out
+                # file, hosts): the quick path stores it from them, and
+                # hands the cut back to the plugin that keeps it.
+                p = self._cut(resp, req)
+                if p is not None:
+                    if kept is not None and resp.plugin == nxt.name:
+                        kept.keep_answer(req, p)
+                    return self._keep(p, req, key, do, labels, self.now())
             return then(resp, self._store, req, key, do, labels, None,
                         False, False)
         ttl = item.orig_ttl - int(now - item.stored)
@@ -409,12 +414,17 @@ class Cache(Plugin):
         records, with the entry, TTL and bytes that encoding the answer
         and reading it back would give; None when the answer has another
         shape (the general path then handles it)."""
-        if req.opcode or req.qtype in _NOT_PLAIN:
-            return None
-        p = rq.pieces(req, resp)
+        p = self._cut(resp, req)
         if p is None:
             return None
         return self._keep(p, req, key, do, labels, self.now())
+
+    def _cut(self, resp, req):
+        """``resp`` cut for an entry (request.pieces) when the quick path
+        takes it, else None."""
+        if req.opcode or req.qtype in _NOT_PLAIN:
+            return None
+        return rq.pieces(req, resp)
 
     def _keep(self, p, req, key, do, labels, now):
         """Store the answer ``p`` (request.Pieces) for ``key`` and send it

@@ -369,16 +369,8 @@ class Kubernetes(Watching, Plugin):
         got = self._pieces.get(key)
         if got is not None:
             return got or None
-        qtype = req.qtype
-        if (qtype != w.A and qtype != w.AAAA) or \
-                req.qname not in self._fast[qtype == w.AAAA]:
-            out = self._answers.get((req.name, qtype, req.qclass))
-            if out is None:
-                return None
-            if out[0] == NAME_ERROR and (
-                    not self.synced or (self.fall is not None
-                                        and self.fall.through(req.qname))):
-                return None
+        if not self._keeps(req):
+            return None
         # serve answers from what it keeps: synchronously, by itself.
         resp = self.serve(req)
         if not isinstance(resp, Response):
@@ -386,6 +378,31 @@ class Kubernetes(Watching, Plugin):
         got = pieces(req, resp)
         remember(self._pieces, key, got or False, ANSWERS_KEPT)
         return got
+
+    def keep_answer(self, req, cut):
+        """IKeptAnswers: ``cut``, the answer serve has just given ``req``
+        (through the chain), kept for kept_answer when serve keeps that
+        answer itself."""
+        store = self.store
+        if store is not None and store.version == self._fast_version and \
+                self._keeps(req):
+            remember(self._pieces, req.data[12:req.qend], cut,
+                     ANSWERS_KEPT)
+
+    def _keeps(self, req):
+        """Whether serve answers ``req`` itself from what it keeps for the
+        store's version (it neither works the answer out afresh nor
+        passes the query on)."""
+        qtype = req.qtype
+        if (qtype == w.A or qtype == w.AAAA) and \
+                req.qname in self._fast[qtype == w.AAAA]:
+            return True
+        out = self._answers.get((req.name, qtype, req.qclass))
+        if out is None:
+            return False
+        return out[0] != NAME_ERROR or (
+            self.synced and (self.fall is None
+                             or not self.fall.through(req.qname)))
 
     def _addresses(self, svc, qtype):
         """A or AAAA rdata of a service's plain name (cached per service)."""

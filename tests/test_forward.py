@@ -7,7 +7,7 @@ import dns.flags
 import dns.message
 import dns.opcode
 import dns.rcode
-from twisted.internet import defer
+from twisted.internet import defer, reactor, task
 from twisted.trial import unittest
 
 from corednstw.core.errors import CorefileError
@@ -426,10 +426,11 @@ class ForwardTest(Served, unittest.TestCase):
         self.assertEqual(m.rcode(), dns.rcode.REFUSED)
 
     @defer.inlineCallbacks
-    def test_udp_source_port_per_query(self):
-        """Each UDP query leaves from a socket of its own, so a fresh
-        random source port: a forged reply must guess it as well as the
-        ID.  Twenty queries in flight together, then twenty one by one."""
+    def test_udp_sockets_pooled(self):
+        """UDP queries in flight together each have a socket of their own
+        (its own random source port); an answered query's socket is
+        reused by later ones, counted as connection cache hits.  Twenty
+        queries in flight together, then twenty one by one."""
         up = self.upstream()
         port = yield self.serve(" forward . %s" % up.addr())
         replies = yield defer.gatherResults(
@@ -440,12 +441,31 @@ class ForwardTest(Served, unittest.TestCase):
         self.assertEqual({m.rcode() for m in replies}, {dns.rcode.NOERROR})
         ports = [p for _host, p in up.sources]
         self.assertEqual(len(ports), 40)
-        # The kernel picks each from the ephemeral range at random; a
-        # repeat among 40 is possible but rare.
-        self.assertGreaterEqual(len(set(ports)), 36)
+        # As many sockets as queries were in flight at once (up to 20),
+        # each a miss; every other query a hit.
+        self.assertLessEqual(set(ports[20:]), set(ports[:20]))
         labels = ("forward", up.addr(), "udp")
-        self.assertEqual(engine.CONN_MISSES.get(labels), 40)
-        self.assertEqual(engine.CONN_HITS.get(labels), 0)
+        self.assertEqual(engine.CONN_MISSES.get(labels), len(set(ports)))
+        self.assertEqual(engine.CONN_HITS.get(labels),
+                         40 - len(set(ports)))
+
+    @defer.inlineCallbacks
+    def test_udp_idle_socket_closed_after_expire(self):
+        """``expire`` closes an idle UDP socket: a query after it opens a
+        new one (a miss, another source port)."""
+        up = self.upstream()
+        port = yield self.serve(" forward . %s {\n expire 200ms\n }"
+                                % up.addr())
+        for name in ("a.example", "b.example"):
+            yield util.query(port, name)
+        yield task.deferLater(reactor, 0.5, lambda: None)
+        yield util.query(port, "c.example")
+        ports = [p for _host, p in up.sources]
+        self.assertEqual(ports[0], ports[1])
+        self.assertNotEqual(ports[1], ports[2])
+        labels = ("forward", up.addr(), "udp")
+        self.assertEqual(engine.CONN_MISSES.get(labels), 2)
+        self.assertEqual(engine.CONN_HITS.get(labels), 1)
 
     @defer.inlineCallbacks
     def test_tcp_connection_reused(self):

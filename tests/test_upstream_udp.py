@@ -1,10 +1,13 @@
-"""The upstream engine's UDP queries, on real sockets: a socket of its own
-per query (a fresh source port), a forged reply from another port or with
-another ID ignored, a late reply after the timeout dropped, no socket
-left behind under load; both ways of watching the sockets (an epoll set
-of the engine's own, and one reactor reader per socket).  And ``relay``,
-the one-walk check and rewrite of a plain reply, against the general
-steps it stands for."""
+"""The upstream engine's UDP queries, on real sockets: a pool of sockets,
+one query in flight on each, a socket reused for at most ``max_uses``
+queries (then a fresh source port), idle ones closed after ``expire`` or
+``max_age`` and capped by ``max_idle``; a forged reply from another port
+or with another ID ignored, a late reply (after the timeout, or a stale
+one on a reused socket) never taken, a timed-out socket never reused, no
+socket left behind under load, a forked child's copies closed; both ways
+of watching the sockets (an epoll set of the engine's own, and one
+reactor reader per socket).  And ``relay``, the one-walk check and
+rewrite of a plain reply, against the general steps it stands for."""
 
 import os
 import socket
@@ -62,6 +65,7 @@ class _Waiter:
     def __init__(self):
         self.d = defer.Deferred()
         self.extra = []
+        self.local = None
 
     def _done(self, outcome):
         if self.d.called:
@@ -70,6 +74,7 @@ class _Waiter:
             self.d.callback(outcome)
 
     def reply(self, data, conn):
+        self.local = conn.local()
         self._done(("reply", data))
 
     def fail(self, exc, conn):
@@ -126,19 +131,147 @@ class _UDPCases:
         self.assertEqual(m.answer[0][0].address, "192.0.2.7")
         self.assertEqual(self.up.udp.epoll, self.use_epoll)
 
+    def ports(self):
+        return [addr[1] for _d, addr in self.server.seen]
+
     @defer.inlineCallbacks
-    def test_source_ports_differ(self):
-        """Twenty queries in flight together, then twenty one by one:
-        each from a socket of its own."""
+    def test_sockets_pooled(self):
+        """Twenty queries in flight together, each on a socket of its
+        own; then twenty one by one, each on the idle socket that waited
+        longest (all twenty in turn), none opened."""
         ws = [self.ask("p%d.example." % i) for i in range(20)]
         yield defer.gatherResults([w.d for w in ws])
+        first = self.ports()
+        self.assertEqual(len(set(first)), 20)
+        self.assertEqual(len(self.up.udp.idle), 20)
         for i in range(20):
-            yield self.ask("s%d.example." % i).d
-        ports = [addr[1] for _d, addr in self.server.seen]
-        self.assertEqual(len(ports), 40)
-        # The kernel picks each at random from the ephemeral range; a
-        # repeat among 40 is possible but rare.
-        self.assertGreaterEqual(len(set(ports)), 36)
+            kind, _data = yield self.ask("s%d.example." % i).d
+            self.assertEqual(kind, "reply")
+        then = self.ports()[20:]
+        self.assertEqual(sorted(then), sorted(first))
+        self.assertEqual(len(self.up.udp.idle), 20)
+
+    @defer.inlineCallbacks
+    def test_source_port_changes_after_max_uses(self):
+        """A socket carries ``max_uses`` queries, then is closed: the next
+        query leaves from a fresh port."""
+        self.up.udp = conn = UDPConn(self.up, reactor.seconds())
+        conn.max_uses = 4
+        before = open_fds()
+        for i in range(10):
+            w = self.ask("u%d.example." % i)
+            kind, _data = yield w.d
+            self.assertEqual(kind, "reply")
+            # Our end is known to the waiter, the last query's too.
+            self.assertEqual(w.local, ("127.0.0.1", self.ports()[i]))
+        ports = self.ports()
+        self.assertEqual(len(set(ports[0:4])), 1)
+        self.assertEqual(len(set(ports[4:8])), 1)
+        self.assertEqual(len(set(ports[8:10])), 1)
+        # Fresh random ports: a repeat is possible but rare.
+        self.assertEqual(len({ports[0], ports[4], ports[8]}), 3)
+        self.assertEqual(len(conn.idle), 1)
+        yield task.deferLater(reactor, 0.01, lambda: None)
+        self.assertLessEqual(open_fds(), before + 1 + self.use_epoll)
+
+    @defer.inlineCallbacks
+    def test_stale_reply_on_reused_socket_ignored(self):
+        """The upstream answers the first query twice, the second time
+        late: the late copy reaches the reused socket while it is idle
+        (dropped) or while it carries the next query (ignored: another
+        ID), and never answers that query."""
+        from corednstw.engines.upstream import conn as connmod
+        ids = iter([0x1111, 0x2222, 0x3333, 0x4444])
+        self.patch(connmod, "new_id", lambda: next(ids))
+        for stale_while_idle in (True, False):
+            self.server.seen = []
+            held = []
+
+            def answer(data, addr, i):
+                if i == 0:
+                    self.transport_write(reply_to(data), addr)
+                    held.append((reply_to(data, "203.0.113.99"), addr))
+                else:
+                    held.append((reply_to(data), addr))
+            self.server.answer = answer
+            kind, data = yield self.ask("first.example.").d
+            self.assertEqual(kind, "reply")
+            if stale_while_idle:
+                self.transport_write(*held.pop(0))
+                yield task.deferLater(reactor, 0.05, lambda: None)
+            second = self.ask("first.example.")
+            yield util.wait_for(lambda: len(self.server.seen) == 2, 5)
+            # Both from the same socket.
+            self.assertEqual(len(set(self.ports())), 1)
+            for data, addr in held:       # the stale copy first
+                self.transport_write(data, addr)
+                yield task.deferLater(reactor, 0.05, lambda: None)
+            kind, data = yield second.d
+            self.assertEqual(kind, "reply")
+            m = dns.message.from_wire(data)
+            self.assertEqual(m.answer[0][0].address, "192.0.2.7")
+            self.assertEqual(second.extra, [])
+            self.up.udp.close()
+            self.up.udp = None
+
+    @defer.inlineCallbacks
+    def test_timed_out_socket_not_reused(self):
+        """A query that timed out closes its socket: the next query
+        leaves from another port, and the late reply goes nowhere."""
+        self.up.read_timeout = 0.1
+        held = []
+        self.server.answer = lambda data, addr, i: held.append((data, addr))
+        kind, text = yield self.ask().d
+        self.assertEqual((kind, text), ("fail", "i/o timeout"))
+        self.assertEqual(len(self.up.udp.idle), 0)
+        self.server.answer = self.server.echo
+        w = self.ask("next.example.")
+        kind, _data = yield w.d
+        self.assertEqual(kind, "reply")
+        ports = self.ports()
+        self.assertNotEqual(ports[0], ports[1])
+        for data, addr in held:
+            self.transport_write(reply_to(data, "203.0.113.99"), addr)
+        yield task.deferLater(reactor, 0.05, lambda: None)
+        self.assertEqual(w.extra, [])
+
+    @defer.inlineCallbacks
+    def test_idle_sockets_expire(self):
+        """Idle sockets unused for ``expire`` are closed by the pool's
+        timer, and not taken by a query that comes first."""
+        before = open_fds()
+        self.up.expire = 0.1
+        ws = [self.ask("e%d.example." % i) for i in range(3)]
+        yield defer.gatherResults([w.d for w in ws])
+        conn = self.up.udp
+        self.assertEqual(len(conn.idle), 3)
+        yield task.deferLater(reactor, 0.3, lambda: None)
+        self.assertEqual(len(conn.idle), 0)
+        self.assertIsNone(conn.sweeper)
+        yield task.deferLater(reactor, 0.01, lambda: None)
+        self.assertLessEqual(open_fds(), before + self.use_epoll)
+        # Met by a query before the timer: closed, a fresh one opened.
+        self.up.expire = 10.0
+        yield self.ask("a.example.").d
+        conn.idle[0].used -= 11
+        yield self.ask("b.example.").d
+        ports = self.ports()
+        self.assertNotEqual(ports[3], ports[4])
+        self.assertEqual(len(conn.idle), 1)
+
+    @defer.inlineCallbacks
+    def test_max_age_and_max_idle(self):
+        self.up.max_idle = 2
+        ws = [self.ask("i%d.example." % i) for i in range(5)]
+        yield defer.gatherResults([w.d for w in ws])
+        conn = self.up.udp
+        self.assertEqual(len(conn.idle), 2)
+        self.up.max_age = 30.0
+        for q in conn.idle:
+            q.created -= 31
+        yield self.ask("a.example.").d
+        self.assertNotIn(self.ports()[5], self.ports()[:5])
+        self.assertEqual(len(conn.idle), 1)
 
     @defer.inlineCallbacks
     def test_forged_reply_from_another_port_ignored(self):
@@ -229,8 +362,16 @@ class _UDPCases:
         self.assertGreaterEqual(outcome["reply"], len(answered) * 0.8)
         self.assertGreaterEqual(outcome["fail"], total - len(answered))
         conn = self.up.udp
-        self.assertEqual((conn.pending, conn.byfd, conn.spent), ({}, {}, []))
-        self.assertLessEqual(open_fds(), before + 1)   # our epoll set
+        self.assertEqual((conn.pending, conn.spent), ({}, []))
+        # What is left open is the pool: at most one socket per query
+        # that was in flight at once.
+        self.assertLessEqual(len(conn.idle), window)
+        if self.use_epoll:
+            self.assertEqual(set(conn.byfd.values()), set(conn.idle))
+        self.assertLessEqual(open_fds(), before + 1 + len(conn.idle))
+        conn.close()
+        yield task.deferLater(reactor, 0.01, lambda: None)
+        self.assertLessEqual(open_fds(), before)
 
     @defer.inlineCallbacks
     def test_refused_fails_fast(self):
@@ -255,6 +396,46 @@ class _UDPCases:
         self.assertEqual(set(results), {("fail", "transport stopped")})
         yield task.deferLater(reactor, 0.01, lambda: None)
         self.assertLessEqual(open_fds(), before)
+
+    @defer.inlineCallbacks
+    def test_forked_child_closes_its_copies(self):
+        """A forked child (a multisocket worker) closes its copies of the
+        pool's sockets and epoll set at once and draws message IDs of
+        its own; the parent's sockets stay open and in use."""
+        if not hasattr(os, "register_at_fork"):
+            raise unittest.SkipTest("no fork hooks here")
+        from corednstw.engines.upstream import ids
+        yield self.ask("before.example.").d
+        conn = self.up.udp
+        fds = [q.sock.fileno() for q in conn.idle]
+        if self.use_epoll:
+            fds.append(conn.poller.fileno())
+        ids.new_id()                    # a batch in the pool
+        rfd, wfd = os.pipe()
+        pid = os.fork()
+        if pid == 0:                    # the child: report and leave
+            try:
+                left = []
+                for fd in fds:
+                    try:
+                        os.fstat(fd)
+                        left.append(fd)
+                    except OSError:
+                        pass
+                ok = (not left and not conn.idle and conn.poller is None
+                      and not ids._IDS.pool)
+                os.write(wfd, b"ok" if ok else repr(left).encode())
+            finally:
+                os._exit(0)
+        os.close(wfd)
+        out = os.read(rfd, 100)
+        os.close(rfd)
+        os.waitpid(pid, 0)
+        self.assertEqual(out, b"ok")
+        kind, _data = yield self.ask("after.example.").d
+        self.assertEqual(kind, "reply")
+        ports = self.ports()
+        self.assertEqual(ports[0], ports[1])
 
     @defer.inlineCallbacks
     def test_raising_waiter_spares_the_others(self):

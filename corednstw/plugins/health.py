@@ -47,9 +47,8 @@ class Health(Plugin):
         self.address = address
         self.lameduck = lameduck
         self._loop = None
-        self._agent = None
-        self._pool = None
-        self._uri = None
+        self._agent = None      # the client (healthprobe.Prober)
+        self._target = None     # (host, port) polled
         self._busy = False
         self._checking = None
         self.url_text = None
@@ -62,15 +61,20 @@ class Health(Plugin):
     def url(self):
         """The URL polled: the bound port, and a loopback address when the
         endpoint listens on every interface (CoreDNS polls localhost)."""
+        host, port = self.target()
+        if ":" in host:
+            host = "[%s]" % host
+        return "http://%s:%d/health" % (host, port)
+
+    def target(self):
+        """(host, port) of the URL."""
         host, _ = httpd.split_address(self.address, 8080)
         port = self.block.server.http_port(self.address)
         if host in ("", "0.0.0.0"):
             host = "127.0.0.1"
         elif host == "::":
             host = "::1"
-        if ":" in host:
-            host = "[%s]" % host
-        return "http://%s:%d/health" % (host, port)
+        return host, port
 
     def start(self):
         app = self.block.server
@@ -80,13 +84,12 @@ class Health(Plugin):
                     return  # one self-check per endpoint, not per block
                 break
         try:
-            uri = self.url().encode()
+            self._target = self.target()
         except KeyError:
             return          # no HTTP listener (a configuration being checked)
-        # The HTTP client (twisted.web.client) is made at the first
-        # check, one interval from now: the start does without it.
-        self._uri = uri
-        self.url_text = uri.decode()
+        # The HTTP client (healthprobe) is made at the first check, one
+        # interval from now.
+        self.url_text = self.url()
         self._loop = task.LoopingCall(self.check)
         self._loop.clock = app.reactor
         # The first check one interval from now, as CoreDNS's ticker.
@@ -100,26 +103,24 @@ class Health(Plugin):
             # A check still connecting or waiting: cancelled, so no
             # connection attempt or timeout outlives the plugin.
             self._checking.cancel()
-        if self._pool is not None:
-            pool, self._pool = self._pool, None
-            return pool.closeCachedConnections()
+        if self._agent is not None:
+            agent, self._agent = self._agent, None
+            return agent.close()
 
     def check(self):
         """One self-check (skipped while the previous one is unanswered)."""
-        if self._busy or self._uri is None:
+        if self._busy or self._target is None:
             return
         self._busy = True
         app = self.block.server
-        from twisted.web.client import Agent, HTTPConnectionPool, readBody
         if self._agent is None:
-            self._pool = HTTPConnectionPool(app.reactor, persistent=True)
-            self._pool.maxPersistentPerHost = 1
-            self._agent = Agent(app.reactor, connectTimeout=TIMEOUT,
-                                pool=self._pool)
+            from corednstw.plugins.healthprobe import Prober
+            host, port = self._target
+            self._agent = Prober(app.reactor, host, port, b"/health",
+                                 TIMEOUT)
         clock = app.clock
         start = clock()
-        d = self._agent.request(b"GET", self._uri)
-        d.addCallback(readBody)
+        d = self._agent.get()
         self._checking = d
         timer = app.reactor.callLater(TIMEOUT, d.cancel)
 

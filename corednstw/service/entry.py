@@ -117,7 +117,8 @@ def make_service(path, dns_port, multisocket=None, reactor=None, err=None):
     from corednstw.service import stall
     stall.pause_collector()     # until the plugins have started (App)
     if reactor is None:
-        from twisted.internet import reactor
+        from corednstw.service import reactor as loader
+        reactor = loader.load()
     from corednstw.service import signals
     app = load_app(path, dns_port, multisocket, reactor, err)
     # Log lines leave through a thread while serving: a stalled stdout

@@ -28,7 +28,6 @@ def _import_web():
 _import_web()
 
 from twisted.internet import error, protocol  # noqa: E402
-from twisted.protocols.tls import TLSMemoryBIOFactory  # noqa: E402
 from twisted.web import resource, server  # noqa: E402
 
 
@@ -148,8 +147,12 @@ class Endpoint(protocol.Factory):
     def update(self, paths, tls):
         self.site.resource.paths = Root(paths).paths
         self.tls = tls
-        self.wrapped = None if tls is None else TLSMemoryBIOFactory(
-            tls.creator(), False, self.site)
+        self.wrapped = None
+        if tls is not None:
+            # twisted.protocols.tls (pyOpenSSL) only for an address on TLS
+            from twisted.protocols.tls import TLSMemoryBIOFactory
+            self.wrapped = TLSMemoryBIOFactory(tls.creator(), False,
+                                               self.site)
 
     def doStart(self):
         self.site.doStart()

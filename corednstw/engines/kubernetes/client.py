@@ -255,9 +255,9 @@ def in_cluster(env=os.environ, sa_dir=SA_DIR):
 
 def from_kubeconfig(path, context=None):
     """The cluster and user of ``context`` (or the current one)."""
-    import yaml
+    from corednstw.engines.kubernetes import kubeconfig
     with open(path, "rb") as f:
-        cfg = yaml.safe_load(f) or {}
+        cfg = kubeconfig.load(f.read()) or {}
     base = os.path.dirname(os.path.abspath(path))
     name = context or cfg.get("current-context")
     ctx = _named(cfg, "contexts", name, "context")

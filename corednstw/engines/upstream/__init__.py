@@ -6,18 +6,20 @@ Modules:
 ``ids``
     random message IDs, drawn from the OS in batches (``new_id``).
 ``conn``
-    the connections to one upstream: ``UDPConn`` (a connected socket of
-    its own per query, ``UDPQuery``, so a fresh source port; the sockets
-    watched by one epoll set of the upstream's, itself one reader of the
-    reactor; one timer for all of an upstream's queries) and
-    ``StreamConn`` (TCP or TLS, one query at a time, pooled).
+    the connections to one upstream: ``UDPConn`` (a pool of connected
+    sockets, ``UDPQuery``, one query in flight on each, at most
+    ``MAX_USES`` queries per socket so the source port keeps changing;
+    the sockets watched by one epoll set of the upstream's, itself one
+    reader of the reactor; one timer for all of an upstream's queries,
+    one for the idle sockets' expiry) and ``StreamConn`` (TCP or TLS, one
+    query at a time, pooled).
 ``https``
     ``DoHClient``, the HTTP side of an ``https://`` upstream: twisted.web's
     Agent over a persistent pool (HTTP/1.1 keep-alive), POST or GET,
     answers checked (status, content type, size) and timed out.
 ``proxy``
     ``Upstream``, one upstream: it picks or opens the connection for a query,
-    keeps the stream pools (``expire``, ``max_age``, ``max_idle``), runs
+    holds the pools' settings (``expire``, ``max_age``, ``max_idle``), runs
     the health check after a failure and counts failed checks
     (``down(maxfails)``); the ``coredns_proxy_*`` metric families.
 ``exchange``

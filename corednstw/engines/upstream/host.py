@@ -131,14 +131,15 @@ class Upstream:
         return self._query_stream(wire, proto, waiter)
 
     def _query_udp(self, wire, waiter, now):
-        """Every UDP query opens a socket of its own (a fresh source
-        port): counted as a connection cache miss, as CoreDNS counts a
-        query that dials."""
+        """A UDP query on a pooled socket (a connection cache hit) or a
+        new one (a miss, as CoreDNS counts a query that dials)."""
         u = self.udp
         if u is None:
             u = self.udp = UDPConn(self, now)
-        CONN_MISSES.inc(self.labels_udp)
-        u.query(wire, self.read_timeout, waiter, now)
+        if u.query(wire, self.read_timeout, waiter, now):
+            CONN_HITS.inc(self.labels_udp)
+        else:
+            CONN_MISSES.inc(self.labels_udp)
 
     def _query_https(self, wire, waiter):
         """One query over DNS over HTTPS, whatever the client's transport

@@ -26,6 +26,11 @@ class IDs:
         return pool.pop()
 
 
+_IDS = IDs()
 #: The next ID; one pool for the whole process (every upstream, the
 #: health checks).
-new_id = IDs().next
+new_id = _IDS.next
+if hasattr(os, "register_at_fork"):
+    # A forked child (a multisocket worker) draws its own: the copy of
+    # the parent's batch would repeat the parent's next IDs.
+    os.register_at_fork(after_in_child=_IDS.pool.clear)

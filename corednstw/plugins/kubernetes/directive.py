@@ -265,7 +265,7 @@ OPTIONS = {
 def kubeconfig_error(path, context=None):
     """Why a kubeconfig file cannot give a client configuration (what
     client-go reports when CoreDNS sets the plugin up), or None."""
-    import yaml
+    from corednstw.engines.kubernetes import kubeconfig
     try:
         with open(path, "rb") as f:
             text = f.read()
@@ -274,8 +274,8 @@ def kubeconfig_error(path, context=None):
     except OSError as e:
         return "error loading config file \"%s\": %s" % (path, e.strerror)
     try:
-        cfg = yaml.safe_load(text)
-    except yaml.YAMLError as e:
+        cfg = kubeconfig.load(text)
+    except kubeconfig.yaml_error() as e:   # (evaluated on an error only)
         why = str(e).replace("\n", " ")
         return "error loading config file \"%s\": yaml: %s" % (path, why)
     if cfg is None:

@@ -1623,7 +1623,7 @@ def ask_twice(testcase, answer, off, store, qname, qtype, **kw):
     item = getattr(h.cache, store).get((qname.lower(), w.type_value(qtype),
                                         1, kw.get("do", False), False))
     testcase.assertEqual(h.calls, 1)
-    return first, second, (item.segs, item.an, item.ns, item.ar,
+    return first, second, (list(item.segs), item.an, item.ns, item.ar,
                            item.hflags, item.ad, item.rcode,
                            item.orig_ttl, item.qlen, item.answering)
 
@@ -1662,7 +1662,7 @@ class PlainMissTest(unittest.TestCase):
                 w.RR(owner or req.name, w.type_value(t), ttl,
                      dns.rdata.from_text("IN", t, text).to_wire())
                 for owner, t, text, ttl in extra], aa=True, plugin="stub")
-        return ask_twice(self, answer, "_store_plain" if general else None,
+        return ask_twice(self, answer, "_cut" if general else None,
                          "pcache", qname, qtype, **kw)
 
     def test_same_as_general_path(self):
@@ -1696,14 +1696,14 @@ class PlainMissTest(unittest.TestCase):
         h.cache.next = util.Stub(lambda req: Response(
             0, [w.RR(req.name, w.CNAME, 30, w.name_to_wire(target)),
                 w.RR(target, w.A, 30, a)], aa=True, plugin="stub"))
-        quick = h.cache._store_plain
+        quick = h.cache._cut
         calls = []
 
         def counted(*args):
             out = quick(*args)
             calls.append(out is None)
             return out
-        self.patch(h.cache, "_store_plain", counted)
+        self.patch(h.cache, "_cut", counted)
         wire = h.query("www.ns.svc.cluster.local.", "A").to_wire()
         first = dns.message.from_wire(h.s.ask(wire))
         self.assertEqual(calls, [True])
@@ -1743,7 +1743,7 @@ class DenialMissTest(unittest.TestCase):
             owner = req.name if zone.lower() == req.name.lower() else zone
             return Response(rcode, [], [w.RR(owner, w.SOA, ttl, soa)],
                             aa=True, plugin="stub")
-        return ask_twice(self, answer, "_store_denial" if general else None,
+        return ask_twice(self, answer, "_cut" if general else None,
                          "ncache", qname, qtype, **kw)
 
     def test_same_as_general_path(self):
@@ -1774,14 +1774,14 @@ class DenialMissTest(unittest.TestCase):
                           [w.RR("cluster.local.", w.SOA, 30, soa),
                            w.RR("cluster.local.", w.SOA, 30, other)]):
             h = Harness(self)
-            quick = h.cache._store_denial
+            quick = h.cache._cut
             declined = []
 
             def store_denial(*a, quick=quick, declined=declined):
                 out = quick(*a)
                 declined.append(out is None)
                 return out
-            self.patch(h.cache, "_store_denial", store_denial)
+            self.patch(h.cache, "_cut", store_denial)
             h.cache.next = util.Stub(lambda req, a=authority: Response(
                 3, [], a, aa=True, plugin="stub"))
             data = h.s.ask(h.query("gone.cluster.local.").to_wire())

@@ -27,7 +27,7 @@ from zope.interface import Attribute, Interface
 
 if TYPE_CHECKING:
     from corednstw.core.dnswire import RR
-    from corednstw.core.request import Request
+    from corednstw.core.request import Pieces, Request
 
 #: An address as a socket gives it: (host, port).
 Address = tuple[str, int]
@@ -161,6 +161,29 @@ class IAutoPather(Interface):
         """The search domains of the client that sent ``req`` (lower-case
         FQDNs, the last one ``""`` for the name as asked), or None when
         the query should not be completed on the server."""
+
+
+class IKeptAnswers(Interface):
+    """Hands the ``cache`` plugin the answers a plugin keeps until its data
+    changes, already cut at their TTL fields (``request.Pieces``): a miss
+    then stores and sends them without records being built, encoded or
+    cut again.  The cache asks only the plugin right after it in the
+    chain (nothing in between may change the answer) and only for a
+    QUERY of a plain type; when it gets None it asks the chain as
+    always, and hands back what it cut from the plugin's own answer
+    (``keep_answer``)."""
+
+    def kept_answer(req: Request) -> Optional[Pieces]:
+        """The answer ``serve(req)`` would give now, when the plugin keeps
+        it and gives it itself (it would not pass the query on, wait,
+        or fail); None otherwise.  The answer must not depend on the
+        query's header flags: the cache asks with the client's query,
+        where the chain would get a copy with AD set."""
+
+    def keep_answer(req: Request, cut: Pieces) -> None:
+        """``cut`` is the answer the plugin's ``serve`` has just given
+        ``req`` (the cache cut it): kept for ``kept_answer`` when the
+        plugin keeps that answer itself (else nothing)."""
 
 
 #: The kinds of the headless groups ``IExternal.external_services`` gives

@@ -575,6 +575,127 @@ def response(rcode: int, answer: Optional[list[w.RR]],
 _new = object.__new__
 
 
+class Pieces:
+    """An answer of records cut at its TTL fields, as the cache keeps
+    answers: ``segs`` joined with four bytes of one TTL give the message
+    body after the question, with every record at that TTL.  A plugin
+    whose answers stay the same until its data changes keeps them in
+    this form (``IKeptAnswers``), so that the cache stores and sends them
+    without building records or cutting bytes on every miss.
+
+    ``flags``: the answer's AA, TC, RA, Z, AD and CD bits (0x07F0; the
+    query's RD and CD are the asker's to add); ``ttl``: the smallest TTL
+    of the records (of the SOA for a denial); ``an``, ``ns``, ``ar``:
+    the section counts; ``plugin``: the plugin that answered.  Shared by
+    every answer made from it: never changed, except the body kept for
+    the TTL last asked (``body_at``)."""
+
+    __slots__ = ("segs", "flags", "rcode", "an", "ns", "ar", "ttl",
+                 "plugin", "body", "body_ttl")
+
+    segs: tuple[bytes, ...]
+    flags: int
+    rcode: int
+    an: int
+    ns: int
+    ar: int
+    ttl: int
+    plugin: str
+    body: bytes
+    body_ttl: int
+
+    def body_at(self, ttl: int) -> bytes:
+        """The body with every TTL set to ``ttl`` (kept for the next
+        answer at the same TTL)."""
+        if self.body_ttl == ttl:
+            return self.body
+        body = self.body = _TTL32.pack(ttl).join(self.segs)
+        self.body_ttl = ttl
+        return body
+
+
+_TTL32 = struct.Struct("!I")
+
+
+def _pieces(segs: list[bytes], flags: int, rcode: int, an: int, ns: int,
+            ar: int, ttl: int, plugin: str) -> Pieces:
+    p = _new(Pieces)
+    p.segs = tuple(segs)
+    p.flags = flags & 0x07F0
+    p.rcode = rcode
+    p.an, p.ns, p.ar = an, ns, ar
+    p.ttl = ttl
+    p.plugin = plugin
+    p.body = b""
+    p.body_ttl = -1
+    return p
+
+
+def pieces(req: Request, resp: Response) -> Optional[Pieces]:
+    """``resp`` (records, not bytes) cut at its TTL fields, when it has
+    one of the two shapes an authoritative plugin gives nearly always;
+    None otherwise.  An answer: NOERROR, answer records that all answer
+    the question by its own name, type and class, additional records or
+    none (an SRV's targets), no authority.  A denial: NXDOMAIN, or
+    NOERROR without answers, with the zone's SOA as its only record.
+    Neither may carry an OPT or be truncated.  Owners equal to the name
+    asked are written as the query wrote it, the others uncompressed:
+    the bytes ``encode`` writes for an answer that fits."""
+    flags = resp.flags
+    if resp.opt is not None or flags & _TC:
+        return None
+    rcode = resp.rcode
+    answer = resp.answer
+    qwire = req.qwire
+    pack = _QTAIL.pack
+    if answer:
+        if rcode or resp.authority:
+            return None
+        name, qtype, qclass = req.name, req.qtype, req.qclass
+        head = qwire + pack(qtype, qclass)
+        low = 0xFFFFFFFF
+        # Each piece: the record before's rdata, then a record's owner,
+        # type and class (the TTLs go between the pieces).
+        segs = [head]
+        tail = b""
+        for rr in answer:
+            if rr.name != name or rr.rtype != qtype or rr.rclass != qclass:
+                return None
+            ttl = rr.ttl & 0xFFFFFFFF
+            if ttl < low:
+                low = ttl
+            if tail:
+                segs.append(tail + head)
+            rd = rr.rdata
+            tail = _H.pack(len(rd)) + rd
+        extra = resp.additional
+        for rr in extra:
+            if rr.rtype == w.OPT:
+                return None
+            ttl = rr.ttl & 0xFFFFFFFF
+            if ttl < low:
+                low = ttl
+            segs.append(tail + (qwire if rr.name == name
+                                else w.name_to_wire(rr.name))
+                        + pack(rr.rtype, rr.rclass))
+            rd = rr.rdata
+            tail = _H.pack(len(rd)) + rd
+        segs.append(tail)
+        return _pieces(segs, flags, 0, len(answer), 0, len(extra), low,
+                       resp.plugin)
+    if (rcode and rcode != w.NXDOMAIN) or resp.additional or \
+            len(resp.authority) != 1:
+        return None
+    soa = resp.authority[0]
+    if soa.rtype != w.SOA:
+        return None
+    rd = soa.rdata
+    return _pieces([(qwire if soa.name == req.name
+                     else w.name_to_wire(soa.name))
+                    + pack(w.SOA, soa.rclass), _H.pack(len(rd)) + rd],
+                   flags, rcode, 0, 1, 0, soa.ttl & 0xFFFFFFFF, resp.plugin)
+
+
 class NoReply(Response):
     """An answer that is never sent: the client hears nothing (erratic's
     ``drop``).  Middleware sees a NOERROR response of size 0 written by no

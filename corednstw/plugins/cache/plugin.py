@@ -22,6 +22,7 @@ from twisted.internet import defer
 from corednstw.core import dnswire as w
 from corednstw.core import metrics
 from corednstw.core import request as rq
+from corednstw.core.interfaces import IKeptAnswers
 from corednstw.core.plugin import Plugin, match, then
 from corednstw.core.request import NoReply, RawResponse, Response
 from corednstw.engines.response import (
@@ -51,8 +52,6 @@ MIN_NTTL = 5
 
 _HDR = struct.Struct("!HHHHHH")
 _TTL = struct.Struct("!I")
-_RDLEN = struct.Struct("!H")
-_HH = struct.Struct("!HH")
 #: Question types whose answers the quick miss path leaves to the general
 #: one: signatures (checked for expiry) and the meta types.
 _NOT_PLAIN = frozenset((w.RRSIG, w.ANY, w.AXFR, w.IXFR, w.OPT))
@@ -85,6 +84,11 @@ SERVED_STALE = metrics.counter(
 EVICTIONS = metrics.counter(
     "coredns_cache_evictions_total", "The count of cache evictions.",
     ("server", "type", "zones", "view"))
+
+# The counters' values written on every query, as module globals (the
+# families' ``values`` are never replaced, only updated).
+_REQUESTS_V = REQUESTS.values
+_MISSES_V = MISSES.values
 
 
 # -- the plugin ---------------------------------------------------------------
@@ -120,6 +124,9 @@ class Cache(Plugin):
         self._types = {}
         self._last_types = ((), ((), ()))
         self._label_sets = {}
+        #: The next plugin, and the same when it provides IKeptAnswers.
+        self._kept_of = None
+        self._kept = None
 
     #: The positive and the denial store, made by ``build`` once the
     #: options (their capacities) are read.
@@ -141,26 +148,48 @@ class Cache(Plugin):
         do = e is not None and (e.ttl & 0x8000) != 0
         rflags = req.flags
         key = (qname, req.qtype, req.qclass, do, (rflags & w.CD) != 0)
-        labels = self._labels(req)
-        REQUESTS.inc(labels)
+        view = req.view
+        labels = self._label_sets.get((req.server, view) if view
+                                      else req.server)
+        if labels is None:
+            labels = self._labels(req)
+        # Counter.inc written out (on every query).
+        v = _REQUESTS_V
+        v[labels] = v.get(labels, 0) + 1
         now = self.now()
         item = self._lookup(key, now, labels)
         if item is None:
-            MISSES.inc(labels)
+            v = _MISSES_V
+            v[labels] = v.get(labels, 0) + 1
+            nxt = self.next
+            if nxt is not self._kept_of:
+                self._kept_of = nxt
+                self._kept = nxt if IKeptAnswers.providedBy(nxt) else None
+            kept = self._kept
+            if kept is not None and (rflags & 0x7800 or
+                                     req.qtype in _NOT_PLAIN):
+                kept = None
+            if kept is not None:
+                # The next plugin keeps this answer already cut at its
+                # TTLs (kubernetes): stored and sent as it is.
+                p = kept.kept_answer(req)
+                if p is not None:
+                    return self._keep(p, req, key, do, labels, now)
             # The next plugin is asked with AD set (CoreDNS's
             # authenticatedRefreshState): the stored answer then carries
             # the upstream's AD for every later client, whatever this
             # client asked for.
             ask = req if rflags & w.AD else _refresh_request(req)
-            resp = self.next.serve(ask)
+            resp = nxt.serve(ask)
             if resp.__class__ is Response and resp.raw is None:
                 # An answer made of records, here and now (kubernetes,
-                # file, hosts): the quick paths store it from them
-                # (_quick's choice, made here: one call less).
-                out = (self._store_plain if resp.answer
-                       else self._store_denial)(resp, req, key, do, labels)
-                if out is not None:
-                    return out
+                # file, hosts): the quick path stores it from them, and
+                # hands the cut back to the plugin that keeps it.
+                p = self._cut(resp, req)
+                if p is not None:
+                    if kept is not None and resp.plugin == nxt.name:
+                        kept.keep_answer(req, p)
+                    return self._keep(p, req, key, do, labels, self.now())
             return then(resp, self._store, req, key, do, labels, None,
                         False, False)
         ttl = item.orig_ttl - int(now - item.stored)
@@ -379,130 +408,85 @@ class Cache(Plugin):
         return out
 
     def _quick(self, resp, req, key, do, labels):
-        """The quick paths of a miss answered by a structured Response:
-        an answer (_store_plain) or a denial (_store_denial); None when
-        neither applies (the general path then handles it)."""
-        if resp.answer:
-            return self._store_plain(resp, req, key, do, labels)
-        return self._store_denial(resp, req, key, do, labels)
+        """The quick path of a miss answered by a structured Response: the
+        usual answer or denial of an authoritative plugin (kubernetes,
+        file, hosts; see request.pieces) is stored and sent from its
+        records, with the entry, TTL and bytes that encoding the answer
+        and reading it back would give; None when the answer has another
+        shape (the general path then handles it)."""
+        p = self._cut(resp, req)
+        if p is None:
+            return None
+        return self._keep(p, req, key, do, labels, self.now())
 
-    def _store_plain(self, resp, req, key, do, labels):
-        """The usual miss of an authoritative plugin (kubernetes, file,
-        hosts): a NOERROR Response whose answer records all answer the
-        question by its own name, with additional records or none (an
-        SRV's targets) and no authority.  Everything _store would read
-        back from the encoded bytes is known here, so the entry and the
-        client's answer are built from the records; None when the answer
-        is anything else (the general path then handles it)."""
-        if resp.rcode or resp.authority or resp.opt is not None or \
-                resp.flags & w.TC or req.opcode:
+    def _cut(self, resp, req):
+        """``resp`` cut for an entry (request.pieces) when the quick path
+        takes it, else None."""
+        if req.opcode or req.qtype in _NOT_PLAIN:
             return None
-        answer = resp.answer
-        name, qtype, qclass = req.name, req.qtype, req.qclass
-        if qtype in _NOT_PLAIN:
-            return None
-        low = self.pttl
-        qwire = req.qwire
-        head = qwire + _HH.pack(qtype, qclass)
-        # Each piece: the record before's rdata, then a record's owner,
-        # type and class (the TTLs go between the pieces).
-        segs = [head]
-        tail = b""
-        for rr in answer:
-            if rr.name != name or rr.rtype != qtype or rr.rclass != qclass:
-                return None
-            if rr.ttl < low:
-                low = rr.ttl
-            if tail:
-                segs.append(tail + head)
-            rd = rr.rdata
-            tail = _RDLEN.pack(len(rd)) + rd
-        extra = resp.additional
-        for rr in extra:
-            if rr.rtype == w.OPT:
-                return None
-            if rr.ttl < low:
-                low = rr.ttl
-            segs.append(tail + (qwire if rr.name == name
-                                else w.name_to_wire(rr.name))
-                        + _HH.pack(rr.rtype, rr.rclass))
-            rd = rr.rdata
-            tail = _RDLEN.pack(len(rd)) + rd
-        segs.append(tail)
-        dur = int(min(max(low, self.minpttl), self.pttl))
-        flags = (resp.flags & 0x07F0) | (req.flags & (w.RD | w.CD))
-        item = Item.plain(segs, flags, len(answer), req.qend - 12,
-                          self.now(), dur, ar=len(extra))
-        prefer = self.prefer_positive
-        if prefer:
-            item.answering = True
-        if dur <= 0:
-            pass
-        elif self.pexcept or prefer:
-            self._set(key, item, NOERROR, req.qname, labels, None)
+        return rq.pieces(req, resp)
+
+    def _keep(self, p, req, key, do, labels, now):
+        """Store the answer ``p`` (request.Pieces) for ``key`` and send it
+        to ``req`` as _answer sends the answer just received (its own
+        flags), without its checks (the entry is made for this
+        question): an answer under the positive rules, a denial under
+        the negative ones.  The entry shares the pieces and the body."""
+        rflags = req.flags
+        flags = p.flags | (rflags & (w.RD | w.CD))
+        # min(max(ttl, low), high), the denial's ttl capped first
+        # (written out: this runs for every miss).
+        ttl = p.ttl
+        an = p.an
+        if an:
+            low, high = self.minpttl, self.pttl
         else:
+            low, high = self.minnttl, self.nttl
+            if ttl > high:
+                ttl = high
+        if ttl < low:
+            ttl = low
+        if ttl > high:
+            ttl = high
+        dur = int(ttl)
+        rcode = p.rcode
+        item = Item.plain(p.segs, flags, an, req.qend - 12, now, dur, rcode,
+                          p.ns, p.ar)
+        if not an:
+            if dur > 0:
+                self._set(key, item, NAMEERROR if rcode else NODATA,
+                          req.qname, labels, None)
+        elif self.pexcept or self.prefer_positive:
+            if self.prefer_positive:
+                item.answering = True
+            if dur > 0:
+                self._set(key, item, NOERROR, req.qname, labels, None)
+        elif dur > 0:
             # _set's work for this case.
             pc = self.pcache
             if pc.add(key, item):
                 EVICTIONS.inc(self._typed(labels)[0])
             else:
                 ENTRIES.set(self._typed(labels)[0], len(pc))
-        return self._fresh(req, item, dur, do, flags, resp.plugin)
-
-    def _store_denial(self, resp, req, key, do, labels):
-        """The usual denial of an authoritative plugin: NXDOMAIN, or
-        NOERROR without answers, with the zone's SOA as the only record
-        (the search-path NXDOMAINs of every pod).  Built from the record
-        as _store_plain builds an answer: the same entry, TTL and bytes
-        as encoding the answer and reading it back would give; None for
-        anything else."""
-        rcode = resp.rcode
-        if (rcode != w.NXDOMAIN and rcode) or resp.additional or \
-                len(resp.authority) != 1 or resp.opt is not None or \
-                resp.flags & w.TC or req.opcode or \
-                req.qtype in _NOT_PLAIN:
-            return None
-        soa = resp.authority[0]
-        if soa.rtype != w.SOA:
-            return None
-        owner = (req.qwire if soa.name == req.name
-                 else w.name_to_wire(soa.name))
-        segs = [owner + _HH.pack(w.SOA, soa.rclass),
-                _RDLEN.pack(len(soa.rdata)) + soa.rdata]
-        dur = int(min(max(min(soa.ttl & 0xFFFFFFFF, self.nttl),
-                          self.minnttl), self.nttl))
-        flags = (resp.flags & 0x07F0) | (req.flags & (w.RD | w.CD))
-        item = Item.plain(segs, flags, 0, req.qend - 12, self.now(), dur,
-                          rcode=rcode, ns=1)
-        if dur > 0:
-            self._set(key, item, NAMEERROR if rcode else NODATA, req.qname,
-                      labels, None)
-        return self._fresh(req, item, dur, do, flags, resp.plugin)
-
-    def _fresh(self, req, item, ttl, do, flags, plugin):
-        """The client's answer from the entry a quick path just made:
-        _answer's bytes for the answer just received (its own flags),
-        without its checks (the entry was made for this question)."""
-        rflags = req.flags
-        hf = w.QR | (flags & 0x07F0) | (rflags & 0x7800) | item.rcode
+        if dur < 0:
+            dur = 0
+        body = item.body = p.body_at(dur)
+        item.body_ttl = dur
+        hf = w.QR | (flags & 0x07F0) | (rflags & 0x7800) | rcode
         if not do and not rflags & w.AD:
             hf &= ~w.AD
-        if ttl < 0:
-            ttl = 0
-        body = item.body = _TTL.pack(ttl).join(item.segs)
-        item.body_ttl = ttl
         e = req.edns
         if e is None:
-            out = (_HDR.pack(req.id, hf, 1, item.an, item.ns, item.ar)
+            out = (_HDR.pack(req.id, hf, 1, an, p.ns, p.ar)
                    + req.data[12:req.qend] + body)
         else:
-            out = (_HDR.pack(req.id, hf, 1, item.an, item.ns, item.ar + 1)
+            out = (_HDR.pack(req.id, hf, 1, an, p.ns, p.ar + 1)
                    + req.data[12:req.qend] + body + self._opt(e))
         if rq.too_big(req, len(out)):
             resp = rq.parse_response(out)
-            resp.plugin = plugin
+            resp.plugin = p.plugin
             return resp
-        return RawResponse.prebuilt(out, plugin, final=True)
+        return RawResponse.prebuilt(out, p.plugin, final=True)
 
     def _set(self, key, item, mt, qname, labels, prefetch):
         if mt in (NOERROR, DELEGATION):

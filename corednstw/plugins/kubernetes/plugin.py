@@ -17,13 +17,14 @@ from corednstw.core.interfaces import (
     IExternal,
     IFedData,
     IInheritable,
+    IKeptAnswers,
     IMetadataProvider,
     IReadiness,
     ITransferer,
 )
 from corednstw.core.names import is_subdomain
 from corednstw.core.plugin import Plugin, is_deferred, match
-from corednstw.core.request import Response
+from corednstw.core.request import Response, pieces, remember
 from corednstw.engines.kubernetes import watch as wt
 from corednstw.engines.kubernetes.feed import Watching
 from corednstw.engines.system import read_search
@@ -55,7 +56,7 @@ ANSWERS_KEPT = 50000
 
 
 @implementer(IReadiness, ITransferer, IMetadataProvider, IInheritable,
-             IAutoPather, IExternal, IFedData)
+             IAutoPather, IExternal, IFedData, IKeptAnswers)
 class Kubernetes(Watching, Plugin):
     """The plugin: its options (set by the directive), its store and
     watches, and the answers from them."""
@@ -98,6 +99,9 @@ class Kubernetes(Watching, Plugin):
         #: (name as asked, qtype, qclass) -> the general path's outcome
         #: (see serve), for the store's version _fast_version
         self._answers: dict[tuple[str, int, int], tuple] = {}
+        #: question bytes -> the answer cut for the cache (kept_answer),
+        #: or False when it has no shape the cache takes
+        self._pieces: dict[bytes, object] = {}
         self._held = None           # Deferreds of queries waiting for sync
         self.autopath_search = []   # the host's search list (autopath)
         self._search = {}           # (namespace, zone) -> search path
@@ -286,10 +290,12 @@ class Kubernetes(Watching, Plugin):
             else:
                 self._fast = ({}, {})
                 self._answers = {}
+                self._pieces = {}
                 self._fast_version = store.version
         elif store.version != self._fast_version:
             self._fast = ({}, {})
             self._answers = {}
+            self._pieces = {}
             self._fast_version = store.version
         qname = req.qname
         zone = match(self.zones, qname)
@@ -347,6 +353,56 @@ class Kubernetes(Watching, Plugin):
                 answers.clear()
             answers[key] = _pack(out)
         return self._finish(out, req, zone, zcase)
+
+    def kept_answer(self, req):
+        """IKeptAnswers: the answer ``serve`` gives ``req`` from what it
+        keeps for the store's version (a plain service's addresses, the
+        general path's kept outcomes), cut for the cache and kept too;
+        None when serve would work it out afresh, pass the query on (a
+        fallthrough NXDOMAIN), hold it (before the first lists) or give
+        an answer of another shape.  The kept answers do not depend on
+        the query's flags."""
+        store = self.store
+        if store is None or store.version != self._fast_version:
+            return None         # serve starts the new version's tables
+        key = req.data[12:req.qend]
+        got = self._pieces.get(key)
+        if got is not None:
+            return got or None
+        if not self._keeps(req):
+            return None
+        # serve answers from what it keeps: synchronously, by itself.
+        resp = self.serve(req)
+        if not isinstance(resp, Response):
+            return None
+        got = pieces(req, resp)
+        remember(self._pieces, key, got or False, ANSWERS_KEPT)
+        return got
+
+    def keep_answer(self, req, cut):
+        """IKeptAnswers: ``cut``, the answer serve has just given ``req``
+        (through the chain), kept for kept_answer when serve keeps that
+        answer itself."""
+        store = self.store
+        if store is not None and store.version == self._fast_version and \
+                self._keeps(req):
+            remember(self._pieces, req.data[12:req.qend], cut,
+                     ANSWERS_KEPT)
+
+    def _keeps(self, req):
+        """Whether serve answers ``req`` itself from what it keeps for the
+        store's version (it neither works the answer out afresh nor
+        passes the query on)."""
+        qtype = req.qtype
+        if (qtype == w.A or qtype == w.AAAA) and \
+                req.qname in self._fast[qtype == w.AAAA]:
+            return True
+        out = self._answers.get((req.name, qtype, req.qclass))
+        if out is None:
+            return False
+        return out[0] != NAME_ERROR or (
+            self.synced and (self.fall is None
+                             or not self.fall.through(req.qname)))
 
     def _addresses(self, svc, qtype):
         """A or AAAA rdata of a service's plain name (cached per service)."""

@@ -484,10 +484,25 @@ class ForwardTest(Served, unittest.TestCase):
         self.assertIs(seen[0], LATE)
         self.assertIsInstance(seen[1], defer.Deferred)
         self.assertEqual([m.inflight for m in self.app.muxes], [0])
+
+        # A reply bigger than the client's 512 bytes is not relayed as
+        # is: truncated (TC, no records), through the slot as well.
+        def big(q, proto):
+            r = dns.message.make_response(q)
+            r.answer.append(dns.rrset.from_text(
+                q.question[0].name, 300, "IN", "A",
+                *["192.0.2.%d" % i for i in range(1, 60)]))
+            return r
+        up.handler = big
+        m = yield util.query(port, "big.example", use_edns=False)
+        self.assertTrue(m.flags & dns.flags.TC)
+        self.assertEqual(m.answer, [])
+        self.assertIs(seen[2], LATE)
+        up.handler = None
         up.stop()
         m = yield util.query(port, "gone.example")
         self.assertEqual(m.rcode(), dns.rcode.SERVFAIL)
-        self.assertIs(seen[2], LATE)
+        self.assertIs(seen[3], LATE)
         self.assertEqual([m.inflight for m in self.app.muxes], [0])
 
     @defer.inlineCallbacks

@@ -102,9 +102,10 @@ class Request:
     start: float
     #: The server's late slot, offered by a UDP listener's mux (else
     #: None): ``late.deliver(resp, req, req.reply)`` writes an answer that
-    #: comes after ``serve`` returned, without a Deferred.  Only the
-    #: plugin first in the block's chain may use it (nothing in front of
-    #: it sees the answer); its ``serve`` then returns ``LATE``.
+    #: comes after ``serve`` returned, without a Deferred
+    #: (``late.deliver_wire(wire, req)`` the client's bytes when made).
+    #: Only the plugin first in the block's chain may use it (nothing in
+    #: front of it sees the answer); its ``serve`` then returns ``LATE``.
     late: Any
     #: The listener's ``send(bytes)`` for this query, with ``late``.
     reply: Any

@@ -354,6 +354,18 @@ UPSTREAM_SOA = ("example. 3600 IN SOA ns.example. host.example. 1 7200 1800 "
                 "86400 60")
 
 
+def big_answer(prefix, n):
+    """An upstream handler answering ``n`` A records, ``prefix`` 1 to
+    ``n``."""
+    def big(q, proto):
+        r = dns.message.make_response(q)
+        r.answer.append(dns.rrset.from_text(
+            q.question[0].name, 300, "IN", "A",
+            *["%s%d" % (prefix, i) for i in range(1, n + 1)]))
+        return r
+    return big
+
+
 class Served:
     """Scripted upstreams and a server with a block body, for test cases."""
 
@@ -487,13 +499,7 @@ class ForwardTest(Served, unittest.TestCase):
 
         # A reply bigger than the client's 512 bytes is not relayed as
         # is: truncated (TC, no records), through the slot as well.
-        def big(q, proto):
-            r = dns.message.make_response(q)
-            r.answer.append(dns.rrset.from_text(
-                q.question[0].name, 300, "IN", "A",
-                *["192.0.2.%d" % i for i in range(1, 60)]))
-            return r
-        up.handler = big
+        up.handler = big_answer("192.0.2.", 59)
         m = yield util.query(port, "big.example", use_edns=False)
         self.assertTrue(m.flags & dns.flags.TC)
         self.assertEqual(m.answer, [])
@@ -902,16 +908,8 @@ class ConformanceTest(Served, unittest.TestCase):
     def test_overflow_truncates(self):
         """An upstream UDP answer bigger than the client's buffer becomes
         an empty TC answer (TestCoreDNSOverflow); over TCP it is whole."""
-        import dns.rrset
         up = self.upstream()
-
-        def big(q, proto):
-            r = dns.message.make_response(q)
-            r.answer.append(dns.rrset.from_text(
-                q.question[0].name, 300, "IN", "A",
-                *["127.0.0.%d" % i for i in range(1, 41)]))
-            return r
-        up.handler = big
+        up.handler = big_answer("127.0.0.", 40)
         # (options, client transport, TC, records): with prefer_udp the
         # truncated answer is asked again over TCP, then cut to the
         # client's 512 bytes as every answer is.

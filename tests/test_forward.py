@@ -354,6 +354,18 @@ UPSTREAM_SOA = ("example. 3600 IN SOA ns.example. host.example. 1 7200 1800 "
                 "86400 60")
 
 
+def big_answer(prefix, n):
+    """An upstream handler answering ``n`` A records, ``prefix`` 1 to
+    ``n``."""
+    def big(q, proto):
+        r = dns.message.make_response(q)
+        r.answer.append(dns.rrset.from_text(
+            q.question[0].name, 300, "IN", "A",
+            *["%s%d" % (prefix, i) for i in range(1, n + 1)]))
+        return r
+    return big
+
+
 class Served:
     """Scripted upstreams and a server with a block body, for test cases."""
 
@@ -448,6 +460,73 @@ class ForwardTest(Served, unittest.TestCase):
         self.assertEqual(engine.CONN_MISSES.get(labels), len(set(ports)))
         self.assertEqual(engine.CONN_HITS.get(labels),
                          40 - len(set(ports)))
+
+    def spy(self, f):
+        """The values ``f.serve`` returns, recorded."""
+        seen = []
+        serve = f.serve
+
+        def spied(req):
+            r = serve(req)
+            seen.append(r)
+            return r
+        f.serve = spied
+        return seen
+
+    @defer.inlineCallbacks
+    def test_late_slot_first_in_chain_over_udp(self):
+        """forward first in its chain answers a UDP query through the
+        server's late slot (no Deferred), a TCP query with a Deferred;
+        the answer and the mux's count of queries in flight are the
+        same either way, and a failure (no upstream listening) is a
+        SERVFAIL through the slot too."""
+        from corednstw.core.request import LATE
+        up = self.upstream()
+        port = yield self.serve(" forward . %s" % up.addr())
+        (f,) = self.forwarders()
+        seen = self.spy(f)
+        q = util.make_query("WWW.Example.ORG", "A")
+        q.id = 1234
+        want = Case("WWW.Example.ORG", ra=True, answer=[
+            "WWW.Example.ORG. 300 IN A 192.0.2.1"])
+        for proto in ("udp", "tcp"):
+            m = yield util.query(port, q, proto=proto)
+            self.assertEqual(m.id, 1234)
+            cases.check_response(self, want, m)
+        self.assertIs(seen[0], LATE)
+        self.assertIsInstance(seen[1], defer.Deferred)
+        self.assertEqual([m.inflight for m in self.app.muxes], [0])
+
+        # A reply bigger than the client's 512 bytes is not relayed as
+        # is: truncated (TC, no records), through the slot as well.
+        up.handler = big_answer("192.0.2.", 59)
+        m = yield util.query(port, "big.example", use_edns=False)
+        self.assertTrue(m.flags & dns.flags.TC)
+        self.assertEqual(m.answer, [])
+        self.assertIs(seen[2], LATE)
+        up.handler = None
+        up.stop()
+        m = yield util.query(port, "gone.example")
+        self.assertEqual(m.rcode(), dns.rcode.SERVFAIL)
+        self.assertIs(seen[3], LATE)
+        self.assertEqual([m.inflight for m in self.app.muxes], [0])
+
+    @defer.inlineCallbacks
+    def test_late_slot_not_taken_behind_another_plugin(self):
+        """With a plugin in front of forward (``log`` sees the answer) or
+        ``max_concurrent`` (its count is released when the answer
+        comes), forward returns a Deferred over UDP too."""
+        up = self.upstream()
+        for body in (" log\n forward . %s" % up.addr(),
+                     " forward . %s {\n max_concurrent 10\n }"
+                     % up.addr()):
+            port = yield self.serve(body)
+            (f,) = self.forwarders()
+            seen = self.spy(f)
+            m = yield util.query(port, "example.org.")
+            self.assertEqual(m.rcode(), dns.rcode.NOERROR)
+            self.assertIsInstance(seen[0], defer.Deferred)
+            self.assertEqual(f.concurrent, 0)
 
     @defer.inlineCallbacks
     def test_udp_idle_socket_closed_after_expire(self):
@@ -829,16 +908,8 @@ class ConformanceTest(Served, unittest.TestCase):
     def test_overflow_truncates(self):
         """An upstream UDP answer bigger than the client's buffer becomes
         an empty TC answer (TestCoreDNSOverflow); over TCP it is whole."""
-        import dns.rrset
         up = self.upstream()
-
-        def big(q, proto):
-            r = dns.message.make_response(q)
-            r.answer.append(dns.rrset.from_text(
-                q.question[0].name, 300, "IN", "A",
-                *["127.0.0.%d" % i for i in range(1, 41)]))
-            return r
-        up.handler = big
+        up.handler = big_answer("127.0.0.", 40)
         # (options, client transport, TC, records): with prefer_udp the
         # truncated answer is asked again over TCP, then cut to the
         # client's 512 bytes as every answer is.

@@ -70,7 +70,7 @@ class Request:
                  "qclass", "qwire", "qend", "edns", "arcount", "client",
                  "port", "proto", "family", "local", "server", "zone", "view",
                  "block", "metadata", "depth", "_message", "tsig", "start",
-                 "sign")
+                 "sign", "late", "reply")
 
     data: bytes
     id: int
@@ -100,6 +100,15 @@ class Request:
     #: offset of a TSIG record in ``data``, for the tsig plugin
     tsig: Optional[int]
     start: float
+    #: The server's late slot, offered by a UDP listener's mux (else
+    #: None): ``late.deliver(resp, req, req.reply)`` writes an answer that
+    #: comes after ``serve`` returned, without a Deferred
+    #: (``late.deliver_wire(wire, req)`` the client's bytes when made).
+    #: Only the plugin first in the block's chain may use it (nothing in
+    #: front of it sees the answer); its ``serve`` then returns ``LATE``.
+    late: Any
+    #: The listener's ``send(bytes)`` for this query, with ``late``.
+    reply: Any
 
     def __init__(self, data: bytes, client: str = "127.0.0.1",
                  port: int = 0, proto: str = "udp",
@@ -124,6 +133,7 @@ class Request:
         # A callable the server applies to the final reply bytes (the
         # tsig plugin's signer), or None.
         self.sign = None
+        self.late = None
 
     # -- parsing -------------------------------------------------------------
 
@@ -335,6 +345,9 @@ class Request:
         r.zone, r.view, r.block = self.zone, self.view, self.block
         r.metadata, r.depth, r.start = self.metadata, self.depth, self.start
         r._message = None
+        # A copy is made in front of the plugin that serves it: the
+        # server's late slot is not for it.
+        r.late = None
         return r
 
 
@@ -694,6 +707,20 @@ def pieces(req: Request, resp: Response) -> Optional[Pieces]:
                      else w.name_to_wire(soa.name))
                     + pack(w.SOA, soa.rclass), _H.pack(len(rd)) + rd],
                    flags, rcode, 0, 1, 0, soa.ttl & 0xFFFFFFFF, resp.plugin)
+
+
+class _Late:
+    """The type of ``LATE``."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "LATE"
+
+
+#: What ``serve`` returns when the answer will go through the request's
+#: late slot (``Request.late``) instead of a Deferred.
+LATE = _Late()
 
 
 class NoReply(Response):

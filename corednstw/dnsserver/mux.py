@@ -20,6 +20,7 @@ from corednstw.core import logger, metrics
 from corednstw.core.names import label_end
 from corednstw.core.plugin import END, is_deferred
 from corednstw.core.request import (
+    LATE,
     RecordError,
     Request,
     Response,
@@ -151,7 +152,8 @@ class Mux:
         Returns False when the message is ignored (no answer will come),
         a Deferred firing once the answer is written (or the chain chose
         to write none) when it comes later, else None (answered, or not,
-        already)."""
+        already, or over UDP an answer the chain hands to the late slot,
+        ``Request.late``, when it comes)."""
         if len(data) < 12:
             return False
         req = Request(data, client, port, proto, local, self.label)
@@ -204,6 +206,10 @@ class Mux:
         req.block = block
         req.view = block.view
         req.start = self.server.clock()
+        if proto == "udp":
+            # The late slot: no caller waits for a Deferred over UDP.
+            req.late = self
+            req.reply = send
         self.inflight += 1
         try:
             resp = block.chain.serve(req)
@@ -211,10 +217,13 @@ class Mux:
             self.inflight -= 1
             self._panic(req, send)
             return
-        if not isinstance(resp, Response) and is_deferred(resp):
-            return resp.addCallbacks(self._deliver, self._failed,
-                                     callbackArgs=(req, send),
-                                     errbackArgs=(req, send))
+        if not isinstance(resp, Response):
+            if resp is LATE:
+                return None     # the plugin calls ``deliver`` itself
+            if is_deferred(resp):
+                return resp.addCallbacks(self._deliver, self._failed,
+                                         callbackArgs=(req, send),
+                                         errbackArgs=(req, send))
         self._deliver(resp, req, send)
 
     def _remember(self, req):
@@ -224,6 +233,8 @@ class Mux:
                         self.ROUTES_KEPT)
 
     def _deliver(self, resp, req, send):
+        """Write ``resp``, the chain's answer to ``req`` (also the late
+        slot's ``deliver``)."""
         self.inflight -= 1
         if resp is None:
             resp = Response(w.SERVFAIL)
@@ -247,6 +258,15 @@ class Mux:
         if more:            # further messages (zone transfers over TCP)
             for m in more:
                 send(m if sign is None else sign(m))
+
+    deliver = _deliver
+
+    def deliver_wire(self, wire, req):
+        """The late slot's short way: ``deliver`` for a plain answer whose
+        client bytes ``wire`` are made (no Response, nothing more)."""
+        self.inflight -= 1
+        sign = req.sign
+        req.reply(wire if sign is None else sign(wire))
 
     def _failed(self, failure, req, send):
         self.inflight -= 1

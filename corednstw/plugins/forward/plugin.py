@@ -5,7 +5,10 @@ query, and the reply handed back.
 waiter of the upstream engine's connections (``reply``/``fail``), so an
 upstream query costs no Deferred.  The answer is the upstream's bytes
 (``RawResponse.prebuilt``); the server puts the client's ID and question
-case back.
+case back.  First in its block's chain on a UDP listener (no plugin in
+front of it to see the answer), forward hands the answer to the
+server's late slot (``Request.late``) and returns ``LATE``: no Deferred
+at all; elsewhere ``serve`` returns a Deferred.
 """
 
 import random
@@ -18,7 +21,7 @@ from corednstw.core import dnswire as w
 from corednstw.core import metrics, names
 from corednstw.core.interfaces import IForwarderTap
 from corednstw.core.plugin import Plugin
-from corednstw.core.request import RawResponse, Response
+from corednstw.core.request import LATE, RawResponse, Response
 from corednstw.engines.upstream import (
     REQUEST_DURATION,
     CachedClosed,
@@ -70,6 +73,9 @@ class Forward(Plugin):
         self.clock = None
         #: The dnstap plugins of the block (FORWARDER_QUERY/RESPONSE).
         self.taps = ()
+        #: Every name is ours (FROM is the root, no ``except``): set by
+        #: ``start``, so ``serve`` skips ``match``.
+        self.takes_all = False
 
     # -- life cycle -----------------------------------------------------------
 
@@ -78,6 +84,7 @@ class Forward(Plugin):
         self.reactor = app.reactor
         self.clock = getattr(app.reactor, "seconds", app.clock)
         self.taps = tuple(self.block.find(IForwarderTap))
+        self.takes_all = self.from_ == "." and not self.ignored
         start_all(self.upstreams, self.reactor, self.clock)
 
     def stop(self):
@@ -108,7 +115,7 @@ class Forward(Plugin):
     # -- serving --------------------------------------------------------------
 
     def serve(self, req):
-        if not self.match(req.qname):
+        if not self.takes_all and not self.match(req.qname):
             return self.next.serve(req)
         if self.max_concurrent:
             if self.concurrent >= self.max_concurrent:
@@ -118,9 +125,15 @@ class Forward(Plugin):
                     self.max_concurrent)
                 return r
             self.concurrent += 1
-            d = _Query(self, req).run()
+            d = _Query(self, req, None).run()
             return d.addBoth(self._release)
-        return _Query(self, req).run()
+        late = req.late
+        if late is not None and req.block.chain is self:
+            # Nothing in front of us: the answer goes straight to the
+            # server's late slot.
+            _Query(self, req, late)._next()
+            return LATE
+        return _Query(self, req, None).run()
 
     def _release(self, result):
         self.concurrent -= 1
@@ -138,13 +151,14 @@ class _Query:
     """The attempts for one query (CoreDNS's ServeDNS loop, as callbacks).
 
     It is the *waiter* of each upstream query: the connection calls
-    ``reply`` or ``fail``."""
+    ``reply`` or ``fail``.  The answer goes to the server's late slot
+    ``late`` when given, else fires the Deferred ``d``."""
 
     __slots__ = ("f", "req", "list", "i", "fails", "failovers", "attempts",
                  "max_attempts", "deadline", "d", "err", "proxy", "proto",
-                 "start", "tries", "tstart", "force_tcp")
+                 "start", "tries", "tstart", "force_tcp", "late")
 
-    def __init__(self, f, req):
+    def __init__(self, f, req, late):
         self.f = f
         self.req = req
         self.list = f.ordered()
@@ -156,7 +170,9 @@ class _Query:
         self.max_attempts = 2 * n if f.max_attempts is None else \
             f.max_attempts
         self.deadline = f.clock() + DEADLINE
-        self.d: defer.Deferred[Optional[Response]] = defer.Deferred()
+        self.late = late
+        self.d: Optional[defer.Deferred[Optional[Response]]] = (
+            None if late is not None else defer.Deferred())
         self.err = None
         self.tries = 0
         self.force_tcp = False
@@ -168,8 +184,15 @@ class _Query:
         return self.d
 
     def _finish(self, resp):
-        if not self.d.called:
-            self.d.callback(resp)
+        late = self.late
+        if late is not None:
+            self.late = None        # one answer only
+            req = self.req
+            late.deliver(resp, req, req.reply)
+            return
+        d = self.d
+        if d is not None and not d.called:
+            d.callback(resp)
 
     def _servfail(self, text):
         r = Response(w.SERVFAIL)
@@ -194,7 +217,8 @@ class _Query:
                 self.fails = 0
             proxy = self.list[self.i]
             self.i += 1
-            if proxy.down(f.maxfails):
+            maxfails = f.maxfails
+            if maxfails and proxy.fails > maxfails:     # proxy.down
                 self.fails += 1
                 if self.fails < len(f.upstreams):
                     continue
@@ -204,9 +228,12 @@ class _Query:
                 proxy = random.choice(f.upstreams)
             break
         self.proxy = proxy
-        if self.req.metadata is not None:
-            self.req.metadata["forward/upstream"] = proxy.addr
-        self.proto = f.proto_for(self.req)
+        req = self.req
+        if req.metadata is not None:
+            req.metadata["forward/upstream"] = proxy.addr
+        # f.proto_for(req), one call less
+        self.proto = "tcp" if f.force_tcp else (
+            "udp" if f.prefer_udp else req.proto)
         self._send()
 
     def _send(self):
@@ -278,6 +305,12 @@ class _Query:
                     f.next_on_nodata and rcode == w.NOERROR
                     and data[6:8] == b"\x00\x00"):
                 return self._finish_next(nxt)
+        late = self.late
+        if late is not None and wire is not None:
+            # The server's late slot and the client's bytes made: no
+            # Response needed.
+            self.late = None
+            return late.deliver_wire(wire, req)
         r = RawResponse.prebuilt(data, "forward")
         # The client's bytes when already made (a plugin changing the
         # answer on its way out drops them, as for any encoded answer).

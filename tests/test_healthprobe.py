@@ -1,11 +1,11 @@
-"""health's self-check client (plugins/healthprobe.py) against real
+"""health's self-check client (plugins/health/probe.py) against real
 sockets: kept-alive connections, the ways an answer ends, refused and
 cancelled requests."""
 
 from twisted.internet import defer, error, protocol, reactor
 from twisted.trial import unittest
 
-from corednstw.plugins.healthprobe import Prober
+from corednstw.plugins.health.probe import Prober
 
 
 class Canned(protocol.Protocol):

@@ -47,7 +47,7 @@ class Health(Plugin):
         self.address = address
         self.lameduck = lameduck
         self._loop = None
-        self._agent = None      # the client (healthprobe.Prober)
+        self._agent = None      # the client (probe.Prober)
         self._target = None     # (host, port) polled
         self._busy = False
         self._checking = None
@@ -87,7 +87,7 @@ class Health(Plugin):
             self._target = self.target()
         except KeyError:
             return          # no HTTP listener (a configuration being checked)
-        # The HTTP client (healthprobe) is made at the first check, one
+        # The HTTP client (health.probe) is made at the first check, one
         # interval from now.
         self.url_text = self.url()
         self._loop = task.LoopingCall(self.check)
@@ -114,7 +114,7 @@ class Health(Plugin):
         self._busy = True
         app = self.block.server
         if self._agent is None:
-            from corednstw.plugins.healthprobe import Prober
+            from corednstw.plugins.health.probe import Prober
             host, port = self._target
             self._agent = Prober(app.reactor, host, port, b"/health",
                                  TIMEOUT)

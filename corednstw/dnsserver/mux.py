@@ -85,8 +85,9 @@ class Mux:
     address, in Corefile order (several when bind/view filters differ).
     """
 
-    #: Routes remembered by query name (see ``_remember``).
-    ROUTES_KEPT = 4096
+    #: Routes remembered by query name (see ``_remember``); as many as
+    #: request.NAMES_KEPT, for the same reason.
+    ROUTES_KEPT = 32768
 
     def __init__(self, server, label, zones, chaos=False):
         self.server = server

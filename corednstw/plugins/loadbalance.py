@@ -374,9 +374,10 @@ class LoadBalance(Plugin):
 #: Wire answers (all but the ID) -> what round_robin does to them (see
 #: ``_plan``): the same answers come again and again from cache, and
 #: working it out walks the whole message.  Bounded: it starts afresh
-#: when full.
+#: when full (a cluster's headless Services give thousands of answers
+#: of several records).
 _PLANS: dict[bytes, object] = {}
-PLANS_KEPT = 1024
+PLANS_KEPT = 4096
 _UNCHANGED = object()
 
 

@@ -85,11 +85,6 @@ EVICTIONS = metrics.counter(
     "coredns_cache_evictions_total", "The count of cache evictions.",
     ("server", "type", "zones", "view"))
 
-# The counters' values written on every query, as module globals (the
-# families' ``values`` are never replaced, only updated).
-_REQUESTS_V = REQUESTS.values
-_MISSES_V = MISSES.values
-
 
 # -- the plugin ---------------------------------------------------------------
 
@@ -153,14 +148,11 @@ class Cache(Plugin):
                                       else req.server)
         if labels is None:
             labels = self._labels(req)
-        # Counter.inc written out (on every query).
-        v = _REQUESTS_V
-        v[labels] = v.get(labels, 0) + 1
+        REQUESTS.inc(labels)
         now = self.now()
         item = self._lookup(key, now, labels)
         if item is None:
-            v = _MISSES_V
-            v[labels] = v.get(labels, 0) + 1
+            MISSES.inc(labels)
             nxt = self.next
             if nxt is not self._kept_of:
                 self._kept_of = nxt

@@ -217,8 +217,7 @@ class _Query:
                 self.fails = 0
             proxy = self.list[self.i]
             self.i += 1
-            maxfails = f.maxfails
-            if maxfails and proxy.fails > maxfails:     # proxy.down
+            if proxy.down(f.maxfails):
                 self.fails += 1
                 if self.fails < len(f.upstreams):
                     continue
@@ -231,9 +230,7 @@ class _Query:
         req = self.req
         if req.metadata is not None:
             req.metadata["forward/upstream"] = proxy.addr
-        # f.proto_for(req), one call less
-        self.proto = "tcp" if f.force_tcp else (
-            "udp" if f.prefer_udp else req.proto)
+        self.proto = f.proto_for(req)
         self._send()
 
     def _send(self):

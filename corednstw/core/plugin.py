@@ -81,6 +81,22 @@ def then(result: Result, fn: Callable[..., Any], *args: Any) -> Any:
     return result.addCallback(fn, *args)
 
 
+def answers_as_made(plugin: Plugin) -> bool:
+    """Whether what ``plugin`` answers reaches the server as it is made:
+    every link in front of it in its block's chain passes answers on
+    unchanged (``Plugin.passes_answers``).  The plugin may then hand back
+    an answer whose bytes it has already made (``Response.wire``)."""
+    block = plugin.block
+    if block is None:
+        return False
+    p = block.chain
+    while p is not plugin:
+        if not getattr(p, "passes_answers", False):
+            return False    # the chain's end too: a copy, not a link
+        p = p.next
+    return True
+
+
 #: Where a plugin's ``start``/``stop`` run under ``multisocket``.
 RunsIn = Literal["worker", "supervisor", "both"]
 
@@ -106,6 +122,11 @@ class Plugin:
     #: sockets, HTTP endpoints, reload and data watches) or "both".  A
     #: single process runs every plugin.
     runs_in: ClassVar[RunsIn] = "worker"
+    #: True when the plugin hands on what the plugins after it answer
+    #: as it came: it may read the answer, encode it or answer a query
+    #: itself instead of passing it on, but never edits an answer it got
+    #: back (see ``answers_as_made``).
+    passes_answers: ClassVar[bool] = False
 
     # None until config.build links the plugin in, once setup() returned.
     next: Plugin = None  # type: ignore[assignment]

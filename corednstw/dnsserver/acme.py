@@ -176,6 +176,7 @@ class Challenge(Plugin):
     the CA's TXT query for an open challenge, passes the rest on."""
 
     name = "tls"
+    passes_answers = True
 
     def __init__(self, solver):
         self.solver = solver

@@ -45,6 +45,7 @@ class Pattern:
 
 class Errors(Plugin):
     name = NAME
+    passes_answers = True
 
     def __init__(self, patterns=()):
         self.patterns = list(patterns)

@@ -270,6 +270,7 @@ class Log(Plugin):
 
     name = NAME
     once = False
+    passes_answers = True
 
     def __init__(self, rules):
         self.rules = rules

@@ -95,6 +95,7 @@ class MetricsResource(httpd.Text):
 class Prometheus(Plugin):
     name = "prometheus"
     runs_in = "both"
+    passes_answers = True
 
     def __init__(self, address, web=None):
         self.address = address

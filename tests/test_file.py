@@ -19,6 +19,7 @@ from corednstw.core import dnswire as w
 from corednstw.core.errors import CorefileError
 from corednstw.core.request import Response, make_query
 from corednstw.engines import authority
+from corednstw.plugins import file as filemod
 from tests.support import cases, util
 from tests.support.cases import Case
 from tests.support.upstream import Upstream
@@ -588,6 +589,12 @@ class KeptAnswers(unittest.TestCase):
             v6 = d.ask(q, "udp", client="::1")
             self.assertEqual(v4, d.ask(q, "udp"))
             self.assertEqual(v6, d.ask(q, "udp", client="::1"))
+        # The whole answer over TCP is too long to keep; the truncated
+        # ones are kept.
+        kept = d.app.config.blocks[0].plugin("file")._made
+        self.assertEqual({m.proto for m in kept.values()}, {"udp"})
+        self.assertTrue(all(len(m.tail) + 2 <= filemod.LONGEST_KEPT
+                            for m in kept.values()))
 
     def test_behind_a_plugin_that_edits_answers(self):
         """loadbalance (in front of file) shuffles each answer: no answer

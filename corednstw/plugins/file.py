@@ -24,8 +24,10 @@ from corednstw.engines import authority
 from corednstw.engines.authority import go_quote
 
 DEFAULT_RELOAD = 60.0
-#: Answers kept made (``File.serve``), by the query's bytes after its ID.
-ANSWERS_KEPT = 4096
+#: Answers kept made (``File.serve``), by the query's bytes after its ID,
+#: and the longest kept: at most a few MiB however the questions vary.
+ANSWERS_KEPT = 2048
+LONGEST_KEPT = 2048
 
 
 class _Made:
@@ -85,7 +87,8 @@ class File(authority.ZonePlugin):
         front of this one passes answers on unchanged (they would else
         edit an answer whose bytes are made already), and for queries
         without EDNS options (whose echo depends on the options plugins
-        support)."""
+        support).  Bounded in number and size (ANSWERS_KEPT,
+        LONGEST_KEPT)."""
         data = req.data
         made = self._made.get(data[2:])
         if made is not None and made.proto == req.proto and \
@@ -106,8 +109,10 @@ class File(authority.ZonePlugin):
                                    not req.edns.options) and \
                 answers_as_made(self):
             wire = resp.wire = encode(req, resp)
-            remember(self._made, data[2:],
-                     _Made(req, origin, z, resp, wire[2:]), ANSWERS_KEPT)
+            if len(wire) <= LONGEST_KEPT:
+                remember(self._made, data[2:],
+                         _Made(req, origin, z, resp, wire[2:]),
+                         ANSWERS_KEPT)
         return resp
 
     def add(self, zf, data):

@@ -43,10 +43,12 @@ def expected(server, req, zone, view, rcode, plugin, size, duration,
 class ReportTest(unittest.TestCase):
 
     def setUp(self):
-        saved = [copy.deepcopy(f.values) for f in FAMILIES]
+        # Every family (reset empties them all), as it was.
+        saved = {f: copy.deepcopy(f.values)
+                 for f in metrics.families().values()}
 
         def restore():
-            for f, v in zip(FAMILIES, saved):
+            for f, v in saved.items():
                 f.values.clear()
                 f.values.update(v)
             metrics._KEYS.clear()
@@ -74,7 +76,10 @@ class ReportTest(unittest.TestCase):
             req = rnd.choice(reqs)
             args = ("dns://:53", req, rnd.choice(["example.org.", "."]),
                     rnd.choice(["", "v"]), rnd.choice([0, 2, 3]),
-                    rnd.choice(["file", ""]), rnd.randrange(0, 70000),
+                    rnd.choice(["file", ""]), rnd.choice([
+                        rnd.randrange(0, 70000),
+                        int(rnd.choice(metrics.SIZE_BUCKETS))
+                        + rnd.choice((-1, 0, 1))]),
                     rnd.random() / 10)
             metrics.report(*args)
             expected(*args, into=self.model)

@@ -381,7 +381,11 @@ def report(server, req, zone, view, rcode, plugin, size, duration):
 _REQUESTS_V = REQUESTS.values
 _RESPONSES_V = RESPONSES.values
 _TIME_BOUNDS = DURATION.buckets
-_SIZE_BOUNDS = RESPONSE_SIZE.buckets
+# The size buckets as ints (every bound is a whole number): sizes are
+# ints, and bisect's int-to-int comparisons cost half its int-to-float
+# ones; the bucket found is the same.
+_SIZE_BOUNDS = tuple(int(b) for b in RESPONSE_SIZE.buckets)
+assert _SIZE_BOUNDS == RESPONSE_SIZE.buckets == REQUEST_SIZE.buckets
 _bisect = bisect.bisect_left
 
 

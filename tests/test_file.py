@@ -606,6 +606,24 @@ class KeptAnswers(unittest.TestCase):
         self.assertEqual(plugin._made, {})
         self.assertEqual(len(made), 8)
 
+    def test_behind_plugins_that_pass_answers(self):
+        util.capture_log(self)
+        d, plugin, made = self.direct(
+            "    metadata\n    cancel\n    prometheus localhost:0\n"
+            "    errors\n    log\n    any\n    transfer {\n        to *\n"
+            "    }\n")
+        front, p = [], plugin.block.chain
+        while p is not plugin:
+            front.append(p.name)
+            p = p.next
+        self.assertEqual(sorted(front), ["any", "cancel", "errors", "log",
+                                         "metadata", "prometheus",
+                                         "transfer"])
+        q = make_query("www.example.org.", w.A)
+        self.assertEqual(d.ask(q)[2:], d.ask(q)[2:])
+        self.assertEqual(len(made), 1)
+        self.assertEqual(len(plugin._made), 1)
+
     def test_edns_options_not_kept(self):
         d, plugin, made = self.direct()
         q = util.make_query("a.example.org", "A", use_edns=0, options=[

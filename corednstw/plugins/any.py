@@ -10,6 +10,7 @@ TTL = 8482
 
 class Any(Plugin):
     name = "any"
+    passes_answers = True
 
     def serve(self, req):
         if req.qtype != w.ANY:

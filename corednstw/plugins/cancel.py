@@ -18,6 +18,7 @@ DEFAULT = 5.001
 
 class Cancel(Plugin):
     name = "cancel"
+    passes_answers = True
 
     def __init__(self, timeout):
         self.timeout = timeout

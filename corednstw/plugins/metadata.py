@@ -55,6 +55,7 @@ def labels(req):
 
 class Metadata(Plugin):
     name = "metadata"
+    passes_answers = True
 
     def __init__(self, zones):
         self.zones = zones

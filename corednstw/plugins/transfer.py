@@ -21,6 +21,7 @@ class Transfer(Plugin):
     """Every ``transfer`` directive of a block, as one plugin."""
 
     name = "transfer"
+    passes_answers = True
     once = False
 
     def __init__(self):

@@ -139,7 +139,10 @@ class Prometheus(Plugin):
             rcode, plugin, size = w.SERVFAIL, "", 0
         else:
             rcode, plugin = resp.rcode, resp.plugin
-            size = len(resp.finish(req))
+            # Response.finish's cache read here (one call less) for the
+            # plain Response, whose bytes are often made already.
+            wire = resp.wire if type(resp) is Response else None
+            size = len(wire if wire is not None else resp.finish(req))
         zone = self._zone(req) if self.extra_zones else req.zone
         metrics.report(req.server, req, zone, req.view, rcode, plugin, size,
                        req.block.server.clock() - req.start)

@@ -106,7 +106,9 @@ class Histogram:
     """A histogram family; ``observe(labels, value)``.
 
     Per label tuple we keep a list: one count per bucket (non-cumulative),
-    then +Inf, then the sum.
+    then +Inf, then the sum.  Cells are dropped with ``remove`` (or
+    ``reset``), never from ``values`` directly: ``report`` keeps the
+    core families' cells.
     """
 
     kind = "histogram"

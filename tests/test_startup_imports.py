@@ -47,9 +47,10 @@ LAZY = (
     "twisted.web._http2", "h2", "twisted.web.http", "twisted.web.server",
     "twisted.web.resource", "twisted.spread.pb",
     "corednstw.service.website",
-    # the expression language (view, template); errors uses only the
-    # Go regexp of the same package
+    # the expression language (view, template), and the Go regexp of the
+    # same package (errors without ``consolidate``)
     "corednstw.engines.expressions.exprlang",
+    "corednstw.engines.expressions.goregexp", "re2",
     # health's self-check client (made at its first check) and
     # prometheus's web configuration (read for ``tls FILE``)
     "twisted.web.client", "corednstw.service.webconfig",

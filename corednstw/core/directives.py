@@ -168,6 +168,18 @@ class Registered:
 _SELF = "corednstw"
 
 
+class _Assumption:
+    """The reason of a package's constraint, "an assumption of PACKAGE":
+    the package's name is read (from its metadata) when an error says
+    it."""
+
+    def __init__(self, reg):
+        self.reg = reg
+
+    def __str__(self):
+        return "an assumption of %s" % self.reg.package
+
+
 class Registry:
     """The result of one scan: directives, their packages and order."""
 
@@ -254,7 +266,7 @@ class Registry:
         after = getattr(spec, "after", None)
         if (before is None) == (after is None):
             raise reg.error("give exactly one of before= and after=")
-        why = "an assumption of %s" % reg.package
+        why = _Assumption(reg)
         pairs = ([(reg.name, b, why) for b in getattr(spec, "precedes", ())]
                  + [(a, reg.name, why) for a in getattr(spec, "follows",
                                                         ())])

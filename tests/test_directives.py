@@ -124,6 +124,27 @@ class RegistryTest(unittest.TestCase):
             directives.position(name)
         self.assertEqual(len(calls), 1)
 
+    def test_scan_reads_no_package_metadata(self):
+        # A distribution's METADATA is parsed for its name and version
+        # only when an error or a listing names the package.
+        read = []
+        real = metadata.Distribution.metadata
+        self.patch(metadata.Distribution, "metadata", property(
+            lambda dist: read.append(dist) or real.fget(dist)))
+        directives.rescan()
+        self.addCleanup(directives.rescan)
+        for name in ("whoami", "cache", "forward", "errors"):
+            directives.load(name)
+            directives.position(name)
+        directives.ordering([])
+        self.assertEqual(read, [])
+        whoami = directives.provider("whoami")
+        self.assertEqual(whoami.package, "corednstw")
+        got = len(read)         # name and version, each a parse
+        self.assertTrue(whoami.version)
+        self.assertEqual(directives.provider("cache").package, "corednstw")
+        self.assertEqual(len(read), got)
+
 
 class PlacementTest(unittest.TestCase):
 

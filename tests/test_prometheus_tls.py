@@ -70,14 +70,17 @@ class TLSMetricsTest(unittest.TestCase):
     @defer.inlineCallbacks
     def test_tls_without_client_certificate(self):
         # Relative names are read from the file's directory.
-        _, port = yield self.start(
+        app, port = yield self.start(
             "tls_server_config:\n  cert_file: cert.pem\n"
             "  key_file: key.pem\n"
             "  client_auth_type: VerifyClientCertIfGiven\n"
             "  client_ca_file: ca.pem\n")
-        status, _, body = yield fetch(port, self.ctx())
+        status, headers, body = yield fetch(port, self.ctx())
         self.assertEqual(status, 200)
         self.assertIn("coredns_plugin_enabled", body)
+        # The small server of service/httpd.py, over TLS.
+        self.assertIsNone(next(iter(app.http.values())).factory.site)
+        self.assertNotIn("Server", headers)
         # A client that does not speak TLS gets no metrics.
         yield self.assertFailure(fetch(port), Exception)
         # One that does not trust the CA fails the handshake.
@@ -155,6 +158,8 @@ class TLSMetricsTest(unittest.TestCase):
             "rate_limit:\n  interval: 1h\n  burst: 3\n" % hashed)
         status, headers, _ = yield fetch(port, self.ctx())
         self.assertEqual(status, 401)
+        # The guard is a twisted.web resource: twisted.web serves it.
+        self.assertIn("TwistedWeb", headers["Server"])
         self.assertEqual(headers["WWW-Authenticate"], "Basic")
         self.assertEqual(headers["X-Frame-Options"], "deny")
         status, _, _ = yield fetch(port, self.ctx(), auth=("alice", "no"))

@@ -41,11 +41,16 @@ LAZY = (
     "corednstw.dnsserver.proxyprotocol", "corednstw.dnsserver.explainer",
     "corednstw.engines.upstream.https", "aioquic", "prometheus_client",
     "twisted.names.client", "urllib3", "kubernetes", "yaml",
-    # twisted.web's HTTP/2 (the HTTP endpoints are plain HTTP/1.1)
-    "twisted.web._http2", "h2",
-    # the expression language (view, template); errors uses only the
-    # Go regexp of the same package
+    # twisted.web's HTTP/2 (the HTTP endpoints are plain HTTP/1.1), and
+    # twisted.web itself (health, ready and metrics are served by the
+    # small server of service/httpd.py)
+    "twisted.web._http2", "h2", "twisted.web.http", "twisted.web.server",
+    "twisted.web.resource", "twisted.spread.pb",
+    "corednstw.service.website",
+    # the expression language (view, template), and the Go regexp of the
+    # same package (errors without ``consolidate``)
     "corednstw.engines.expressions.exprlang",
+    "corednstw.engines.expressions.goregexp", "re2",
     # health's self-check client (made at its first check) and
     # prometheus's web configuration (read for ``tls FILE``)
     "twisted.web.client", "corednstw.service.webconfig",

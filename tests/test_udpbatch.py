@@ -2,6 +2,7 @@
 time (the path kept where the batched calls do not exist): the same
 answers either way, to the right client."""
 
+import ctypes
 import errno
 import socket
 import struct
@@ -170,6 +171,75 @@ class PeerTest(unittest.TestCase):
         self.assertIsNone(udpbatch.peer(struct.pack("=H", socket.AF_UNIX)
                                         + b"/tmp/x"))
         self.assertIsNone(udpbatch.peer(b""))
+
+
+class LoadTest(unittest.TestCase):
+    """Where the calls are found: in the interpreter's own symbols first,
+    without a child process; the soname and ctypes.util's search (which
+    runs ``ldconfig -p``) only where they are not."""
+
+    def setUp(self):
+        if not udpbatch.sys.platform.startswith("linux"):
+            raise unittest.SkipTest("Linux only")
+        self.patch(udpbatch, "_libc", None)
+        self.tried = []
+
+    def cdll(self, missing):
+        """ctypes.CDLL failing for the names in ``missing``, once per
+        mention."""
+        real = ctypes.CDLL
+        missing = list(missing)
+
+        def fake(name, **kw):
+            self.tried.append(name)
+            if name in missing:
+                missing.remove(name)
+                raise OSError("no %s" % name)
+            return real(name, **kw)
+        self.patch(udpbatch.ctypes, "CDLL", fake)
+
+    def test_own_symbols_without_a_child_process(self):
+        import ctypes.util
+
+        def forbidden(name):
+            raise AssertionError("find_library called")
+        self.patch(ctypes.util, "find_library", forbidden)
+        self.cdll(())
+        self.assertTrue(udpbatch.available())
+        self.assertEqual(self.tried, [None])
+
+    def test_fallback_to_find_library(self):
+        import ctypes.util
+        self.patch(ctypes.util, "find_library", lambda name: "libc.so.6")
+        # The soname fails the first time, as a differently named C
+        # library would; find_library's name is tried next.
+        self.cdll((None, "libc.so.6"))
+        self.assertTrue(udpbatch.available())
+        self.assertEqual(self.tried, [None, "libc.so.6", "libc.so.6"])
+
+    def test_fallback_to_the_soname_then_find_library(self):
+        import ctypes.util
+        self.patch(ctypes.util, "find_library", lambda name: "libc.so.6")
+        self.cdll((None,))
+        self.assertTrue(udpbatch.available())
+        self.assertEqual(self.tried, [None, "libc.so.6"])
+        # The calls found work: a datagram read through them.
+        a = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self.addCleanup(a.close)
+        a.bind(("127.0.0.1", 0))
+        a.sendto(b"ping", a.getsockname())
+        batch = udpbatch.Batch(a.fileno(), size=2)
+        self.assertEqual(batch.recv(), 1)
+
+    def test_nowhere(self):
+        import ctypes.util
+        self.patch(ctypes.util, "find_library", lambda name: "libc-x.so")
+        self.cdll((None, "libc.so.6", "libc-x.so"))
+        self.assertFalse(udpbatch.available())
+        self.assertEqual(self.tried, [None, "libc.so.6", "libc-x.so"])
+        # Remembered: not looked for again.
+        self.assertFalse(udpbatch.available())
+        self.assertEqual(len(self.tried), 3)
 
 
 class BatchTest(unittest.TestCase):

@@ -109,7 +109,7 @@ class Config:
         # (transport, host or None, port) -> [(zone, block)]
         self.listeners: dict[tuple[str, Optional[str], str],
                              list[tuple[str, Block]]] = {}
-        # address -> {path: (twisted.web resource, directive name)}
+        # address -> {path: (page or twisted.web resource, directive name)}
         self.http: dict[str, dict[str, tuple[Any, str]]] = {}
         # address -> the TLS its endpoints are served with (see
         # IHTTPEndpointOwner.http_tls); absent: plain HTTP

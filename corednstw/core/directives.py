@@ -136,11 +136,20 @@ class Registered:
     """One entry point of the group: which package provides a directive."""
 
     name: str
-    package: str
-    version: str
     value: str
     entry: Any
     spec: Any = None        # what the entry point names, once loaded
+    #: () -> (package, version): read from the distribution's metadata
+    #: at the first use (errors, listings), not at every start's scan.
+    about: Callable[[], tuple[str, str]] = lambda: ("?", "?")
+
+    @property
+    def package(self):
+        return self.about()[0]
+
+    @property
+    def version(self):
+        return self.about()[1]
 
     def where(self):
         """The package and entry point, as errors name them."""
@@ -157,6 +166,18 @@ class Registered:
 
 
 _SELF = "corednstw"
+
+
+class _Assumption:
+    """The reason of a package's constraint, "an assumption of PACKAGE":
+    the package's name is read (from its metadata) when an error says
+    it."""
+
+    def __init__(self, reg):
+        self.reg = reg
+
+    def __str__(self):
+        return "an assumption of %s" % self.reg.package
 
 
 class Registry:
@@ -184,24 +205,29 @@ class Registry:
                                 "assumptions want it before" % (a, b))
 
     def add(self, ep):
-        package, version = self._dist(ep.dist)
-        reg = Registered(ep.name, package, version, ep.value, ep)
+        reg = Registered(ep.name, ep.value, ep, about=self._about(ep.dist))
         other = self.entries.get(ep.name)
         if other is not None:
             raise reg.error("directive '%s' is already provided by %s %s"
                             % (ep.name, other.package, other.version))
         self.entries[ep.name] = reg
 
-    def _dist(self, dist):
-        """(name, version) of a distribution, read once per distribution:
-        each ``dist.name`` or ``dist.version`` parses its METADATA file
-        again, 120 parses and a tenth of the start-up for the built-in
-        entry points alone."""
+    def _about(self, dist):
+        """() -> (name, version) of a distribution, read once per
+        distribution and only when asked: each ``dist.name`` or
+        ``dist.version`` parses its METADATA file again, 120 parses and a
+        tenth of the start-up for the built-in entry points alone."""
         if dist is None:
-            return "?", "?"
+            return lambda: ("?", "?")
         got = self._dists.get(id(dist))
         if got is None:
-            got = self._dists[id(dist)] = (dist.name, dist.version)
+            read: list[tuple[str, str]] = []
+
+            def got():
+                if not read:
+                    read.append((dist.name, dist.version))
+                return read[0]
+            self._dists[id(dist)] = got
         return got
 
     def place(self, pending):
@@ -240,7 +266,7 @@ class Registry:
         after = getattr(spec, "after", None)
         if (before is None) == (after is None):
             raise reg.error("give exactly one of before= and after=")
-        why = "an assumption of %s" % reg.package
+        why = _Assumption(reg)
         pairs = ([(reg.name, b, why) for b in getattr(spec, "precedes", ())]
                  + [(a, reg.name, why) for a in getattr(spec, "follows",
                                                         ())])

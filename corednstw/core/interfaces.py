@@ -148,8 +148,10 @@ class IHTTPEndpointOwner(Interface):
 
     def http_endpoints() -> list[tuple[str, str, Any]]:
         """A list of ``(address, path, resource)``: ``address`` as written in
-        the Corefile (``:8080``, ``127.0.0.1:9153``), ``resource`` a
-        twisted.web resource."""
+        the Corefile (``:8080``, ``127.0.0.1:9153``), ``resource`` a page
+        (an object with ``respond(query)``, see service/httpd.py: served
+        by the small HTTP server) or a twisted.web resource (then the
+        address is served by twisted.web)."""
 
 
 class IAutoPather(Interface):

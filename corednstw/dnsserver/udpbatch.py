@@ -22,12 +22,12 @@ from __future__ import annotations
 
 import array
 import ctypes
-import ctypes.util
 import errno
 import mmap
 import socket
 import struct
 import sys
+from collections.abc import Iterator
 from typing import Any, Optional
 
 #: Datagrams read with one recvmmsg (and at most answers per sendmmsg).
@@ -82,11 +82,14 @@ def _load() -> Any:
     _libc = False
     if not sys.platform.startswith("linux"):
         return None
-    try:
-        lib = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6",
-                          use_errno=True)
-        recv, send = lib.recvmmsg, lib.sendmmsg
-    except (OSError, AttributeError):
+    for name in _libc_names():
+        try:
+            lib = ctypes.CDLL(name, use_errno=True)
+            recv, send = lib.recvmmsg, lib.sendmmsg
+        except (OSError, AttributeError):
+            continue
+        break
+    else:
         return None
     recv.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_uint,
                      ctypes.c_int, ctypes.c_void_p]
@@ -96,6 +99,19 @@ def _load() -> Any:
     send.restype = ctypes.c_int
     _libc = (recv, send)
     return _libc
+
+
+def _libc_names() -> Iterator[Optional[str]]:
+    """Where to look for the calls, cheapest first: the symbols the
+    interpreter already has (it is linked against the C library), the
+    glibc soname, then what ``ctypes.util.find_library`` finds (it runs
+    ``ldconfig -p`` in a child process: a fork at every start)."""
+    yield None
+    yield "libc.so.6"
+    import ctypes.util
+    name = ctypes.util.find_library("c")
+    if name:
+        yield name
 
 
 def available() -> bool:

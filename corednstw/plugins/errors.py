@@ -14,7 +14,6 @@ from corednstw.core import logger
 from corednstw.core.durations import format_duration
 from corednstw.core.plugin import END, Plugin, is_deferred
 from corednstw.core.request import Response
-from corednstw.engines.expressions import goregexp
 
 NAME = "errors"
 MAX_REGEXP_LEN = 10000
@@ -36,6 +35,8 @@ class Pattern:
     def __init__(self, period, text, level=logger.error, show_first=False):
         self.period = period
         self.text = text
+        # The Go regexp engine (and re2) only for a ``consolidate`` line.
+        from corednstw.engines.expressions import goregexp
         self.regexp = goregexp.compile(text)
         self.level = level
         self.show_first = show_first
@@ -163,6 +164,7 @@ def _consolidate(c):
     if len(args[1]) > MAX_REGEXP_LEN:
         raise c.error("regex pattern too long: %d > %d"
                       % (len(args[1]), MAX_REGEXP_LEN))
+    from corednstw.engines.expressions import goregexp
     try:
         goregexp.compile(args[1])
     except goregexp.RegexpError as e:

@@ -19,7 +19,6 @@ registered as corednstw's own, placed right after ``debug``.
 import ipaddress
 import json
 
-from twisted.web import resource, server
 from zope.interface import implementer
 
 from corednstw.core import dnswire as w
@@ -87,40 +86,28 @@ def _arg(args, key):
     return values[0].decode("utf-8", "replace") if values else None
 
 
-class ExplainResource(resource.Resource):
+class ExplainResource(httpd.Page):
     """GET /explain: the trace as JSON (400 with an error otherwise)."""
 
-    isLeaf = True
-
     def __init__(self, plugin):
-        resource.Resource.__init__(self)
         self.plugin = plugin
 
-    def render_GET(self, request):
-        request.setHeader(b"content-type", b"application/json")
+    def respond(self, query):
+        from urllib.parse import parse_qs
         try:
-            d = self.plugin.run(request.args)
+            d = self.plugin.run(parse_qs(query, keep_blank_values=True))
         except BadRequest as e:
-            request.setResponseCode(400)
-            return _json({"error": str(e)})
-        d.addCallback(lambda out: _write(request, out))
-        d.addErrback(lambda f: _fail(request, f))
-        return server.NOT_DONE_YET
+            return 400, JSON, _json({"error": str(e)})
+        return d.addCallbacks(
+            lambda out: (200, JSON, _json(out)),
+            lambda f: (500, JSON, _json({"error": f.getErrorMessage()})))
+
+
+JSON = b"application/json"
 
 
 def _json(obj):
     return (json.dumps(obj, indent=2) + "\n").encode()
-
-
-def _write(request, out):
-    if not request.finished and not request._disconnected:
-        request.write(_json(out))
-        request.finish()
-
-
-def _fail(request, failure):
-    request.setResponseCode(500)
-    _write(request, {"error": failure.getErrorMessage()})
 
 
 def setup(d, block):

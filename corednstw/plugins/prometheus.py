@@ -12,8 +12,6 @@ import time
 from collections.abc import Sequence
 from typing import Optional
 
-from twisted.python.failure import Failure
-from twisted.web.server import NOT_DONE_YET
 from zope.interface import implementer
 
 from corednstw.core import config as configlib
@@ -48,28 +46,19 @@ def registry():
     return _registry
 
 
-class MetricsResource(httpd.Text):
+class MetricsResource(httpd.Page):
     """/metrics.  Under multisocket the supervisor first gathers its
     workers' counts (``gather_metrics``: a Deferred of summed values) and
     the page shows the sum, as one server would."""
 
     def __init__(self, owner=None):
-        httpd.Text.__init__(self, None)
         self.owner = owner
 
-    def render_GET(self, request):
-        # prometheus_client is imported by the first scrape, not at start.
-        from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
-        request.setHeader(b"content-type", CONTENT_TYPE_LATEST.encode())
+    def respond(self, query):
         gathered = self._gather()
         if gathered is None:
-            return generate_latest(registry())
-        gone: list[Failure] = []
-        request.notifyFinish().addErrback(gone.append)
-        gathered.addCallback(self._write, request, gone)
-        return NOT_DONE_YET
-
-    render_HEAD = render_GET
+            return self._page(None)
+        return gathered.addCallback(self._page)
 
     def _gather(self):
         owner = self.owner
@@ -78,17 +67,16 @@ class MetricsResource(httpd.Text):
         return owner.block.server.gather_metrics()
 
     @staticmethod
-    def _write(values, request, gone):
-        from prometheus_client import generate_latest
+    def _page(values):
+        # prometheus_client is imported by the first scrape, not at start.
+        from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
         reg = registry()
         _collector.values = values
         try:
             body = generate_latest(reg)
         finally:
             _collector.values = None
-        if not gone:
-            request.write(body)
-            request.finish()
+        return 200, CONTENT_TYPE_LATEST.encode(), body
 
 
 @implementer(IHTTPEndpointOwner, IZoneAdder)

@@ -50,7 +50,7 @@ class App(service.Service):
         self.text = text
         self.config: Optional[configlib.Config] = None
         self.listeners = {}   # (transport, host, port) -> Listener
-        self.http = {}        # address -> httpd.Site listener
+        self.http = {}        # address -> the httpd listening port
         self.clock = time.monotonic
         self.lameduck = False
         self.muxes = []

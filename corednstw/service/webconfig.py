@@ -363,7 +363,8 @@ class Guarded(resource.Resource):
 
     def __init__(self, inner, web, clock):
         resource.Resource.__init__(self)
-        self.inner = inner
+        from corednstw.service import website
+        self.inner = website.as_resource(inner)
         self.web = web
         self.clock = clock
         self.tokens = float(web.rate[1]) if web.rate else 0.0

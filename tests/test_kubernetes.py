@@ -579,6 +579,51 @@ class KeptForCacheTest(CacheInFront):
                                  (qname, qtype, do, got))
 
     @defer.inlineCallbacks
+    def test_first_miss_of_a_plain_name(self):
+        # A plain service name's addresses asked for the first time are
+        # cut by kept_answer itself (no records built, no copy with AD):
+        # the same bytes as the general path gives, in any case spelling
+        # and with or without DO; other names and classes go the
+        # general way on their first miss.
+        from corednstw.core.request import Pieces
+        got = self.counted()
+        names = [(qname, qtype) for qname, qtype, *_ in COMMON + HEADLESS
+                 if qtype in ("A", "AAAA")]
+        names += [("SVC1.TestNS.svc.Cluster.LOCAL.", "A"),
+                  (D.upper(), "AAAA"), (H.upper(), "A")]
+        fresh = 0
+        for qname, qtype in names:
+            for do in (False, True):
+                q = util.make_query(qname, qtype, want_dnssec=do)
+                q.id = 4242
+                wire = q.to_wire()
+                # The general path: kubernetes keeps nothing for this
+                # version yet, so the cache asks the chain.
+                self.k._fast_version = -1
+                del got[:]
+                general = yield self.ask_missing(wire)
+                self.assertEqual(got, [None], (qname, qtype))
+                # Then a first miss with the version's tables empty.
+                self.k._fast = ({}, {})
+                self.k._answers = {}
+                self.k._pieces = {}
+                del got[:]
+                first = yield self.ask_missing(wire)
+                self.assertEqual(first, general, (qname, qtype, do))
+                if isinstance(got[0], Pieces):
+                    fresh += 1
+                    self.assertIn(qname.lower(),
+                                  self.k._fast[qtype == "AAAA"])
+        self.assertGreaterEqual(fresh, 8)
+        # Another class: the general path (its records are of class IN).
+        q = util.make_query(C, "A", rdclass="CH")
+        del got[:]
+        self.k._fast = ({}, {})
+        self.k._pieces = {}
+        yield self.ask_missing(q.to_wire())
+        self.assertFalse([p for p in got if p is not None])
+
+    @defer.inlineCallbacks
     def test_handed_back_after_the_first_miss(self):
         # The first miss asks kubernetes through the chain and cuts its
         # answer; the cut is handed back, so the next miss takes it.

@@ -69,3 +69,30 @@ class KnownNameTest(unittest.TestCase):
         _fields(q, longest=400)         # remembered under a larger limit
         with self.assertRaises(rq.w.FormatError):
             _fields(q)
+
+
+class AddressPiecesTest(unittest.TestCase):
+    """request.address_pieces: the Pieces request.pieces cuts from the
+    same answer made of records, field for field."""
+
+    def test_same_as_the_cut_of_records(self):
+        from corednstw.core import dnswire as w
+        rds = {w.A: [bytes([10, 0, 0, i]) for i in (1, 2, 3)],
+               w.AAAA: [bytes(15) + b"\x01", bytes(15) + b"\x02"]}
+        for qname in ("svc.ns.svc.cluster.local.", "SVC.Ns.svc.Cluster.",
+                      "."):
+            for qtype, all_rds in rds.items():
+                for n in (1, len(all_rds)):
+                    req = rq.Request(dns.message.make_query(
+                        qname, qtype).to_wire())
+                    qd, an, ns, ar = req.parse_header()
+                    req.parse_question(an, ns, ar)
+                    got = rq.address_pieces(req, all_rds[:n], 30, "k")
+                    want = rq.pieces(req, rq.Response(
+                        0, [w.RR(req.name, qtype, 30, rd)
+                            for rd in all_rds[:n]], aa=True, plugin="k"))
+                    self.assertIsNotNone(want)
+                    for f in rq.Pieces.__slots__:
+                        self.assertEqual(getattr(got, f), getattr(want, f),
+                                         (qname, qtype, n, f))
+                    self.assertEqual(got.body_at(7), want.body_at(7))

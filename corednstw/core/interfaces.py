@@ -176,9 +176,10 @@ class IKeptAnswers(Interface):
     (``keep_answer``)."""
 
     def kept_answer(req: Request) -> Optional[Pieces]:
-        """The answer ``serve(req)`` would give now, when the plugin keeps
-        it and gives it itself (it would not pass the query on, wait,
-        or fail); None otherwise.  The answer must not depend on the
+        """The answer ``serve(req)`` would give now, when the plugin gives
+        it itself from what it keeps or looks up at once (it would not
+        pass the query on, wait, or fail, and nothing of it is asked
+        elsewhere); None otherwise.  The answer must not depend on the
         query's header flags: the cache asks with the client's query,
         where the chain would get a copy with AD set."""
 

@@ -648,6 +648,24 @@ def _pieces(segs: list[bytes], flags: int, rcode: int, an: int, ns: int,
     return p
 
 
+def address_pieces(req: Request, rdatas: list[bytes], ttl: int,
+                   plugin: str) -> Pieces:
+    """The answer of ``rdatas`` (one or more), records of the question's
+    own name, type and class at ``ttl``, authoritative, cut as ``pieces``
+    cuts that answer made of records: the same Pieces without the
+    records being built (a plugin's first answer of a name it keeps;
+    the records' class is the question's)."""
+    head = req.qwire + _QTAIL.pack(req.qtype, req.qclass)
+    pack = _H.pack
+    segs = [head]
+    for rd in rdatas[:-1]:
+        segs.append(pack(len(rd)) + rd + head)
+    rd = rdatas[-1]
+    segs.append(pack(len(rd)) + rd)
+    return _pieces(segs, _AA, 0, len(rdatas), 0, 0, ttl & 0xFFFFFFFF,
+                   plugin)
+
+
 def pieces(req: Request, resp: Response) -> Optional[Pieces]:
     """``resp`` (records, not bytes) cut at its TTL fields, when it has
     one of the two shapes an authoritative plugin gives nearly always;

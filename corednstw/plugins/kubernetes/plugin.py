@@ -24,7 +24,12 @@ from corednstw.core.interfaces import (
 )
 from corednstw.core.names import is_subdomain
 from corednstw.core.plugin import Plugin, is_deferred, match
-from corednstw.core.request import Response, pieces, remember
+from corednstw.core.request import (
+    Response,
+    address_pieces,
+    pieces,
+    remember,
+)
 from corednstw.engines.kubernetes import watch as wt
 from corednstw.engines.kubernetes.feed import Watching
 from corednstw.engines.system import read_search
@@ -315,20 +320,13 @@ class Kubernetes(Watching, Plugin):
         if zone == ".":
             base = qname[:-1]
         # Fast path: A/AAAA of a plain service name.
-        if (qtype == w.A or qtype == w.AAAA) and base.endswith(".svc") and \
-                base.count(".") == 2 and zone not in self.multicluster \
-                and zone not in self._reverse:
-            svc_name, ns, _ = base.split(".")
-            svc = store.services.get((svc_name, ns))
-            if (svc is not None and svc.kind != rec.EXTERNAL
-                    and not self.ignore_empty and self.exposed(ns)):
-                rds = self._addresses(svc, qtype)
-                if rds:
-                    self._fast[qtype == w.AAAA][qname] = rds
-                    ttl = self.ttl
-                    return Response(0, [w.RR(name, qtype, ttl, rd)
-                                        for rd in rds], aa=True,
-                                    plugin=self.name)
+        if qtype == w.A or qtype == w.AAAA:
+            rds = self._plain(qname, qtype, zone, base)
+            if rds is not None:
+                ttl = self.ttl
+                return Response(0, [w.RR(name, qtype, ttl, rd)
+                                    for rd in rds], aa=True,
+                                plugin=self.name)
         # The general path's outcome for this name as written and type,
         # kept until the store changes: the records' parts, made into new
         # records for each answer (outer plugins may change them).  The
@@ -354,14 +352,34 @@ class Kubernetes(Watching, Plugin):
             answers[key] = _pack(out)
         return self._finish(out, req, zone, zcase)
 
+    def _plain(self, qname, qtype, zone, base):
+        """The A or AAAA rdata of a plain service name (``base``, the
+        name below ``zone``), kept in the fast path's table, or None when
+        the name is not one (serve's fast path)."""
+        if base.endswith(".svc") and base.count(".") == 2 and \
+                zone not in self.multicluster and zone not in self._reverse:
+            store = self.store
+            assert store is not None        # queries come once started
+            svc_name, ns, _ = base.split(".")
+            svc = store.services.get((svc_name, ns))
+            if (svc is not None and svc.kind != rec.EXTERNAL
+                    and not self.ignore_empty and self.exposed(ns)):
+                rds = self._addresses(svc, qtype)
+                if rds:
+                    self._fast[qtype == w.AAAA][qname] = rds
+                    return rds
+        return None
+
     def kept_answer(self, req):
         """IKeptAnswers: the answer ``serve`` gives ``req`` from what it
         keeps for the store's version (a plain service's addresses, the
         general path's kept outcomes), cut for the cache and kept too;
-        None when serve would work it out afresh, pass the query on (a
-        fallthrough NXDOMAIN), hold it (before the first lists) or give
-        an answer of another shape.  The kept answers do not depend on
-        the query's flags."""
+        the addresses of a plain service name asked for the first time
+        are looked up and cut here, as serve's fast path finds them.
+        None when serve would work the answer out on its general path,
+        pass the query on (a fallthrough NXDOMAIN), hold it (before the
+        first lists) or give an answer of another shape.  The kept
+        answers do not depend on the query's flags."""
         store = self.store
         if store is None or store.version != self._fast_version:
             return None         # serve starts the new version's tables
@@ -369,6 +387,23 @@ class Kubernetes(Watching, Plugin):
         got = self._pieces.get(key)
         if got is not None:
             return got or None
+        qtype = req.qtype
+        if (qtype == w.A or qtype == w.AAAA) and \
+                req.qclass == w.CLASS_IN and \
+                req.qname not in self._fast[qtype == w.AAAA]:
+            qname = req.qname
+            zone = match(self.zones, qname)
+            if zone is None:
+                return None
+            base = qname[:-len(zone) - 1] if qname != zone else ""
+            if zone == ".":
+                base = qname[:-1]
+            rds = self._plain(qname, qtype, zone, base)
+            if rds is None:
+                return None
+            return remember(self._pieces, key,
+                            address_pieces(req, rds, self.ttl, self.name),
+                            ANSWERS_KEPT)
         if not self._keeps(req):
             return None
         # serve answers from what it keeps: synchronously, by itself.

@@ -3,7 +3,7 @@
 
     .venv/bin/python bench/cluster_bench.py --kubeconfig FILE
         [--cache "cache 30"] [--queries 100000] [--repeat 3]
-        [--profile out.prof]
+        [--profile out.prof] [--cold [--passes 2]]
 
 Builds bench/compare.py's ``cluster`` workload (kubeadm's Corefile, the
 kubernetes plugin against the API server of ``--kubeconfig``), starts its
@@ -14,13 +14,23 @@ are left out: what remains is the kubernetes plugin's answers and, with
 ``--cache``, the cache's hits and misses (the name set is larger than the
 cache, so misses evict).  Prints CPU microseconds per query, the best of
 ``--repeat`` runs, and the cache's hit rate.
+
+``--cold``: no warm pass; the names are asked ``--passes`` times in
+their order from the first lists on, as in one of bench/compare.py's
+short rounds of a fresh server (most names asked once or twice, every
+first question a first miss of the cache and of kubernetes' kept
+answers).  Prints the CPU microseconds per query of each pass and the
+time the cyclic garbage collector took in it.
 """
 
 import argparse
 import cProfile
+import gc
 import os
+import resource
 import sys
 import tempfile
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import chain_bench  # noqa: E402
@@ -69,6 +79,98 @@ def wires(wl):
     return chain_bench.wires(_Local(wl))
 
 
+class GCClock:
+    """CPU seconds the cyclic collector takes, and its collections."""
+
+    def __init__(self):
+        self.spent = 0.0
+        self.runs = [0, 0, 0]
+        self.per = [0.0, 0.0, 0.0]
+        self._t = 0.0
+        gc.callbacks.append(self)
+
+    def __call__(self, phase, info):
+        if phase == "start":
+            self._t = time.process_time()
+        else:
+            t = time.process_time() - self._t
+            self.spent += t
+            self.runs[info["generation"]] += 1
+            self.per[info["generation"]] += t
+
+    def take(self):
+        out = (self.spent, self.runs, self.per)
+        self.spent, self.runs, self.per = 0.0, [0, 0, 0], [0.0, 0.0, 0.0]
+        return out
+
+
+def cold(mux, queries, passes):
+    clock = GCClock()
+    for i in range(passes):
+        clock.take()
+        t = run(mux, queries, len(queries))
+        spent, runs, per = clock.take()
+        print("pass %d: %.2f us/query, collector %.2f us/query "
+              "(collections %s, ms %s)"
+              % (i + 1, t / len(queries) * 1e6, spent / len(queries) * 1e6,
+                 runs, "/".join("%.0f" % (x * 1e3) for x in per)))
+
+
+def alternate(app, mux, queries, rounds, passes):
+    """Cold passes with the cache and without it (the chain's link to
+    the cache swapped), one after the other in this process, ``rounds``
+    times: before each, kubernetes' kept tables start again (its store's
+    version moved on), the cache's stores are new and what lives is
+    frozen out of the collector's walks, as after a server's start."""
+    block = app.config.blocks[0]
+    cache = block.plugin("cache")
+    before = next(p for p in block.plugins if p.next is cache)
+    k8s = block.plugin("kubernetes")
+    clock = GCClock()
+    out = {True: [], False: []}
+    for _ in range(rounds):
+        for with_cache in (False, True):
+            before.next = cache if with_cache else cache.next
+            k8s.store.version += 1
+            k8s.store.cache.clear()
+            cache.build()
+            gc.collect()
+            gc.freeze()
+            figures = []
+            for _ in range(passes):
+                clock.take()
+                r0 = resource.getrusage(resource.RUSAGE_SELF)
+                w0, th0 = time.perf_counter(), time.thread_time()
+                t = run(mux, queries, len(queries))
+                w1, th1 = time.perf_counter(), time.thread_time()
+                r1 = resource.getrusage(resource.RUSAGE_SELF)
+                print("   wall %.2f thread %.2f process %.2f" % (
+                    (w1 - w0) / len(queries) * 1e6,
+                    (th1 - th0) / len(queries) * 1e6,
+                    t / len(queries) * 1e6))
+                spent = clock.take()[0]
+                figures.append((t / len(queries) * 1e6,
+                                spent / len(queries) * 1e6,
+                                (r1.ru_stime - r0.ru_stime)
+                                / len(queries) * 1e6,
+                                r1.ru_minflt - r0.ru_minflt))
+            out[with_cache].append(figures)
+            print("%-8s %s" % ("cache" if with_cache else "no cache",
+                                "  ".join("%.2f (gc %.2f, sys %.2f, "
+                                          "faults %d)" % f
+                                          for f in figures)))
+    before.next = cache
+    for i in range(passes):
+        a = sorted(f[i][0] for f in out[False])
+        b = sorted(f[i][0] for f in out[True])
+        gaps = sorted(y[i][0] - x[i][0]
+                      for x, y in zip(out[False], out[True]))
+        print("pass %d medians: no cache %.2f, cache %.2f, difference of "
+              "the pairs %.2f (%.2f to %.2f)"
+              % (i + 1, a[len(a) // 2], b[len(b) // 2],
+                 gaps[len(gaps) // 2], gaps[0], gaps[-1]))
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--kubeconfig", required=True)
@@ -77,10 +179,43 @@ def main(argv=None):
     ap.add_argument("--queries", type=int, default=100000)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--profile", help="write cProfile statistics here")
+    ap.add_argument("--cold", action="store_true",
+                    help="no warm pass: each pass asks every name once")
+    ap.add_argument("--passes", type=int, default=2)
+    ap.add_argument("--alternate", type=int, metavar="N",
+                    help="with --cache: N rounds of cold passes, with and "
+                    "without the cache, in one process")
+    ap.add_argument("--gc", help="the collector's thresholds for the "
+                    "passes, e.g. 10000,10,10 (0: collector off)")
     args = ap.parse_args(argv)
     work = tempfile.mkdtemp(prefix="cluster-bench-")
     app, mux, wl = build(args.kubeconfig, args.cache, work)
     queries = wires(wl)
+    if args.gc == "0":
+        gc.disable()
+    elif args.gc:
+        gc.set_threshold(*(int(x) for x in args.gc.split(",")))
+    if args.alternate:
+        import corednstw
+        print(corednstw.__file__)
+        print("cluster, cold passes without and with %s, %d names; us per "
+              "query (of which the collector)" % (args.cache, len(queries)))
+        alternate(app, mux, queries, args.alternate, args.passes)
+        os._exit(0)
+    if args.cold:
+        print("cluster%s, cold, %d names"
+              % (" + " + args.cache if args.cache else "", len(queries)))
+        if args.profile:
+            cProfile.runctx("cold(mux, queries, args.passes)", globals(),
+                            locals(), args.profile)
+        else:
+            cold(mux, queries, args.passes)
+        if args.cache:
+            from corednstw.plugins.cache import plugin as cp
+            print("cache hits %d of %d requests"
+                  % (sum(cp.HITS.values.values()),
+                     sum(cp.REQUESTS.values.values())))
+        os._exit(0)
     run(mux, queries, len(queries))       # warm
     times = [run(mux, queries, args.queries) for _ in range(args.repeat)]
     print("cluster%s: %s us/query (%d names, %d x %d)"

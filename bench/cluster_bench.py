@@ -27,7 +27,6 @@ import argparse
 import cProfile
 import gc
 import os
-import resource
 import sys
 import tempfile
 import time
@@ -116,48 +115,49 @@ def cold(mux, queries, passes):
                  runs, "/".join("%.0f" % (x * 1e3) for x in per)))
 
 
-def alternate(app, mux, queries, rounds, passes):
+def alternate(app, mux, queries, rounds, passes, names=0):
     """Cold passes with the cache and without it (the chain's link to
     the cache swapped), one after the other in this process, ``rounds``
-    times: before each, kubernetes' kept tables start again (its store's
-    version moved on), the cache's stores are new and what lives is
-    frozen out of the collector's walks, as after a server's start."""
+    times, the order swapped every round: before each, kubernetes' kept
+    tables start again (as a change of its store makes them), the
+    cache's stores are new and what lives is frozen out of the
+    collector's walks, as after a server's start.  With ``names``, each
+    pass asks only that many names, every pass from empty tables (the
+    first misses' own work, with little memory touched)."""
     block = app.config.blocks[0]
     cache = block.plugin("cache")
     before = next(p for p in block.plugins if p.next is cache)
     k8s = block.plugin("kubernetes")
+    if names:
+        queries = queries[:names]
+
+    def reset():
+        k8s.store.version += 1
+        k8s.store.cache.clear()
+        k8s._fast, k8s._answers, k8s._pieces = ({}, {}), {}, {}
+        k8s._fast_version = k8s.store.version
+        cache.build()
+        gc.collect()
+        gc.freeze()
+
     clock = GCClock()
     out = {True: [], False: []}
-    for _ in range(rounds):
-        for with_cache in (False, True):
+    for r in range(rounds):
+        for with_cache in ((False, True) if r % 2 == 0 else (True, False)):
             before.next = cache if with_cache else cache.next
-            k8s.store.version += 1
-            k8s.store.cache.clear()
-            cache.build()
-            gc.collect()
-            gc.freeze()
+            reset()
             figures = []
             for _ in range(passes):
+                if names:
+                    reset()
                 clock.take()
-                r0 = resource.getrusage(resource.RUSAGE_SELF)
-                w0, th0 = time.perf_counter(), time.thread_time()
                 t = run(mux, queries, len(queries))
-                w1, th1 = time.perf_counter(), time.thread_time()
-                r1 = resource.getrusage(resource.RUSAGE_SELF)
-                print("   wall %.2f thread %.2f process %.2f" % (
-                    (w1 - w0) / len(queries) * 1e6,
-                    (th1 - th0) / len(queries) * 1e6,
-                    t / len(queries) * 1e6))
                 spent = clock.take()[0]
                 figures.append((t / len(queries) * 1e6,
-                                spent / len(queries) * 1e6,
-                                (r1.ru_stime - r0.ru_stime)
-                                / len(queries) * 1e6,
-                                r1.ru_minflt - r0.ru_minflt))
+                                spent / len(queries) * 1e6))
             out[with_cache].append(figures)
             print("%-8s %s" % ("cache" if with_cache else "no cache",
-                                "  ".join("%.2f (gc %.2f, sys %.2f, "
-                                          "faults %d)" % f
+                                "  ".join("%.2f (gc %.2f)" % f
                                           for f in figures)))
     before.next = cache
     for i in range(passes):
@@ -169,6 +169,16 @@ def alternate(app, mux, queries, rounds, passes):
               "the pairs %.2f (%.2f to %.2f)"
               % (i + 1, a[len(a) // 2], b[len(b) // 2],
                  gaps[len(gaps) // 2], gaps[0], gaps[-1]))
+    if names:
+        # Every pass starts from empty tables: all of them are alike.
+        a = sorted(x[0] for f in out[False] for x in f)
+        b = sorted(x[0] for f in out[True] for x in f)
+        gaps = sorted(y[0] - x[0] for fx, fy in zip(out[False], out[True])
+                      for x, y in zip(fx, fy))
+        print("all passes: no cache %.2f, cache %.2f, difference %.2f "
+              "(quartiles %.2f to %.2f)"
+              % (a[len(a) // 2], b[len(b) // 2], gaps[len(gaps) // 2],
+                 gaps[len(gaps) // 4], gaps[3 * len(gaps) // 4]))
 
 
 def main(argv=None):
@@ -185,6 +195,9 @@ def main(argv=None):
     ap.add_argument("--alternate", type=int, metavar="N",
                     help="with --cache: N rounds of cold passes, with and "
                     "without the cache, in one process")
+    ap.add_argument("--names", type=int, default=0,
+                    help="with --alternate: ask only this many names, "
+                    "every pass from empty tables")
     ap.add_argument("--gc", help="the collector's thresholds for the "
                     "passes, e.g. 10000,10,10 (0: collector off)")
     args = ap.parse_args(argv)
@@ -200,7 +213,8 @@ def main(argv=None):
         print(corednstw.__file__)
         print("cluster, cold passes without and with %s, %d names; us per "
               "query (of which the collector)" % (args.cache, len(queries)))
-        alternate(app, mux, queries, args.alternate, args.passes)
+        alternate(app, mux, queries, args.alternate, args.passes,
+                  args.names)
         os._exit(0)
     if args.cold:
         print("cluster%s, cold, %d names"

@@ -394,16 +394,15 @@ class Kubernetes(Watching, Plugin):
             qname = req.qname
             zone = match(self.zones, qname)
             if zone is None:
-                return None
+                return None         # serve passes it on
             base = qname[:-len(zone) - 1] if qname != zone else ""
             if zone == ".":
                 base = qname[:-1]
             rds = self._plain(qname, qtype, zone, base)
-            if rds is None:
-                return None
-            return remember(self._pieces, key,
-                            address_pieces(req, rds, self.ttl, self.name),
-                            ANSWERS_KEPT)
+            if rds is not None:
+                return remember(self._pieces, key,
+                                address_pieces(req, rds, self.ttl,
+                                               self.name), ANSWERS_KEPT)
         if not self._keeps(req):
             return None
         # serve answers from what it keeps: synchronously, by itself.

@@ -3,7 +3,8 @@
 
     .venv/bin/python bench/cluster_bench.py --kubeconfig FILE
         [--cache "cache 30"] [--queries 100000] [--repeat 3]
-        [--profile out.prof] [--cold [--passes 2]]
+        [--profile out.prof] [--cold [--passes 2]] [--gc 700,10,10]
+        [--alternate N [--passes 2] [--names 1500]]
 
 Builds bench/compare.py's ``cluster`` workload (kubeadm's Corefile, the
 kubernetes plugin against the API server of ``--kubeconfig``), starts its
@@ -21,6 +22,12 @@ short rounds of a fresh server (most names asked once or twice, every
 first question a first miss of the cache and of kubernetes' kept
 answers).  Prints the CPU microseconds per query of each pass and the
 time the cyclic garbage collector took in it.
+
+``--alternate N`` (with ``--cache``): N rounds of cold passes without and
+with the cache in this one process (see ``alternate``), then the medians
+per pass and of the pairs' differences; ``--names`` keeps a small name
+set, every pass from empty tables (the first misses' own work).
+``--gc``: the collector's thresholds for the passes (0: off).
 """
 
 import argparse

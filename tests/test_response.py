@@ -204,3 +204,67 @@ class CacheRulesTest(unittest.TestCase):
         p = parsed(msg(answer=[A]))
         self.assertEqual(r.minimal_ttl(p, r.SERVERERROR), 5)
         self.assertEqual(r.minimal_ttl(p, r.DELEGATION), 5)
+
+
+class ParseReplyTest(unittest.TestCase):
+    """parse_reply: a relayed reply's Parsed, the one-pass reading of the
+    usual shape field for field the expanded message's parse."""
+
+    def general(self, wire, now=None):
+        try:
+            wire = w.expand_message(wire)
+        except w.FormatError:
+            pass
+        return r.parse(wire, now)
+
+    def same(self, wire, now=None):
+        got, want = r.parse_reply(wire, now), self.general(wire, now)
+        if want is None:
+            self.assertIsNone(got)
+            return None
+        for f in r.Parsed.__slots__:
+            self.assertEqual(getattr(got, f, "-"), getattr(want, f, "-"),
+                             (f, wire))
+        return got
+
+    def test_shapes(self):
+        a2 = "example.org. 60 IN A 192.0.2.2"
+        aaaa = "example.org. 30 IN AAAA 2001:db8::1"
+        txt = 'example.org. 20 IN TXT "a b" "c"'
+        cname = "example.org. 300 IN CNAME www.example.org."
+        www = "www.example.org. 300 IN A 192.0.2.9"
+        shapes = [
+            msg(answer=[A]), msg(answer=[A, a2]), msg(answer=[A], do=True),
+            msg(answer=[A, a2], edns=4096), msg(qtype="AAAA", answer=[aaaa]),
+            msg(qtype="TXT", answer=[txt], edns=1232), msg(),
+            msg(edns=1232), msg(rcode=3, ns=[SOA]), msg(ns=[SOA], do=True),
+            msg(answer=[cname, www]), msg(answer=[A], extra=[A]),
+            msg(qname="ExAmple.ORG.", answer=["EXAMPLE.org. 5 IN A 1.2.3.4"]),
+            msg(answer=[A, RRSIG], do=True), msg(answer=[A], ns=[NS]),
+        ]
+        quick = 0
+        for m in shapes:
+            # As sent (compressed), and as expanded already.
+            for wire in (m.to_wire(), w.expand_message(m.to_wire())):
+                got = self.same(wire, IN_APRIL_2017)
+                if got is not None and r._parse_pointed(wire) is not None:
+                    quick += 1
+        self.assertGreaterEqual(quick, 9)
+
+    def test_odd_messages(self):
+        wire = msg(answer=[A, "example.org. 60 IN A 192.0.2.2"],
+                   edns=1232).to_wire()
+        cases = [wire, wire + b"trailing", wire[:-3], wire[:20], wire[:12],
+                 wire[:2] + b"\x00\x02" + wire[4:]]
+        # OPT not last: the counts say one more additional record.
+        b = bytearray(wire)
+        b[11] += 1
+        cases.append(bytes(b) + b"\xc0\x0c\x00\x01\x00\x01\x00\x00\x00\x05"
+                     b"\x00\x04\x01\x02\x03\x04")
+        # A pointer elsewhere than the question.
+        b = bytearray(wire)
+        i = wire.index(b"\xc0\x0c")
+        b[i + 1] = 13
+        cases.append(bytes(b))
+        for c in cases:
+            self.same(c)

@@ -57,6 +57,7 @@ _OPCODE_UPDATE = 5
 _HDR = struct.Struct("!HHHHHH")
 _HH = struct.Struct("!HH")
 _II = struct.Struct("!II")
+_RRHEAD = struct.Struct("!HHIH")
 _YEAR68 = 1 << 31
 
 
@@ -157,32 +158,115 @@ def parse(wire, now_unix=None):
         return None
 
 
-def _parse(wire, now_unix):
+def parse_reply(wire, now_unix=None):
+    """``parse`` of ``wire`` with its compression expanded
+    (``dnswire.expand_message``; as it is when that fails): the Parsed
+    of an answer relayed from an upstream, as the cache stores it.  The
+    usual reply (every owner the question's name by a pointer to it, an
+    OPT last, no names in the rdata) is read in one pass; the others are
+    expanded, then parsed."""
+    try:
+        p = _parse_pointed(wire)
+    except (struct.error, IndexError):
+        p = None
+    if p is not None:
+        return p
+    try:
+        wire = w.expand_message(wire)
+    except w.FormatError:
+        pass
+    return parse(wire, now_unix)
+
+
+def _question(wire):
+    """A Parsed holding the header's and the question's fields of
+    ``wire`` and empty sections, and the offset past the question; None
+    when the message has not one plain question."""
     _, flags, qd, an, ns, ar = _HDR.unpack_from(wire, 0)
     if qd != 1:
+        return None
+    off = _question_end(wire)
+    if off is None:
         return None
     p = Parsed()
     p.flags = flags
     p.rcode = flags & 0xF
     p.opcode = (flags >> 11) & 0xF
-    off = _question_end(wire)
-    if off is None:
-        return None
-    qwire = wire[12:off].lower()
-    p.qname = qname = rq._wire_text(qwire)
-    qwlen = len(qwire)
+    p.qname = rq._wire_text(wire[12:off].lower())
     p.qtype, p.qclass = _HH.unpack_from(wire, off)
-    off += 4
-    p.qlen = off - 12
-    segs = []
-    ttls = []
-    types = []
-    answers = []
-    ns_types = []
+    p.qlen = off + 4 - 12
+    p.counts = (an, ns, ar)
+    p.segs, p.ttls, p.types, p.answers, p.ns_types = [], [], [], [], []
+    return p, off + 4
+
+
+def _parse_pointed(wire):
+    """The Parsed of ``wire`` expanded when every record's owner is a
+    pointer to the question (the OPT's the root) and no rdata holds a
+    name, so that expanding only puts the question's bytes in place of
+    the pointers; else None."""
+    got = _question(wire)
+    if got is None or got[0].qlen > 259:
+        return None
+    p, off = got
+    owner = wire[12:off - 4]
+    length = len(wire)
+    an, ns, ar = p.counts
+    total = an + ns + ar
+    named = w.RDATA_NAMES
+    head = _RRHEAD.unpack_from
+    cut = b""
+    for i in range(total):
+        if wire[off] == 0:
+            hdr = off + 1
+            rtype, rclass, ttl, rdlen = head(wire, hdr)
+            if rtype != w.OPT or i != total - 1 or \
+                    hdr + 10 + rdlen > length:
+                return None
+            p.do = bool(ttl & 0x8000)
+            p.counts = (an, ns, ar - 1)
+            break
+        if wire[off] != 0xC0 or wire[off + 1] != 12:
+            return None
+        hdr = off + 2
+        rtype, rclass, ttl, rdlen = head(wire, hdr)
+        rd = hdr + 10
+        end = rd + rdlen
+        if end > length or rtype in named or rtype == w.OPT:
+            return None
+        p.segs.append(cut + owner + wire[hdr:hdr + 4])
+        cut = wire[rd - 2:end]
+        _record(p, i, an, ns, p.qname, rtype, rclass, ttl, None)
+        off = end
+    p.segs.append(cut)
+    return p
+
+
+def _record(p, i, an, ns, name, rtype, rclass, ttl, target):
+    """The ``i``-th record's TTL, type and (an answer's) owner or (an
+    authority's) type, into ``p``'s sections."""
+    p.ttls.append(ttl)
+    p.types.append(rtype)
+    if i < an:
+        p.answers.append((name, rtype, rclass, target))
+    elif i < an + ns:
+        p.ns_types.append(rtype)
+
+
+def _parse(wire, now_unix):
+    got = _question(wire)
+    if got is None:
+        return None
+    p, off = got
+    qname = p.qname
+    qwire = wire[12:off - 4].lower()
+    qwlen = len(qwire)
+    segs = p.segs
+    an, ns, ar = p.counts
     last = stop = off
     total = an + ns + ar
-    counts = [an, ns, ar]
     i = 0
+    name = None
     for owner, rtype, rclass, ttl, rd, end in w.iter_records(
             wire, off, total, backward=False):
         if i < an:
@@ -200,7 +284,7 @@ def _parse(wire, now_unix):
             if i != total - 1:
                 return None
             p.do = bool(ttl & 0x8000)
-            counts[2] -= 1
+            p.counts = (an, ns, ar - 1)
             stop = owner
             break
         if rtype == w.RRSIG and now_unix is not None and end - rd >= 18:
@@ -210,23 +294,12 @@ def _parse(wire, now_unix):
         # Cut out the TTL: it sits 6 bytes before the rdata.
         segs.append(wire[last:rd - 6])
         last = rd - 2
-        ttls.append(ttl)
-        types.append(rtype)
-        if i < an:
-            target = w.read_name(wire, rd)[0] if rtype == w.CNAME \
-                else None
-            answers.append((name, rtype, rclass, target))
-        elif i < an + ns:
-            ns_types.append(rtype)
+        _record(p, i, an, ns, name, rtype, rclass, ttl,
+                w.read_name(wire, rd)[0] if rtype == w.CNAME and i < an
+                else None)
         stop = end
         i += 1
     segs.append(wire[last:stop])
-    p.segs = segs
-    p.ttls = ttls
-    p.types = types
-    p.answers = answers
-    p.ns_types = ns_types
-    p.counts = tuple(counts)
     return p
 
 

@@ -40,6 +40,7 @@ from corednstw.engines.response import (
     cacheable,
     minimal_ttl,
     parse,
+    parse_reply,
     response_type,
 )
 from corednstw.plugins.cache.store import Item, Store
@@ -348,15 +349,13 @@ class Cache(Plugin):
                 raw = rq.encode(req, resp)
             finally:
                 req.proto = proto
+            now = self.now()
+            p = parse(raw, int(now))
         else:
             # Stored uncompressed: hits are sent as CoreDNS writes what
             # fits the client.
-            try:
-                raw = w.expand_message(raw)
-            except w.FormatError:
-                pass
-        now = self.now()
-        p = parse(raw, int(now))
+            now = self.now()
+            p = parse_reply(raw, int(now))
         if p is None:
             return None if verify else resp
         mt = response_type(p)

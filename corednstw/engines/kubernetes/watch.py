@@ -231,11 +231,15 @@ class Watcher:
     ``optional``: a 404 is an API not installed (an empty list), else an
     error.  ``keys``: the only parts of an object ``parse`` reads, as
     ``{key: None (all of its value) or (the keys of an object)}``; a list
-    is then decoded keeping those alone (``list_reader``)."""
+    is then decoded keeping those alone (``list_reader``).  ``typed``: a
+    callable giving (an item msgspec Struct, the parser of such an item)
+    or None, called in the thread before the first list: a list is then
+    decoded into those Structs (the watch events still go to ``parse``).
+    """
 
     def __init__(self, conn, store, kind, deliver, path, parse,
                  selector=None, field_selector=None, optional=False,
-                 keys=None):
+                 keys=None, typed=None):
         self.conn = conn
         self.store = store
         self.kind = kind
@@ -243,6 +247,7 @@ class Watcher:
         self.path = self.paths[0]
         self.parse = parse
         self.keys = keys
+        self.typed = typed
         self.optional = optional
         self.absent = False
         self.deliver = deliver
@@ -360,16 +365,17 @@ class Watcher:
         rv = None
         first = "0" if not self.listed else None
         chunks = self._start_page(None, first)
+        if callable(self.typed):
+            self.typed = self.typed()
         parse = self.parse
         while chunks is not None:
-            reader = list_reader(chunks, self.keys)
-            items = reader.items()
+            reader = list_reader(chunks, self.keys, self.typed)
+            records = reader.records(parse)
             nxt = None
             while True:
                 with self.conn.cpu:
-                    batch = [("LIST", r) for r in map(
-                        parse, itertools.islice(items, BATCH))
-                        if r is not None]
+                    batch = [("LIST", r) for r in itertools.islice(
+                        records, BATCH) if r is not None]
                     if nxt is None and reader.meta is not None:
                         cont = reader.meta.get("continue")
                         nxt = self._start_page(cont, None) if cont else False
@@ -623,6 +629,10 @@ class ListReader:
         yield from self._object()
         self.done = True
 
+    def records(self, parse):
+        """The items through ``parse``."""
+        return map(parse, self.items())
+
     def _object(self):
         self._expect("{")
         if self._char() == "}":
@@ -675,13 +685,14 @@ class ListReader:
                 raise APIError("list body: unexpected %r" % ch)
 
 
-def list_reader(chunks, keys=None):
+def list_reader(chunks, keys=None, typed=None):
     """The reader of one List body: ``KeptListReader`` when the kind
-    says which keys its parser reads and msgspec is installed, else
+    says which keys its parser reads (``keys``, or ``typed``: its item
+    Struct and the parser of one) and msgspec is installed, else
     ``ListReader``."""
-    if keys is None or _msgspec() is None:
+    if (keys is None and not typed) or _msgspec() is None:
         return ListReader(chunks)
-    return KeptListReader(chunks, keys)
+    return KeptListReader(chunks, keys, typed)
 
 
 _MSGSPEC: list[Any] = []
@@ -701,9 +712,14 @@ def _msgspec():
 _DECODERS: dict[Any, Any] = {}
 
 
-def _items_decoder(keys):
+def _items_decoder(keys, item=None):
     """A msgspec decoder of a JSON array of objects keeping ``keys``
-    (see Watcher); made once per ``keys``."""
+    (see Watcher), or of ``item`` Structs; made once per each."""
+    if item is not None:
+        dec = _DECODERS.get(item)
+        if dec is None:
+            dec = _DECODERS[item] = _msgspec().json.Decoder(list[item])
+        return dec
     key = tuple(sorted((k, v if v is None else tuple(v))
                        for k, v in keys.items()))
     dec = _DECODERS.get(key)
@@ -739,11 +755,16 @@ class KeptListReader:
     the segment does not decode, and the rest of the body goes to
     ``ListReader`` from the last item decoded.  Anything else unexpected
     (another layout, a value msgspec refuses) takes the same way out, so
-    the records are always those ``ListReader`` would give."""
+    the records are always those ``ListReader`` would give.
 
-    def __init__(self, chunks, keys):
+    With ``typed`` (an item Struct, the parser of one) the fast path
+    decodes Structs and ``records`` gives them to that parser, the
+    general path's dicts to the kind's own."""
+
+    def __init__(self, chunks, keys, typed=None):
         self.chunks = iter(chunks)
-        self.decode = _items_decoder(keys).decode
+        item, self.convert = typed or (None, None)
+        self.decode = _items_decoder(keys, item).decode
         self.errors = (_msgspec().DecodeError,)
         self.buf = b""
         self.pos = 0
@@ -764,11 +785,27 @@ class KeptListReader:
         return True
 
     def items(self):
-        """Yield the items; sets ``meta`` on the way, ``done`` at the
-        end."""
-        rest = yield from self._items()
+        """Yield the items (Structs from the fast path when typed); sets
+        ``meta`` on the way, ``done`` at the end."""
+        return self._out(None, None)
+
+    def records(self, parse):
+        """The items' records: the fast path's through the typed parser
+        (else ``parse``), the general path's through ``parse``."""
+        return self._out(self.convert or parse, parse)
+
+    def _out(self, convert, parse):
+        segments = self._items()
+        while True:
+            try:
+                items = next(segments)
+            except StopIteration as end:
+                rest = end.value
+                break
+            yield from (items if convert is None else map(convert, items))
         if rest is not None:
-            yield from self._general(rest)
+            items = self._general(rest)
+            yield from (items if parse is None else map(parse, items))
         self.done = True
 
     def _general(self, head):
@@ -780,8 +817,9 @@ class KeptListReader:
             self.meta = reader.meta
 
     def _items(self):
-        """The fast path; returns the bytes to give ListReader when it
-        cannot go on (None when the body was read to its end)."""
+        """The fast path, a list of decoded items per segment; returns
+        the bytes to give ListReader when it cannot go on (None when the
+        body was read to its end)."""
         while (self.buf.find(_ITEMS_KEY) < 0) and self._more():
             pass
         buf = self.buf
@@ -834,7 +872,7 @@ class KeptListReader:
                 items = decode(seg)
             except self.errors:
                 return b'{"items":[' + buf[pos:]
-            yield from items
+            yield items
             if end < 0:
                 self.pos = len(buf)
                 return None

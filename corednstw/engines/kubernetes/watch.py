@@ -20,6 +20,7 @@ for again now and then.
 import codecs
 import itertools
 import json
+import os
 import queue
 import random
 import re
@@ -167,8 +168,10 @@ class Connection:
     def _build(self):
         """Our own client (``client.Direct``) when the configuration
         allows, else the kubernetes client."""
+        direct = _early_client(self.opts)
         try:
-            direct = kc.build(self.opts)
+            if direct is None:
+                direct = kc.build(self.opts)
         except kc.Unsupported:
             direct = None
         if direct is not None:
@@ -404,9 +407,12 @@ class Watcher:
         """GET one page in a helper thread; returns an iterator over the
         body's chunks (raising what the request raised)."""
         # body chunks, then None at the end or what the request raised
-        q: queue.Queue[Union[bytes, BaseException, None]] = queue.Queue()
         query = self._query(limit=PAGE, resourceVersion=rv,
                             **{"continue": cont})
+        early = _take_early(self.conn.opts, self.path, query, self.stopped)
+        if early is not None:
+            return self._adopt(early)
+        q: queue.Queue[Union[bytes, BaseException, None]] = queue.Queue()
 
         def fetch():
             try:
@@ -414,20 +420,33 @@ class Watcher:
                                      self.stopped)
                 if resp.status != 200:
                     self._read_json(resp)
-                try:
-                    for chunk in resp.stream(CHUNK, decode_content=True):
-                        q.put(chunk)
-                        if self.stopped.is_set():
-                            break
-                finally:
-                    resp.release_conn()
-                q.put(None)
+                _stream(resp, q, self.stopped.is_set)
             except BaseException as e:
                 q.put(e)
 
         threading.Thread(target=fetch, daemon=True,
                          name="kubernetes-list-" + self.kind).start()
         return _drain_queue(q)
+
+    def _adopt(self, early):
+        """The chunks of a page asked for before the watcher started
+        (``prefetch``), with the request's metrics and log lines as
+        ``Connection.get`` gives them."""
+        conn = self.conn
+        conn.api()
+        if early.status is None:
+            self.deliver(REQUESTS.inc, ("<error>", "GET", conn.host))
+        else:
+            self.deliver(REQUEST_LATENCY.observe, ("GET", conn.host),
+                         early.latency)
+            self.deliver(REQUESTS.inc, (str(early.status), "GET",
+                                        conn.host))
+            conn.reachable()
+        for got in _drain_queue(early.q):
+            if isinstance(got, _Answer):
+                self._read_json(got.resp)
+                raise APIError("HTTP %d" % got.resp.status)
+            yield got
 
     def watch(self, rv):
         """Watch from ``rv`` until the server ends the stream; returns the
@@ -486,6 +505,139 @@ class Watcher:
         if buf.strip():
             raise Cut("watch stream cut")
         return rv
+
+
+def _stream(resp, q, stopped):
+    """Put the chunks of ``resp``'s body on ``q``, then None."""
+    try:
+        for chunk in resp.stream(CHUNK, decode_content=True):
+            q.put(chunk)
+            if stopped():
+                break
+    finally:
+        resp.release_conn()
+    q.put(None)
+
+
+# -- lists asked for before the server is built -------------------------------
+
+#: Seconds a page asked for ahead is kept for a watcher that asks for
+#: it, once read.
+EARLY_KEEP = 30.0
+_EARLY_LOCK = threading.Lock()
+#: (options key, path, query) -> _Early
+_EARLY: dict[Any, "_Early"] = {}
+#: options key -> (pid, the client the pages were asked with)
+_EARLY_CLIENTS: dict[Any, Any] = {}
+
+
+def _opts_key(opts):
+    return tuple(sorted(opts.items()))
+
+
+class _Answer:
+    """A response other than 200 to a page asked for ahead (the watcher
+    that takes it reads it as its own)."""
+
+    def __init__(self, resp):
+        self.resp = resp
+
+
+class _Early:
+    """One list page asked for ahead of its watcher, in a daemon thread:
+    its chunks wait on ``q`` as ``Watcher._start_page`` would have put
+    them."""
+
+    def __init__(self, key, client, path, query):
+        self.key = key
+        self.pid = os.getpid()
+        self.q: queue.Queue[Any] = queue.Queue()
+        self.taken = threading.Event()
+        self.watcher_stopped: Any = None
+        self.status = None          # None: no HTTP answer
+        self.latency = 0.0
+        self.client = client
+        self.path = path
+        self.query = query
+        threading.Thread(target=self.run, daemon=True,
+                         name="kubernetes-early-list").start()
+
+    def stopped(self):
+        ws = self.watcher_stopped
+        return ws is not None and ws.is_set()
+
+    def run(self):
+        t0 = time.monotonic()
+        try:
+            try:
+                resp = self.client.get(self.path, self.query, (10, 60))
+            finally:
+                self.latency = time.monotonic() - t0
+            self.status = resp.status
+            if resp.status != 200:
+                self.q.put(_Answer(resp))
+            else:
+                _stream(resp, self.q, self.stopped)
+        except BaseException as e:
+            self.q.put(e)
+        if not self.taken.wait(EARLY_KEEP):
+            with _EARLY_LOCK:
+                if _EARLY.get(self.key) is self:
+                    del _EARLY[self.key]
+
+
+def prefetch(opts, pages, user_agent=None):
+    """Ask now for the first pages ``pages`` ((path, query), ...) that
+    watchers of a Connection with ``opts`` will ask for once the server
+    is built: the API server prepares them meanwhile.  A watcher whose
+    first request is exactly one of these takes its answer instead of
+    asking (``_take_early``); one nobody takes is dropped after
+    ``EARLY_KEEP`` seconds.  Nothing is asked when the connection has a
+    rate limit or needs the kubernetes client; errors are left to the
+    watchers.  ``user_agent``: the client's, as the Connection sets it."""
+    if opts.get("qps") or opts.get("inflight"):
+        return
+    key = _opts_key(opts)
+    with _EARLY_LOCK:
+        if key in _EARLY_CLIENTS:
+            client = _EARLY_CLIENTS[key][1]
+        else:
+            try:
+                client = kc.build(opts)
+            except Exception:
+                return
+            if user_agent:
+                client.user_agent = user_agent
+            _EARLY_CLIENTS[key] = (os.getpid(), client)
+        for path, query in pages:
+            k = (key, path, tuple(query))
+            if k not in _EARLY:
+                _EARLY[k] = _Early(k, client, path, list(query))
+
+
+def _early_client(opts):
+    """The client ``prefetch`` made for ``opts`` (its connections carry
+    on to the watches), or None."""
+    with _EARLY_LOCK:
+        got = _EARLY_CLIENTS.pop(_opts_key(opts), None)
+    if got is None or got[0] != os.getpid():
+        return None
+    return got[1]
+
+
+def _take_early(opts, path, query, stopped):
+    """The page ``prefetch`` asked for with these very options, path and
+    query, or None (never in a process forked since: its threads and
+    connections stayed behind)."""
+    if not _EARLY:
+        return None
+    with _EARLY_LOCK:
+        early = _EARLY.pop((_opts_key(opts), path, tuple(query)), None)
+    if early is None or early.pid != os.getpid():
+        return None
+    early.watcher_stopped = stopped
+    early.taken.set()
+    return early
 
 
 def _drain_queue(q):

@@ -752,6 +752,23 @@ class KeptListReaderTest(unittest.TestCase):
                                                   None}, {}]}}},
     ]
 
+    def test_typed_ports_kept_once(self):
+        """Equal port lists share one tuple; values equal across types
+        (80, 80.0, True and 1) give what each gives; a full table is
+        emptied."""
+        from corednstw.plugins.kubernetes import typed as ty
+        self.patch(ty, "_PORTS", {})
+        self.patch(ty, "PORTS_MAX", 3)
+        items = [{"metadata": {"name": "p%d" % i},
+                  "spec": {"ports": [{"name": "A", "port": port}]}}
+                 for i, port in enumerate([80, 80.0, True, 1, 80, 1.0, 2,
+                                           3, 4, 80])]
+        typed = st.typed(st.SERVICES)
+        got = self.compare(self.body(items), rec.service, rec.SERVICE_KEYS,
+                           sizes=(1 << 20,), typed=typed)
+        self.assertEqual(len(got), len(items))
+        self.assertLessEqual(len(ty._PORTS), 3)
+
     odd_slices = [
         {"metadata": {"name": "s", "labels": None, "annotations": None},
          "endpoints": None, "ports": None},
@@ -775,7 +792,10 @@ class KeptListReaderTest(unittest.TestCase):
 
         from corednstw.plugins.kubernetes import typed as ty
         variants = [None, {}, [], "x", 0, 1, [None], [{}], {"a": 1},
-                    ["10.0.0.1"], [{"port": "x"}], True]
+                    ["10.0.0.1"], [{"port": "x"}], True, [{"name": ["x"]}],
+                    [{"port": 80}], [{"port": 80.0}], [{"port": True}],
+                    [{"port": 1}], ["1.2.3.4"], ["1.2.3.4\u0000"],
+                    ["::1"], [5], ["None"], [""]]
         cases = [
             (rec.service, ty.Service, ty.service, self.svc_items[0],
              [("metadata",), ("spec",), ("status",),

@@ -40,7 +40,8 @@ class LabeledMeta(Meta):
     deletionTimestamp: Any = None
 
 
-class Port(_S):
+class Port(msgspec.Struct, frozen=True, gc=False):
+    """Hashable: a list of them is a key of ``_PORTS``."""
     name: Any = None
     protocol: Any = None
     port: Any = None
@@ -117,13 +118,46 @@ _NO_CONDITIONS = Conditions()
 _NO_REF = TargetRef()
 _PROTOCOLS = rec._PROTOCOLS
 _NO_PORT = rec._NO_PORT
-_addresses = rec._addresses
 _ip_rdata = rec.w.ip_rdata
+_A = rec.w.A
+_pton = rec.w.socket.inet_pton
+_AF_INET = rec.w.socket.AF_INET
+#: tuple(Port, ...) -> records._ports of them (most Services of a
+#: cluster share a few port lists); emptied when full.
+_PORTS: dict[Any, Any] = {}
+PORTS_MAX = 4096
+
+
+def _addresses(ips):
+    """records._addresses, one IPv4 address (the usual case) without
+    the general loop."""
+    if len(ips) == 1:
+        ip = ips[0]
+        if ip.__class__ is str and ":" not in ip and ip and ip != "None":
+            try:
+                return ((ip, _A, _pton(_AF_INET, ip)),)
+            except OSError:
+                return ()
+    return rec._addresses(ips)
 
 
 def _ports(ports, sentinel=True):
     if not ports:
         return _NO_PORT if sentinel else ()
+    try:
+        key = tuple(ports)
+        got = _PORTS.get(key)
+    except TypeError:       # a value that cannot be hashed
+        return _make_ports(ports)
+    if got is None:
+        got = _make_ports(ports)
+        if len(_PORTS) >= PORTS_MAX:
+            _PORTS.clear()
+        _PORTS[key] = got
+    return got
+
+
+def _make_ports(ports):
     out = []
     for p in ports:
         port = p.port

@@ -85,6 +85,20 @@ class PrefetchTest(unittest.TestCase):
         yield self.start()
         self.assertEqual(self.api.count("services", "list"), 2)
         self.wait_for(lambda: not wt._EARLY)
+        # The client itself went on to the plugin's connection.
+        self.assertEqual(wt._EARLY_CLIENTS, {})
+
+    def test_client_nobody_takes(self):
+        """The client of pages nobody takes is dropped with them, its
+        connections closed."""
+        wt.prefetch({"endpoint": self.api.url, "context": "other"},
+                    [("/api/v1/services", FIRST)])
+        client = next(iter(wt._EARLY_CLIENTS.values()))[1]
+        self.wait_for(lambda: len(client.idle) == 1)
+        conn = client.idle[0]
+        self.wait_for(lambda: not wt._EARLY and not wt._EARLY_CLIENTS)
+        self.assertEqual(client.idle, [])
+        self.assertIsNone(conn.sock)
 
     @defer.inlineCallbacks
     def test_error_answer_is_the_watchers(self):

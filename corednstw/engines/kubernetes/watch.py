@@ -581,9 +581,24 @@ class _Early:
         except BaseException as e:
             self.q.put(e)
         if not self.taken.wait(EARLY_KEEP):
-            with _EARLY_LOCK:
-                if _EARLY.get(self.key) is self:
-                    del _EARLY[self.key]
+            self.forget()
+
+    def forget(self):
+        """Not taken: out of the registry, and the client with it once
+        no other page needs it (its idle connections closed)."""
+        with _EARLY_LOCK:
+            if _EARLY.get(self.key) is self:
+                del _EARLY[self.key]
+            opts = self.key[0]
+            if any(k[0] == opts for k in _EARLY):
+                return
+            got = _EARLY_CLIENTS.get(opts)
+            if got is None or got[1] is not self.client:
+                return
+            del _EARLY_CLIENTS[opts]
+        for conn in self.client.idle:
+            conn.close()
+        self.client.idle = []
 
 
 def prefetch(opts, pages, user_agent=None):

@@ -236,6 +236,25 @@ class ConnectionTest(unittest.TestCase):
         resp.release_conn()
         self.assertEqual(len(self.c.idle), 1)
 
+    def test_gzip_with_zlib_and_isal(self):
+        """The same body inflated by zlib (no isal) and by ISA-L."""
+        import zlib
+        self.api.gzip = True
+        got = []
+        for mod in (zlib, None):
+            self.patch(kc, "_ZLIB", [mod] if mod else [])
+            resp = self.get("/api/v1/services")
+            got.append(b"".join(resp.stream(64)))
+            resp.release_conn()
+            self.assertIs(kc._ZLIB[0], mod or kc._ZLIB[0])
+        self.assertEqual(got[0], got[1])
+        self.assertIn(b'"svc1"', got[0])
+        try:
+            from isal import isal_zlib
+        except ImportError:
+            return
+        self.assertIs(kc._ZLIB[0], isal_zlib)
+
     @defer.inlineCallbacks
     def test_gzip_lists_served(self):
         self.api.gzip = True

@@ -675,11 +675,12 @@ class KeptListReaderTest(unittest.TestCase):
                           separators=(",", ":")).encode()
 
     def records(self, reader, parse):
-        out = [parse(o) for o in reader.items()]
+        out = list(reader.records(parse))
         self.assertTrue(reader.done)
         return [None if r is None else _record_key(r) for r in out]
 
-    def compare(self, body, parse, keys, sizes=(1, 13, 200, 1 << 20)):
+    def compare(self, body, parse, keys, sizes=(1, 13, 200, 1 << 20),
+                typed=None):
         want = self.records(_LIST_READER([body]), parse)
         meta = json.loads(body)["metadata"]
         for size in sizes:
@@ -687,7 +688,7 @@ class KeptListReaderTest(unittest.TestCase):
                 self.patch(wt, "SEGMENT", segment)
                 chunks = [body[i:i + size]
                           for i in range(0, len(body), size)]
-                r = wt.list_reader(chunks, keys)
+                r = wt.list_reader(chunks, keys, typed)
                 self.assertIsInstance(r, wt.KeptListReader)
                 self.assertEqual(self.records(r, parse), want,
                                  (size, segment))
@@ -705,6 +706,163 @@ class KeptListReaderTest(unittest.TestCase):
         for items, parse, keys in self.kinds:
             self.assertEqual(len(self.compare(self.body(items), parse,
                                               keys)), len(items))
+
+    def test_typed_records_as_list_reader_gives(self):
+        """Items decoded into Structs (typed.py) give the records the
+        dict parsers give."""
+        self.fast_only()
+        for items, parse, kind, zonal in (
+                (self.svc_items, rec.service, st.SERVICES, False),
+                (self.slice_items, rec.endpoint_slice, st.SLICES, False),
+                (self.slice_items,
+                 lambda o: rec.endpoint_slice(o, zonal=True), st.SLICES,
+                 True),
+                (self.slice_items,
+                 lambda o: rec.endpoint_slice(o, multicluster=True),
+                 st.MC_SLICES, False),
+                (self.pod_items, rec.pod, st.PODS, False),
+                (self.svc_items, rec.namespace, st.NAMESPACES, False),
+                (self.odd_items, rec.service, st.SERVICES, False),
+                (self.odd_slices, rec.endpoint_slice, st.SLICES, False)):
+            typed = st.typed(kind, zonal)
+            self.assertIsNotNone(typed)
+            self.assertEqual(len(self.compare(
+                self.body(items), parse, st.KEYS[kind], typed=typed,
+                sizes=(13, 1 << 20))), len(items))
+
+    # Values the dict parsers take loosely (the typed ones must agree).
+    odd_items = [
+        {"metadata": {"name": None, "namespace": "ns",
+                      "resourceVersion": 5}},
+        {"metadata": {}, "spec": None, "status": None},
+        {"metadata": {"name": "p"},
+         "spec": {"ports": [{"port": "80", "protocol": "tcp",
+                             "name": None}, {"port": 7.0}, {}],
+                  "clusterIPs": [], "clusterIP": None, "type": None,
+                  "publishNotReadyAddresses": 0,
+                  "externalIPs": ["::ffff:1.2.3.4"]},
+         "status": {"loadBalancer": {}}},
+        {"metadata": {"name": "q"},
+         "spec": {"clusterIPs": ["None"], "ports": [],
+                  "externalName": None},
+         "status": {"loadBalancer": {"ingress": []}}},
+        {"metadata": {"name": "r"},
+         "spec": {"clusterIPs": ["10.0.0.300", "fd00::0:1", "None", ""]},
+         "status": {"loadBalancer": {"ingress": [{"ip": "", "hostname":
+                                                  None}, {}]}}},
+    ]
+
+    def test_typed_ports_kept_once(self):
+        """Equal port lists share one tuple; values equal across types
+        (80, 80.0, True and 1) give what each gives; a full table is
+        emptied."""
+        from corednstw.plugins.kubernetes import typed as ty
+        self.patch(ty, "_PORTS", {})
+        self.patch(ty, "PORTS_MAX", 3)
+        items = [{"metadata": {"name": "p%d" % i},
+                  "spec": {"ports": [{"name": "A", "port": port}]}}
+                 for i, port in enumerate([80, 80.0, True, 1, 80, 1.0, 2,
+                                           3, 4, 80])]
+        typed = st.typed(st.SERVICES)
+        got = self.compare(self.body(items), rec.service, rec.SERVICE_KEYS,
+                           sizes=(1 << 20,), typed=typed)
+        self.assertEqual(len(got), len(items))
+        self.assertLessEqual(len(ty._PORTS), 3)
+
+    odd_slices = [
+        {"metadata": {"name": "s", "labels": None, "annotations": None},
+         "endpoints": None, "ports": None},
+        {"metadata": {"name": "t", "labels": {}},
+         "addressType": "IPv6",
+         "endpoints": [{"addresses": None, "conditions": None},
+                       {"addresses": ["fd00::1", "bad"],
+                        "conditions": {"ready": None},
+                        "targetRef": {"name": "x" * 64}, "zone": None,
+                        "hostname": None},
+                       {"addresses": ["10.0.0.1"],
+                        "conditions": {"ready": 0},
+                        "targetRef": None}]},
+    ]
+
+    def test_typed_parsers_agree_or_do_not_decode(self):
+        """Each typed parser, on whatever JSON decodes into its Struct,
+        gives the record its dict twin gives, or raises what it raises;
+        JSON that does not decode goes to the dict parsers anyway."""
+        import msgspec
+
+        from corednstw.plugins.kubernetes import typed as ty
+        variants = [None, {}, [], "x", 0, 1, [None], [{}], {"a": 1},
+                    ["10.0.0.1"], [{"port": "x"}], True, [{"name": ["x"]}],
+                    [{"port": 80}], [{"port": 80.0}], [{"port": True}],
+                    [{"port": 1}], ["1.2.3.4"], ["1.2.3.4\u0000"],
+                    ["::1"], [5], ["None"], [""]]
+        cases = [
+            (rec.service, ty.Service, ty.service, self.svc_items[0],
+             [("metadata",), ("spec",), ("status",),
+              ("spec", "ports"), ("spec", "clusterIPs"),
+              ("spec", "clusterIP"), ("spec", "externalIPs"),
+              ("spec", "type"), ("status", "loadBalancer"),
+              ("status", "loadBalancer", "ingress")]),
+            (rec.endpoint_slice, ty.EndpointSlice, ty.endpoint_slice,
+             self.slice_items[0],
+             [("metadata",), ("metadata", "labels"),
+              ("metadata", "annotations"), ("endpoints",), ("ports",),
+              ("addressType",)]),
+            (rec.pod, ty.Pod, ty.pod, self.pod_items[0],
+             [("metadata",), ("status",), ("status", "podIP"),
+              ("metadata", "labels"), ("metadata", "deletionTimestamp")]),
+        ]
+        decoded = 0
+        for parse, item, twin, base, paths in cases:
+            dec = msgspec.json.Decoder(item)
+            for path in paths:
+                for value in variants:
+                    obj = json.loads(json.dumps(base))
+                    at = obj
+                    for k in path[:-1]:
+                        at = at[k]
+                    at[path[-1]] = value
+                    text = json.dumps(obj).encode()
+                    try:
+                        got = dec.decode(text)
+                    except msgspec.DecodeError:
+                        continue
+                    decoded += 1
+                    self.assertEqual(self._result_of(twin, got),
+                                     self._result_of(parse, obj),
+                                     (path, value))
+        self.assertGreater(decoded, 50)
+
+    @staticmethod
+    def _result_of(parse, obj):
+        try:
+            r = parse(obj)
+        except Exception as e:
+            return type(e)
+        return None if r is None else _record_key(r)
+
+    def test_typed_without_msgspec(self):
+        """No msgspec: no typed parser; lists take ListReader."""
+        import builtins
+        real = builtins.__import__
+
+        def imp(name, *a, **kw):
+            if name == "msgspec" or name.endswith(".typed") or (
+                    a[2:3] and a[2] and "typed" in a[2]):
+                raise ImportError(name)
+            return real(name, *a, **kw)
+        import sys
+        self.patch(sys, "modules", {k: v for k, v in sys.modules.items()
+                                    if k != "corednstw.plugins.kubernetes"
+                                    ".typed"})
+        self.patch(builtins, "__import__", imp)
+        self.assertIsNone(st.typed(st.SERVICES))
+        self.patch(wt, "_MSGSPEC", [None])
+        body = self.body(self.svc_items)
+        r = wt.list_reader([body], rec.SERVICE_KEYS, None)
+        self.assertIsInstance(r, wt.ListReader)
+        self.assertEqual(len(list(r.records(rec.service))),
+                         len(self.svc_items))
 
     def test_empty(self):
         self.fast_only()
@@ -731,9 +889,20 @@ class KeptListReaderTest(unittest.TestCase):
             b'{"metadata":{"resourceVersion":"9"},"items":null}',
             b'{"metadata":{"resourceVersion":"9"}}',
         ]
+        typed = st.typed(st.SERVICES)
         for body in bodies:
             self.compare(body, rec.service, rec.SERVICE_KEYS,
                          sizes=(7, 1 << 20))
+            self.compare(body, rec.service, rec.SERVICE_KEYS,
+                         sizes=(7, 1 << 20), typed=typed)
+        # A shape only the dict parser takes: an array where an object
+        # belongs, after items the fast path decoded.
+        body = self.body(self.svc_items + [{"metadata": {"name": "z"},
+                                            "spec": []}]
+                         + self.svc_items)
+        got = self.compare(body, rec.service, rec.SERVICE_KEYS,
+                           sizes=(7, 1 << 20), typed=typed)
+        self.assertEqual(len(got), 2 * len(self.svc_items) + 1)
 
     def test_cut_body(self):
         body = self.body(self.svc_items)

@@ -116,6 +116,7 @@ def make_service(path, dns_port, multisocket=None, reactor=None, err=None):
     installed once the reactor runs: the service every command runs."""
     from corednstw.service import stall
     stall.pause_collector()     # until the plugins have started (App)
+    _prefetch(path)
     if reactor is None:
         from corednstw.service import reactor as loader
         reactor = loader.load()
@@ -126,6 +127,26 @@ def make_service(path, dns_port, multisocket=None, reactor=None, err=None):
     logger.write_in_background()
     reactor.callWhenRunning(signals.install, app)
     return app
+
+
+def _prefetch(path):
+    """Before the reactor, the app and the plugins are imported: the
+    kubernetes plugin's first lists are asked for, so the API server
+    prepares them meanwhile (plugins/kubernetes/early.py).  Nothing for a
+    Corefile without kubernetes, or one that does not parse (its build
+    reports why)."""
+    if not path or path == "stdin":
+        return
+    from corednstw.core import corefile
+    try:
+        blocks = corefile.load(path, strict=False)
+    except Exception:
+        return
+    found = [d for b in blocks for d in b.directives
+             if d.name == "kubernetes"]
+    if found:
+        from corednstw.plugins.kubernetes import early
+        early.prefetch(found)
 
 
 def run(svc, pidfile="", err=None):

@@ -20,6 +20,7 @@ for again now and then.
 import codecs
 import itertools
 import json
+import os
 import queue
 import random
 import re
@@ -167,8 +168,10 @@ class Connection:
     def _build(self):
         """Our own client (``client.Direct``) when the configuration
         allows, else the kubernetes client."""
+        direct = _early_client(self.opts)
         try:
-            direct = kc.build(self.opts)
+            if direct is None:
+                direct = kc.build(self.opts)
         except kc.Unsupported:
             direct = None
         if direct is not None:
@@ -231,11 +234,15 @@ class Watcher:
     ``optional``: a 404 is an API not installed (an empty list), else an
     error.  ``keys``: the only parts of an object ``parse`` reads, as
     ``{key: None (all of its value) or (the keys of an object)}``; a list
-    is then decoded keeping those alone (``list_reader``)."""
+    is then decoded keeping those alone (``list_reader``).  ``typed``: a
+    callable giving (an item msgspec Struct, the parser of such an item)
+    or None, called in the thread before the first list: a list is then
+    decoded into those Structs (the watch events still go to ``parse``).
+    """
 
     def __init__(self, conn, store, kind, deliver, path, parse,
                  selector=None, field_selector=None, optional=False,
-                 keys=None):
+                 keys=None, typed=None):
         self.conn = conn
         self.store = store
         self.kind = kind
@@ -243,6 +250,7 @@ class Watcher:
         self.path = self.paths[0]
         self.parse = parse
         self.keys = keys
+        self.typed = typed
         self.optional = optional
         self.absent = False
         self.deliver = deliver
@@ -360,16 +368,17 @@ class Watcher:
         rv = None
         first = "0" if not self.listed else None
         chunks = self._start_page(None, first)
+        if callable(self.typed):
+            self.typed = self.typed()
         parse = self.parse
         while chunks is not None:
-            reader = list_reader(chunks, self.keys)
-            items = reader.items()
+            reader = list_reader(chunks, self.keys, self.typed)
+            records = reader.records(parse)
             nxt = None
             while True:
                 with self.conn.cpu:
-                    batch = [("LIST", r) for r in map(
-                        parse, itertools.islice(items, BATCH))
-                        if r is not None]
+                    batch = [("LIST", r) for r in itertools.islice(
+                        records, BATCH) if r is not None]
                     if nxt is None and reader.meta is not None:
                         cont = reader.meta.get("continue")
                         nxt = self._start_page(cont, None) if cont else False
@@ -398,9 +407,12 @@ class Watcher:
         """GET one page in a helper thread; returns an iterator over the
         body's chunks (raising what the request raised)."""
         # body chunks, then None at the end or what the request raised
-        q: queue.Queue[Union[bytes, BaseException, None]] = queue.Queue()
         query = self._query(limit=PAGE, resourceVersion=rv,
                             **{"continue": cont})
+        early = _take_early(self.conn.opts, self.path, query, self.stopped)
+        if early is not None:
+            return self._adopt(early)
+        q: queue.Queue[Union[bytes, BaseException, None]] = queue.Queue()
 
         def fetch():
             try:
@@ -408,20 +420,33 @@ class Watcher:
                                      self.stopped)
                 if resp.status != 200:
                     self._read_json(resp)
-                try:
-                    for chunk in resp.stream(CHUNK, decode_content=True):
-                        q.put(chunk)
-                        if self.stopped.is_set():
-                            break
-                finally:
-                    resp.release_conn()
-                q.put(None)
+                _stream(resp, q, self.stopped.is_set)
             except BaseException as e:
                 q.put(e)
 
         threading.Thread(target=fetch, daemon=True,
                          name="kubernetes-list-" + self.kind).start()
         return _drain_queue(q)
+
+    def _adopt(self, early):
+        """The chunks of a page asked for before the watcher started
+        (``prefetch``), with the request's metrics and log lines as
+        ``Connection.get`` gives them."""
+        conn = self.conn
+        conn.api()
+        if early.status is None:
+            self.deliver(REQUESTS.inc, ("<error>", "GET", conn.host))
+        else:
+            self.deliver(REQUEST_LATENCY.observe, ("GET", conn.host),
+                         early.latency)
+            self.deliver(REQUESTS.inc, (str(early.status), "GET",
+                                        conn.host))
+            conn.reachable()
+        for got in _drain_queue(early.q):
+            if isinstance(got, _Answer):
+                self._read_json(got.resp)
+                raise APIError("HTTP %d" % got.resp.status)
+            yield got
 
     def watch(self, rv):
         """Watch from ``rv`` until the server ends the stream; returns the
@@ -480,6 +505,154 @@ class Watcher:
         if buf.strip():
             raise Cut("watch stream cut")
         return rv
+
+
+def _stream(resp, q, stopped):
+    """Put the chunks of ``resp``'s body on ``q``, then None."""
+    try:
+        for chunk in resp.stream(CHUNK, decode_content=True):
+            q.put(chunk)
+            if stopped():
+                break
+    finally:
+        resp.release_conn()
+    q.put(None)
+
+
+# -- lists asked for before the server is built -------------------------------
+
+#: Seconds a page asked for ahead is kept for a watcher that asks for
+#: it, once read.
+EARLY_KEEP = 30.0
+_EARLY_LOCK = threading.Lock()
+#: (options key, path, query) -> _Early
+_EARLY: dict[Any, "_Early"] = {}
+#: options key -> (pid, the client the pages were asked with)
+_EARLY_CLIENTS: dict[Any, Any] = {}
+
+
+def _opts_key(opts):
+    return tuple(sorted(opts.items()))
+
+
+class _Answer:
+    """A response other than 200 to a page asked for ahead (the watcher
+    that takes it reads it as its own)."""
+
+    def __init__(self, resp):
+        self.resp = resp
+
+
+class _Early:
+    """One list page asked for ahead of its watcher, in a daemon thread:
+    its chunks wait on ``q`` as ``Watcher._start_page`` would have put
+    them."""
+
+    def __init__(self, key, client, path, query):
+        self.key = key
+        self.pid = os.getpid()
+        self.q: queue.Queue[Any] = queue.Queue()
+        self.taken = threading.Event()
+        self.watcher_stopped: Any = None
+        self.status = None          # None: no HTTP answer
+        self.latency = 0.0
+        self.client = client
+        self.path = path
+        self.query = query
+        threading.Thread(target=self.run, daemon=True,
+                         name="kubernetes-early-list").start()
+
+    def stopped(self):
+        ws = self.watcher_stopped
+        return ws is not None and ws.is_set()
+
+    def run(self):
+        t0 = time.monotonic()
+        try:
+            try:
+                resp = self.client.get(self.path, self.query, (10, 60))
+            finally:
+                self.latency = time.monotonic() - t0
+            self.status = resp.status
+            if resp.status != 200:
+                self.q.put(_Answer(resp))
+            else:
+                _stream(resp, self.q, self.stopped)
+        except BaseException as e:
+            self.q.put(e)
+        if not self.taken.wait(EARLY_KEEP):
+            self.forget()
+
+    def forget(self):
+        """Not taken: out of the registry, and the client with it once
+        no other page needs it (its idle connections closed)."""
+        with _EARLY_LOCK:
+            if _EARLY.get(self.key) is self:
+                del _EARLY[self.key]
+            opts = self.key[0]
+            if any(k[0] == opts for k in _EARLY):
+                return
+            got = _EARLY_CLIENTS.get(opts)
+            if got is None or got[1] is not self.client:
+                return
+            del _EARLY_CLIENTS[opts]
+        for conn in self.client.idle:
+            conn.close()
+        self.client.idle = []
+
+
+def prefetch(opts, pages, user_agent=None):
+    """Ask now for the first pages ``pages`` ((path, query), ...) that
+    watchers of a Connection with ``opts`` will ask for once the server
+    is built: the API server prepares them meanwhile.  A watcher whose
+    first request is exactly one of these takes its answer instead of
+    asking (``_take_early``); one nobody takes is dropped after
+    ``EARLY_KEEP`` seconds.  Nothing is asked when the connection has a
+    rate limit or needs the kubernetes client; errors are left to the
+    watchers.  ``user_agent``: the client's, as the Connection sets it."""
+    if opts.get("qps") or opts.get("inflight"):
+        return
+    key = _opts_key(opts)
+    with _EARLY_LOCK:
+        if key in _EARLY_CLIENTS:
+            client = _EARLY_CLIENTS[key][1]
+        else:
+            try:
+                client = kc.build(opts)
+            except Exception:
+                return
+            if user_agent:
+                client.user_agent = user_agent
+            _EARLY_CLIENTS[key] = (os.getpid(), client)
+        for path, query in pages:
+            k = (key, path, tuple(query))
+            if k not in _EARLY:
+                _EARLY[k] = _Early(k, client, path, list(query))
+
+
+def _early_client(opts):
+    """The client ``prefetch`` made for ``opts`` (its connections carry
+    on to the watches), or None."""
+    with _EARLY_LOCK:
+        got = _EARLY_CLIENTS.pop(_opts_key(opts), None)
+    if got is None or got[0] != os.getpid():
+        return None
+    return got[1]
+
+
+def _take_early(opts, path, query, stopped):
+    """The page ``prefetch`` asked for with these very options, path and
+    query, or None (never in a process forked since: its threads and
+    connections stayed behind)."""
+    if not _EARLY:
+        return None
+    with _EARLY_LOCK:
+        early = _EARLY.pop((_opts_key(opts), path, tuple(query)), None)
+    if early is None or early.pid != os.getpid():
+        return None
+    early.watcher_stopped = stopped
+    early.taken.set()
+    return early
 
 
 def _drain_queue(q):
@@ -623,6 +796,10 @@ class ListReader:
         yield from self._object()
         self.done = True
 
+    def records(self, parse):
+        """The items through ``parse``."""
+        return map(parse, self.items())
+
     def _object(self):
         self._expect("{")
         if self._char() == "}":
@@ -675,13 +852,14 @@ class ListReader:
                 raise APIError("list body: unexpected %r" % ch)
 
 
-def list_reader(chunks, keys=None):
+def list_reader(chunks, keys=None, typed=None):
     """The reader of one List body: ``KeptListReader`` when the kind
-    says which keys its parser reads and msgspec is installed, else
+    says which keys its parser reads (``keys``, or ``typed``: its item
+    Struct and the parser of one) and msgspec is installed, else
     ``ListReader``."""
-    if keys is None or _msgspec() is None:
+    if (keys is None and not typed) or _msgspec() is None:
         return ListReader(chunks)
-    return KeptListReader(chunks, keys)
+    return KeptListReader(chunks, keys, typed)
 
 
 _MSGSPEC: list[Any] = []
@@ -701,9 +879,14 @@ def _msgspec():
 _DECODERS: dict[Any, Any] = {}
 
 
-def _items_decoder(keys):
+def _items_decoder(keys, item=None):
     """A msgspec decoder of a JSON array of objects keeping ``keys``
-    (see Watcher); made once per ``keys``."""
+    (see Watcher), or of ``item`` Structs; made once per each."""
+    if item is not None:
+        dec = _DECODERS.get(item)
+        if dec is None:
+            dec = _DECODERS[item] = _msgspec().json.Decoder(list[item])
+        return dec
     key = tuple(sorted((k, v if v is None else tuple(v))
                        for k, v in keys.items()))
     dec = _DECODERS.get(key)
@@ -739,11 +922,16 @@ class KeptListReader:
     the segment does not decode, and the rest of the body goes to
     ``ListReader`` from the last item decoded.  Anything else unexpected
     (another layout, a value msgspec refuses) takes the same way out, so
-    the records are always those ``ListReader`` would give."""
+    the records are always those ``ListReader`` would give.
 
-    def __init__(self, chunks, keys):
+    With ``typed`` (an item Struct, the parser of one) the fast path
+    decodes Structs and ``records`` gives them to that parser, the
+    general path's dicts to the kind's own."""
+
+    def __init__(self, chunks, keys, typed=None):
         self.chunks = iter(chunks)
-        self.decode = _items_decoder(keys).decode
+        item, self.convert = typed or (None, None)
+        self.decode = _items_decoder(keys, item).decode
         self.errors = (_msgspec().DecodeError,)
         self.buf = b""
         self.pos = 0
@@ -764,11 +952,27 @@ class KeptListReader:
         return True
 
     def items(self):
-        """Yield the items; sets ``meta`` on the way, ``done`` at the
-        end."""
-        rest = yield from self._items()
+        """Yield the items (Structs from the fast path when typed); sets
+        ``meta`` on the way, ``done`` at the end."""
+        return self._out(None, None)
+
+    def records(self, parse):
+        """The items' records: the fast path's through the typed parser
+        (else ``parse``), the general path's through ``parse``."""
+        return self._out(self.convert or parse, parse)
+
+    def _out(self, convert, parse):
+        segments = self._items()
+        while True:
+            try:
+                items = next(segments)
+            except StopIteration as end:
+                rest = end.value
+                break
+            yield from (items if convert is None else map(convert, items))
         if rest is not None:
-            yield from self._general(rest)
+            items = self._general(rest)
+            yield from (items if parse is None else map(parse, items))
         self.done = True
 
     def _general(self, head):
@@ -780,8 +984,9 @@ class KeptListReader:
             self.meta = reader.meta
 
     def _items(self):
-        """The fast path; returns the bytes to give ListReader when it
-        cannot go on (None when the body was read to its end)."""
+        """The fast path, a list of decoded items per segment; returns
+        the bytes to give ListReader when it cannot go on (None when the
+        body was read to its end)."""
         while (self.buf.find(_ITEMS_KEY) < 0) and self._more():
             pass
         buf = self.buf
@@ -834,7 +1039,7 @@ class KeptListReader:
                 items = decode(seg)
             except self.errors:
                 return b'{"items":[' + buf[pos:]
-            yield from items
+            yield items
             if end < 0:
                 self.pos = len(buf)
                 return None

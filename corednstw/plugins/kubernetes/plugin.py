@@ -4,6 +4,7 @@ the backend_lookup rules they rely on) and the life cycle of its watches
 that keep the watches).  Answers off the address path are in
 ``answers``, query-name parsing in ``names``."""
 
+import functools
 from typing import Optional
 
 from twisted.internet import defer
@@ -179,7 +180,8 @@ class Kubernetes(Watching, Plugin):
 
     def _watch_args(self, kind):
         path, parse = st.RESOURCES[kind]
-        args = {"path": path, "parse": parse, "keys": st.KEYS[kind]}
+        args = {"path": path, "parse": parse, "keys": st.KEYS[kind],
+                "typed": functools.partial(st.typed, kind, self.zonal)}
         if kind in (st.SERVICES, st.SLICES, st.PODS):
             args["selector"] = self.labels
         if kind == st.NAMESPACES:

@@ -43,6 +43,18 @@ KEYS = {SERVICES: rec.SERVICE_KEYS, SLICES: rec.SLICE_KEYS,
         NAMESPACES: rec.NAMESPACE_KEYS, PODS: rec.POD_KEYS,
         IMPORTS: rec.IMPORT_KEYS, MC_SLICES: rec.SLICE_KEYS}
 
+
+
+def typed(kind, zonal=False):
+    """For a Watcher's ``typed``: the item Struct and parser of ``kind``
+    (typed.py), imported in the watch thread; None without msgspec."""
+    try:
+        from corednstw.plugins.kubernetes import typed as ty
+    except ImportError:
+        return None
+    return ty.parser(kind, zonal)
+
+
 #: A record's (name, namespace).
 Key = tuple[str, str]
 

@@ -108,6 +108,11 @@ class Workload:
         """The questions asked once before the run (caches, code paths)."""
         return list(self.expect)
 
+    def checks(self):
+        """The questions checked in full over a transport before its run
+        (one connection each)."""
+        return list(self.expect)
+
     def right(self, r, name, rtype, sport):
         """Whether ``r`` (a dnspython reply or None) is the right answer
         to ``name``/``rtype`` asked from port ``sport``."""
@@ -185,6 +190,48 @@ class File(Workload):
                 "    prometheus 127.0.0.1:%d\n}\n"
                 % (ports["dns"], os.path.join(work, "example.org.zone"),
                    ports["metrics"]))
+
+
+class FileWide(File):
+    """The ``file`` path where a question does not come back soon: a zone
+    of 20,000 names asked in a fixed shuffled order, with 2,000 names it
+    lacks.  dnsperf walks the list in order, so an answer ``file`` keeps
+    made (at most 2,048) is dropped before its question comes again: each
+    query is looked up and encoded, as the small zone's six questions are
+    not."""
+
+    name = "file-wide"
+    NAMES = 20000
+    MISSING = 2000
+
+    def __init__(self):
+        import random
+        expect = {("h%d.example.org" % i, "A"): (NOERROR, [self.addr(i)])
+                  for i in range(self.NAMES)}
+        expect.update((("gone%d.example.org" % i, "A"), (NXDOMAIN, []))
+                      for i in range(self.MISSING))
+        order = list(expect)
+        random.Random(2).shuffle(order)
+        self.expect = {q: expect[q] for q in order}
+
+    @staticmethod
+    def addr(i):
+        return "10.%d.%d.%d" % (i >> 16, (i >> 8) & 255, i & 255)
+
+    def prepare(self, work):
+        names = "".join("h%d IN A %s\n" % (i, self.addr(i))
+                        for i in range(self.NAMES))
+        write(os.path.join(work, "wide.example.org.zone"), FILE_ZONE + names)
+
+    def corefile(self, ports, work):
+        return File.corefile(self, ports, work).replace(
+            "example.org.zone", "wide.example.org.zone")
+
+    def warm(self):
+        return list(self.expect)[:200]
+
+    def checks(self):
+        return list(self.expect)[:200]
 
 
 CLUSTER_ZONE = """$ORIGIN cluster.local.
@@ -400,23 +447,27 @@ class Transport(File):
     cert = key = None
 
     def prepare(self, work):
-        File.prepare(self, work)
+        super().prepare(work)
         if Transport.cert is None:
             import transports_bench
             Transport.cert, Transport.key = transports_bench.certificate(
                 work)
 
     def corefile(self, ports, work):
-        inner = File.corefile(self, ports, work).split("{", 1)[1]
+        inner = super().corefile(ports, work).split("{", 1)[1]
         tls = ("    tls %s %s\n" % (self.cert, self.key)) if self.tls else ""
         return (".:%d {%s%s://.:%d {\n%s%s"
                 % (ports["dns"], inner, self.scheme, ports["tport"], tls,
                    inner.lstrip("\n")))
 
 
-def transport(name, scheme, tls=True):
-    return type("Transport_" + name.replace("-", "_"), (Transport,), {
-        "name": name, "transport": name, "scheme": scheme, "tls": tls,
+def transport(name, scheme, tls=True, base=None, kind=None):
+    """A Transport workload; ``base``: its zone and questions when not
+    the small ``file`` zone's; ``kind``: how the load is sent, when not
+    ``name``."""
+    bases = (Transport,) if base is None else (Transport, base)
+    return type("Transport_" + name.replace("-", "_"), bases, {
+        "name": name, "transport": kind or name, "scheme": scheme, "tls": tls,
         "__doc__": Transport.__doc__})
 
 
@@ -521,16 +572,17 @@ class ClusterMixCache(ClusterMix):
     cache = "cache 30"
 
 
-_BASE = (Whoami, File, Kubeadm, Cache, Forward)
+_BASE = (Whoami, File, FileWide, Kubeadm, Cache, Forward)
 WORKLOADS = {w.name: w for w in (
     _BASE + tuple(without_prometheus(w) for w in _BASE)
     + (transport("dot", "tls"), transport("doh", "https"),
        transport("doh-h1", "https"), transport("grpc", "grpc", tls=False),
-       transport("doq", "quic"))
+       transport("doq", "quic"),
+       transport("dot-wide", "tls", base=FileWide, kind="dot"))
     + (Kubernetes, KubernetesCache, ClusterMix, ClusterMixCache))}
 UDP_WORKLOADS = ",".join(w.name for w in _BASE) + "," + ",".join(
     w.name + "-noprom" for w in _BASE)
-DEFAULT_WORKLOADS = UDP_WORKLOADS + ",dot,doh,doh-h1,grpc,doq"
+DEFAULT_WORKLOADS = UDP_WORKLOADS + ",dot,dot-wide,doh,doh-h1,grpc,doq"
 
 
 def ask(port, name, rtype):
@@ -753,7 +805,7 @@ def check_dot(workload, port):
     ctx = ssl.create_default_context()
     ctx.check_hostname = False
     ctx.verify_mode = ssl.CERT_NONE
-    for name, rtype in workload.expect:
+    for name, rtype in workload.checks():
         q = dns.message.make_query(name, rtype)
         try:
             r = dns.query.tls(q, "127.0.0.1", port=port, timeout=3,

@@ -262,3 +262,51 @@ class ConnectionTest(unittest.TestCase):
             ".:0 {\n    kubernetes cluster.local {\n        endpoint %s\n"
             "    }\n}\n") % self.api.url)
         yield cases.run(self, app.port(), [SVC1])
+
+
+class ServerNameTest(unittest.TestCase):
+    """The name ssl checks the certificate against is handed over as
+    ASCII bytes (no idna codec at start-up), and still checked."""
+
+    def setUp(self):
+        d, self.ca, cert, key = tlsutil.certs(self)
+        ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        ctx.load_cert_chain(cert, key)
+        self.api = k8s.APIServer().start(tls=ctx)
+        self.addCleanup(self.api.stop)
+        cluster(self.api)
+        self.port = int(self.api.url.rsplit(":", 1)[1])
+
+    def client(self, host):
+        c = kc.build({"endpoint": "https://%s:%d" % (host, self.port),
+                      "tls": (None, None, self.ca)})
+        self.addCleanup(lambda: [conn.close() for conn in c.idle])
+        return c
+
+    def test_name_given_as_bytes(self):
+        seen = []
+
+        class Ctx:
+            verify_mode = ssl.CERT_NONE
+            check_hostname = False
+
+            @staticmethod
+            def wrap_socket(sock, server_hostname):
+                seen.append(server_hostname)
+                sock.close()
+                raise ssl.SSLError("stop here")
+
+        conn = kc._HTTPSConnection("localhost", self.port, context=Ctx())
+        self.assertRaises(ssl.SSLError, conn.connect)
+        self.assertEqual(seen, [b"localhost"])
+
+    def test_certificate_still_checked_against_the_name(self):
+        """The test certificate names 127.0.0.1 and not localhost: asked
+        by the address it is served, asked as localhost (the same
+        server) it is refused."""
+        resp = self.client("127.0.0.1").get("/api/v1/namespaces", [],
+                                             (5, 5))
+        self.assertEqual(resp.status, 200)
+        resp.release_conn()
+        with self.assertRaises(ssl.SSLCertVerificationError):
+            self.client("localhost").get("/api/v1/namespaces", [], (5, 5))

@@ -46,17 +46,23 @@ def b64(path):
         return base64.b64encode(f.read()).decode("ascii")
 
 
+def tls_api(testcase):
+    """An https test API server with the test cluster, stopped at
+    cleanup: (directory of its certificates, CA file, server)."""
+    d, ca, cert, key = tlsutil.certs(testcase)
+    ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ctx.load_cert_chain(cert, key)
+    api = k8s.APIServer().start(tls=ctx)
+    testcase.addCleanup(api.stop)
+    cluster(api)
+    return d, ca, api
+
+
 class KubeconfigTest(unittest.TestCase):
     """Against an https test API server through a kubeconfig file."""
 
     def setUp(self):
-        d, self.ca, cert, key = tlsutil.certs(self)
-        ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-        ctx.load_cert_chain(cert, key)
-        self.api = k8s.APIServer().start(tls=ctx)
-        self.addCleanup(self.api.stop)
-        cluster(self.api)
-        self.dir = d
+        self.dir, self.ca, self.api = tls_api(self)
 
     @defer.inlineCallbacks
     def serve(self, ca, user):
@@ -269,12 +275,7 @@ class ServerNameTest(unittest.TestCase):
     ASCII bytes (no idna codec at start-up), and still checked."""
 
     def setUp(self):
-        d, self.ca, cert, key = tlsutil.certs(self)
-        ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-        ctx.load_cert_chain(cert, key)
-        self.api = k8s.APIServer().start(tls=ctx)
-        self.addCleanup(self.api.stop)
-        cluster(self.api)
+        _, self.ca, self.api = tls_api(self)
         self.port = int(self.api.url.rsplit(":", 1)[1])
 
     def client(self, host):

@@ -22,8 +22,9 @@ The small server, for what a client sees:
   gets the headers of GET and no body;
 * the path is matched exactly (the query string apart, percent escapes
   decoded, an absolute target's path used): an unknown path is 404
-  (``404 page not found``, as Go's ServeMux says), another method than
-  GET or HEAD on a page is 405 with ``Allow: GET, HEAD``;
+  (``404 page not found``, as Go's ServeMux says); a page answers any
+  method as GET (HEAD without the body), as CoreDNS's health, ready and
+  metrics handlers do;
 * a request that is not HTTP/1.x (bad request line or header line) gets
   400 and the close, another HTTP version 505 and the close;
 * limits: the request line and headers up to ``MAX_HEAD`` bytes (else
@@ -159,8 +160,6 @@ def _status_line(version, status):
 
 _NOT_FOUND = (404, TEXT, b"404 page not found\n",
               b"X-Content-Type-Options: nosniff\r\n")
-_NOT_ALLOWED = (405, TEXT, b"405 method not allowed\n",
-                b"Allow: GET, HEAD\r\n")
 _FAILED = (500, TEXT, b"500 internal server error\n", b"")
 _VERSIONS = (b"HTTP/1.1", b"HTTP/1.0")
 #: Bytes no method name (an HTTP token) holds.
@@ -360,9 +359,6 @@ class Channel(protocol.Protocol):
         page = pages.get(path)
         if page is None:
             self._write(version, _NOT_FOUND, head, close)
-            return
-        if not head and method != b"GET":
-            self._write(version, _NOT_ALLOWED, head, close)
             return
         try:
             got = page.respond(query)

@@ -20,6 +20,8 @@ import gzip
 import json
 import os
 import socket
+import ssl
+import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -201,6 +203,16 @@ def service_import(name, ns, ips=(), ports=(("http", "TCP", 80),),
 
 # -- the server ---------------------------------------------------------------
 
+class _Server(ThreadingHTTPServer):
+    """The test server, quiet about clients that go away: a client that
+    refuses the certificate (a test of that) resets its connection."""
+
+    def handle_error(self, request, client_address):
+        if isinstance(sys.exc_info()[1], (ConnectionError, ssl.SSLError)):
+            return
+        super().handle_error(request, client_address)
+
+
 class APIServer:
     """The cluster state, its event log and the HTTP server."""
 
@@ -236,7 +248,7 @@ class APIServer:
 
         class Handler(_Handler):
             api = server
-        self.httpd = ThreadingHTTPServer((host, port), Handler)
+        self.httpd = _Server((host, port), Handler)
         if tls is not None:
             self.scheme = "https"
             self.httpd.socket = tls.wrap_socket(self.httpd.socket,

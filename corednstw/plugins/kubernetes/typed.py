@@ -21,6 +21,7 @@ from typing import Any, Optional
 
 import msgspec
 
+from corednstw.core.request import remember
 from corednstw.plugins.kubernetes import records as rec
 
 
@@ -150,10 +151,7 @@ def _ports(ports, sentinel=True):
     except TypeError:       # a value that cannot be hashed
         return _make_ports(ports)
     if got is None:
-        got = _make_ports(ports)
-        if len(_PORTS) >= PORTS_MAX:
-            _PORTS.clear()
-        _PORTS[key] = got
+        got = remember(_PORTS, key, _make_ports(ports), PORTS_MAX)
     return got
 
 

@@ -175,13 +175,15 @@ class IKeptAnswers(Interface):
     always, and hands back what it cut from the plugin's own answer
     (``keep_answer``)."""
 
-    def kept_answer(req: Request) -> Optional[Pieces]:
+    def kept_answer(req: Request) -> Any:
         """The answer ``serve(req)`` would give now, when the plugin gives
-        it itself from what it keeps or looks up at once (it would not
-        pass the query on, wait, or fail, and nothing of it is asked
-        elsewhere); None otherwise.  The answer must not depend on the
-        query's header flags: the cache asks with the client's query,
-        where the chain would get a copy with AD set."""
+        it itself: cut (a ``Pieces``) when it can be, else the Response or
+        Deferred ``serve`` gives (the work is done once, here); None when
+        serve would pass the query on or wait (nothing done: the cache
+        asks the chain).  The answer must not depend on the query's
+        header flags: the cache asks with the client's query, where the
+        chain would get a copy with AD set (a query the plugin passes on
+        later must go with AD set)."""
 
     def keep_answer(req: Request, cut: Pieces) -> None:
         """``cut`` is the answer the plugin's ``serve`` has just given

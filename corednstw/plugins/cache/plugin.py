@@ -24,7 +24,7 @@ from corednstw.core import metrics
 from corednstw.core import request as rq
 from corednstw.core.interfaces import IKeptAnswers
 from corednstw.core.plugin import Plugin, match, then
-from corednstw.core.request import NoReply, RawResponse, Response
+from corednstw.core.request import NoReply, Pieces, RawResponse, Response
 from corednstw.engines.response import (
     DELEGATION,
     DENIAL,
@@ -163,11 +163,15 @@ class Cache(Plugin):
                                      req.qtype in _NOT_PLAIN):
                 kept = None
             if kept is not None:
-                # The next plugin keeps this answer already cut at its
-                # TTLs (kubernetes): stored and sent as it is.
+                # The next plugin keeps this answer, or works it out now,
+                # already cut at its TTLs (kubernetes): stored and sent
+                # as it is.  Else it may have answered in full.
                 p = kept.kept_answer(req)
                 if p is not None:
-                    return self._keep(p, req, key, do, labels, now)
+                    if p.__class__ is Pieces:
+                        return self._keep(p, req, key, do, labels, now)
+                    return then(p, self._store, req, key, do, labels,
+                                None, False, False)
             # The next plugin is asked with AD set (CoreDNS's
             # authenticatedRefreshState): the stored answer then carries
             # the upstream's AD for every later client, whatever this

@@ -295,15 +295,9 @@ class Kubernetes(Watching, Plugin):
                                         for rd in rds], aa=True,
                                     plugin="kubernetes")
             else:
-                self._fast = ({}, {})
-                self._answers = {}
-                self._pieces = {}
-                self._fast_version = store.version
+                self._new_version(store)
         elif store.version != self._fast_version:
-            self._fast = ({}, {})
-            self._answers = {}
-            self._pieces = {}
-            self._fast_version = store.version
+            self._new_version(store)
         qname = req.qname
         zone = match(self.zones, qname)
         if zone is None:
@@ -329,30 +323,46 @@ class Kubernetes(Watching, Plugin):
                 return Response(0, [w.RR(name, qtype, ttl, rd)
                                     for rd in rds], aa=True,
                                 plugin=self.name)
-        # The general path's outcome for this name as written and type,
-        # kept until the store changes: the records' parts, made into new
-        # records for each answer (outer plugins may change them).  The
-        # apex and ns.dns answer with this server's own addresses: not
-        # kept.
+        out = self._outcome(req, qtype, zone, zcase, base)
+        if out is None:
+            return Response(w.SERVFAIL, plugin=self.name)
+        if is_deferred(out):
+            return out.addCallback(self._finish, req, zone, zcase)
+        return self._finish(out, req, zone, zcase)
+
+    def _new_version(self, store):
+        """The store changed: what was kept for its last version goes."""
+        self._fast = ({}, {})
+        self._answers = {}
+        self._pieces = {}
+        self._fast_version = store.version
+
+    def _outcome(self, req, qtype, zone, zcase, base):
+        """The general path's outcome for ``req`` (see ``_answer``), or a
+        Deferred; None when working it out failed (logged).
+
+        Kept for this name as written and type until the store changes:
+        the records' parts, made into new records for each answer (outer
+        plugins may change them).  The apex and ns.dns answer with this
+        server's own addresses: not kept."""
+        name = req.name
         key = (name, qtype, req.qclass)
         keep = base and not base.startswith("ns.dns")
         if keep:
             kept = self._answers.get(key)
             if kept is not None:
-                return self._finish(_unpack(kept), req, zone, zcase)
+                return _unpack(kept)
         try:
             out = self._answer(req, qtype, zone, zcase, base)
         except Exception as e:
-            logger.error(self.name, "%s: %s" % (req.name, e))
-            return Response(w.SERVFAIL, plugin=self.name)
-        if is_deferred(out):
-            return out.addCallback(self._finish, req, zone, zcase)
-        if keep:
+            logger.error(self.name, "%s: %s" % (name, e))
+            return None
+        if keep and not is_deferred(out):
             answers = self._answers
             if len(answers) >= ANSWERS_KEPT:
                 answers.clear()
             answers[key] = _pack(out)
-        return self._finish(out, req, zone, zcase)
+        return out
 
     def _plain(self, qname, qtype, zone, base):
         """The A or AAAA rdata of a plain service name (``base``, the
@@ -373,47 +383,62 @@ class Kubernetes(Watching, Plugin):
         return None
 
     def kept_answer(self, req):
-        """IKeptAnswers: the answer ``serve`` gives ``req`` from what it
-        keeps for the store's version (a plain service's addresses, the
-        general path's kept outcomes), cut for the cache and kept too;
-        the addresses of a plain service name asked for the first time
-        are looked up and cut here, as serve's fast path finds them.
-        None when serve would work the answer out on its general path,
-        pass the query on (a fallthrough NXDOMAIN), hold it (before the
-        first lists) or give an answer of another shape.  The kept
-        answers do not depend on the query's flags."""
+        """IKeptAnswers: the answer ``serve`` gives ``req``, cut for the
+        cache (and kept until the store changes), when serve gives it
+        itself; serve's own answer when it cannot be cut (or comes
+        later); None when serve would pass the query on (a fallthrough
+        NXDOMAIN, another zone) or hold it (before the first lists).
+
+        A kept cut is one dict lookup.  Otherwise the work is serve's,
+        done once here: a plain service's addresses cut as they are
+        looked up, the general path's outcome worked out (and kept, as
+        serve keeps it) and cut.  The answers do not depend on the
+        query's flags; a fallthrough after an answer that comes later is
+        asked with AD set, as the cache asks the chain."""
         store = self.store
-        if store is None or store.version != self._fast_version:
-            return None         # serve starts the new version's tables
+        if store is None:
+            return None
+        if store.version != self._fast_version:
+            self._new_version(store)
         key = req.data[12:req.qend]
         got = self._pieces.get(key)
         if got is not None:
             return got or None
         qtype = req.qtype
-        if (qtype == w.A or qtype == w.AAAA) and \
-                req.qclass == w.CLASS_IN and \
-                req.qname not in self._fast[qtype == w.AAAA]:
-            qname = req.qname
-            zone = match(self.zones, qname)
-            if zone is None:
-                return None         # serve passes it on
-            base = qname[:-len(zone) - 1] if qname != zone else ""
-            if zone == ".":
-                base = qname[:-1]
-            rds = self._plain(qname, qtype, zone, base)
+        if not self.synced or qtype == w.AXFR or qtype == w.IXFR:
+            return None
+        qname = req.qname
+        zone = match(self.zones, qname)
+        if zone is None:
+            return None         # serve passes it on
+        base = qname[:-len(zone) - 1] if qname != zone else ""
+        if zone == ".":
+            base = qname[:-1]
+        if qtype == w.A or qtype == w.AAAA:
+            rds = self._fast[qtype == w.AAAA].get(qname)
+            if rds is None:
+                rds = self._plain(qname, qtype, zone, base)
             if rds is not None:
+                if req.qclass != w.CLASS_IN:
+                    return None     # serve's records are of class IN
                 return remember(self._pieces, key,
                                 address_pieces(req, rds, self.ttl,
                                                self.name), ANSWERS_KEPT)
-        if not self._keeps(req):
+        name = req.name
+        zcase = name[len(name) - len(zone):] if zone != "." else "."
+        out = self._outcome(req, qtype, zone, zcase, base)
+        if out is None:
+            return Response(w.SERVFAIL, plugin=self.name)
+        if is_deferred(out):
+            return out.addCallback(self._finish, req, zone, zcase, True)
+        if out[0] == NAME_ERROR and self.fall is not None and \
+                self.fall.through(qname):
             return None
-        # serve answers from what it keeps: synchronously, by itself.
-        resp = self.serve(req)
-        if not isinstance(resp, Response):
-            return None
+        resp = self._finish(out, req, zone, zcase)
         got = pieces(req, resp)
-        remember(self._pieces, key, got or False, ANSWERS_KEPT)
-        return got
+        if base and not base.startswith("ns.dns"):
+            remember(self._pieces, key, got or False, ANSWERS_KEPT)
+        return resp if got is None else got
 
     def keep_answer(self, req, cut):
         """IKeptAnswers: ``cut``, the answer serve has just given ``req``
@@ -470,7 +495,10 @@ class Kubernetes(Watching, Plugin):
                         (a if e.rtype == w.A else aaaa).append(e.rdata)
         return a, aaaa
 
-    def _finish(self, out, req, zone, zcase):
+    def _finish(self, out, req, zone, zcase, ad=False):
+        """The Response of an outcome; ``ad``: a query passed on (an
+        NXDOMAIN that falls through) goes with AD set (the cache asked
+        this plugin directly, where the chain would have had AD set)."""
         rcode, answer, extra, tc = out
         if rcode == NAME_ERROR:
             if not self.synced:
@@ -484,7 +512,8 @@ class Kubernetes(Watching, Plugin):
                                 authority=[self.soa_rr(zone, zcase)],
                                 aa=True, plugin=self.name)
             if self.fall is not None and self.fall.through(req.qname):
-                return self.next.serve(req)
+                return self.next.serve(req.with_flags(req.flags | w.AD)
+                                       if ad else req)
             return Response(w.NXDOMAIN, authority=[self.soa_rr(zone, zcase)],
                             aa=True, plugin=self.name)
         if rcode:

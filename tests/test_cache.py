@@ -1010,7 +1010,7 @@ class BehaviourTableTest(unittest.TestCase):
         fail = h.rcode_backend(dns.rcode.SERVFAIL, 5)(q).to_wire()
         p = response.parse(fail, int(h.clock.t))
         key = ("example.org.", 1, 1, False, False)
-        h.cache.ncache.add(key, cachemod.Item(p, h.clock.t, 5))
+        h.cache.ncache.add(key, cachemod.Item.parsed(p, h.clock.t, 5))
         h.clock.t += 1
         m = h.ask("example.org.")
         self.assertEqual(m.rcode(), 0)
@@ -1469,7 +1469,7 @@ class PreferPositiveTest(unittest.TestCase):
             q = util.make_query("example.org.", "A")
             nx = h.rcode_backend(dns.rcode.NXDOMAIN, 300)(q).to_wire()
             key = ("example.org.", 1, 1, False, False)
-            h.cache.ncache.add(key, cachemod.Item(
+            h.cache.ncache.add(key, cachemod.Item.parsed(
                 response.parse(nx, int(h.clock.t)), h.clock.t, 300))
             self.assertEqual(h.ask("example.org.").rcode(), rcode, policy)
 
@@ -1487,7 +1487,7 @@ class PreferPositiveTest(unittest.TestCase):
         for cache, msg, ttl in ((h.cache.pcache, dangling, 60),
                                 (h.cache.ncache, nx, 300)):
             p = response.parse(msg.to_wire(), int(now))
-            item = cachemod.Item(p, now, ttl)
+            item = cachemod.Item.parsed(p, now, ttl)
             item.answering = response.answers_question(p)
             cache.add(key, item)
         self.assertEqual(h.ask("alias.example.org.").rcode(), 3)
@@ -1623,9 +1623,12 @@ def ask_twice(testcase, answer, off, store, qname, qtype, **kw):
     item = getattr(h.cache, store).get((qname.lower(), w.type_value(qtype),
                                         1, kw.get("do", False), False))
     testcase.assertEqual(h.calls, 1)
-    return first, second, (list(item.segs), item.an, item.ns, item.ar,
-                           item.hflags, item.ad, item.rcode,
-                           item.orig_ttl, item.qlen, item.answering)
+    from corednstw.plugins.cache import store as st
+    return first, second, (list(item[st.SEGS]), item[st.AN], item[st.NS],
+                           item[st.AR], item[st.HFLAGS] & w.RA,
+                           item[st.HFLAGS] & w.AD, item[st.RCODE],
+                           item[st.TTL], item[st.QLEN],
+                           getattr(item, "answering", False))
 
 
 class PlainMissTest(unittest.TestCase):

@@ -92,7 +92,5 @@ class AddressPiecesTest(unittest.TestCase):
                         0, [w.RR(req.name, qtype, 30, rd)
                             for rd in all_rds[:n]], aa=True, plugin="k"))
                     self.assertIsNotNone(want)
-                    for f in rq.Pieces.__slots__:
-                        self.assertEqual(getattr(got, f), getattr(want, f),
-                                         (qname, qtype, n, f))
-                    self.assertEqual(got.body_at(7), want.body_at(7))
+                    self.assertEqual(got, want, (qname, qtype, n))
+                    self.assertIs(got.__class__, tuple)

@@ -592,60 +592,26 @@ def response(rcode: int, answer: Optional[list[w.RR]],
 _new = object.__new__
 
 
-class Pieces:
-    """An answer of records cut at its TTL fields, as the cache keeps
-    answers: ``segs`` joined with four bytes of one TTL give the message
-    body after the question, with every record at that TTL.  A plugin
-    whose answers stay the same until its data changes keeps them in
-    this form (``IKeptAnswers``), so that the cache stores and sends them
-    without building records or cutting bytes on every miss.
-
-    ``flags``: the answer's AA, TC, RA, Z, AD and CD bits (0x07F0; the
-    query's RD and CD are the asker's to add); ``ttl``: the smallest TTL
-    of the records (of the SOA for a denial); ``an``, ``ns``, ``ar``:
-    the section counts; ``plugin``: the plugin that answered.  Shared by
-    every answer made from it: never changed, except the body kept for
-    the TTL last asked (``body_at``)."""
-
-    __slots__ = ("segs", "flags", "rcode", "an", "ns", "ar", "ttl",
-                 "plugin", "body", "body_ttl")
-
-    segs: tuple[bytes, ...]
-    flags: int
-    rcode: int
-    an: int
-    ns: int
-    ar: int
-    ttl: int
-    plugin: str
-    body: bytes
-    body_ttl: int
-
-    def body_at(self, ttl: int) -> bytes:
-        """The body with every TTL set to ``ttl`` (kept for the next
-        answer at the same TTL)."""
-        if self.body_ttl == ttl:
-            return self.body
-        body = self.body = _TTL32.pack(ttl).join(self.segs)
-        self.body_ttl = ttl
-        return body
-
-
-_TTL32 = struct.Struct("!I")
+#: An answer of records cut at its TTL fields, as the cache keeps
+#: answers: (segs, flags, rcode, an, ns, ar, ttl, plugin).  ``segs``
+#: joined with four bytes of one TTL give the message body after the
+#: question, with every record at that TTL; ``flags``: the answer's AA,
+#: TC, RA, Z, AD and CD bits (0x07F0; the query's RD and CD are the
+#: asker's to add); ``ttl``: the smallest TTL of the records (of the SOA
+#: for a denial); ``an``, ``ns``, ``ar``: the section counts;
+#: ``plugin``: the plugin that answered.  A plugin whose answers stay
+#: the same until its data changes keeps them in this form
+#: (``IKeptAnswers``), so that the cache stores and sends them without
+#: building records or cutting bytes on every miss.  An exact tuple of
+#: bytes, numbers and a string: the collector stops tracking it the
+#: first time it looks at it, so tables of thousands of them add nothing
+#: to its walks.
+Pieces = tuple[tuple[bytes, ...], int, int, int, int, int, int, str]
 
 
 def _pieces(segs: list[bytes], flags: int, rcode: int, an: int, ns: int,
             ar: int, ttl: int, plugin: str) -> Pieces:
-    p = _new(Pieces)
-    p.segs = tuple(segs)
-    p.flags = flags & 0x07F0
-    p.rcode = rcode
-    p.an, p.ns, p.ar = an, ns, ar
-    p.ttl = ttl
-    p.plugin = plugin
-    p.body = b""
-    p.body_ttl = -1
-    return p
+    return (tuple(segs), flags & 0x07F0, rcode, an, ns, ar, ttl, plugin)
 
 
 def address_pieces(req: Request, rdatas: list[bytes], ttl: int,

@@ -15,7 +15,7 @@ whether it may be stored is decided by the response engine.
 import math
 import struct
 import time
-from typing import Optional
+from typing import Any, Optional
 
 from twisted.internet import defer
 
@@ -24,7 +24,7 @@ from corednstw.core import metrics
 from corednstw.core import request as rq
 from corednstw.core.interfaces import IKeptAnswers
 from corednstw.core.plugin import Plugin, match, then
-from corednstw.core.request import NoReply, Pieces, RawResponse, Response
+from corednstw.core.request import NoReply, RawResponse, Response
 from corednstw.engines.response import (
     DELEGATION,
     DENIAL,
@@ -43,7 +43,14 @@ from corednstw.engines.response import (
     parse_reply,
     response_type,
 )
-from corednstw.plugins.cache.store import Item, Store
+from corednstw.plugins.cache.store import (
+    RCODE,
+    STORED,
+    TTL,
+    Item,
+    Store,
+    entry,
+)
 
 DEFAULT_CAP = 10000
 MAX_TTL = 3600
@@ -53,6 +60,7 @@ MIN_NTTL = 5
 
 _HDR = struct.Struct("!HHHHHH")
 _TTL = struct.Struct("!I")
+_RA_AD = w.RA | w.AD
 #: Question types whose answers the quick miss path leaves to the general
 #: one: signatures (checked for expiry) and the meta types.
 _NOT_PLAIN = frozenset((w.RRSIG, w.ANY, w.AXFR, w.IXFR, w.OPT))
@@ -133,6 +141,11 @@ class Cache(Plugin):
         self.pcache = Store(self.pcap)
         self.ncache = Store(self.ncap)
         self.all_zones = "." in self.zones
+        #: Whether entries keep state (Items): prefetch counts hits,
+        #: serve_stale refreshes, prefer_positive keeps the last good
+        #: answer.  Without them an entry is a plain tuple.
+        self.stateful = bool(self.prefetch or self.stale_up_to > 0
+                             or self.verify_stale or self.prefer_positive)
 
     # -- the hit path ---------------------------------------------------------
 
@@ -168,7 +181,7 @@ class Cache(Plugin):
                 # as it is.  Else it may have answered in full.
                 p = kept.kept_answer(req)
                 if p is not None:
-                    if p.__class__ is Pieces:
+                    if p.__class__ is tuple:    # request.Pieces
                         return self._keep(p, req, key, do, labels, now)
                     return then(p, self._store, req, key, do, labels,
                                 None, False, False)
@@ -189,13 +202,13 @@ class Cache(Plugin):
                     return self._keep(p, req, key, do, labels, self.now())
             return then(resp, self._store, req, key, do, labels, None,
                         False, False)
-        ttl = item.orig_ttl - int(now - item.stored)
+        ttl = item[TTL] - int(now - item[STORED])
         if ttl <= 0:
             return self._stale(req, key, do, labels, item, now, ttl)
         if self.prefetch and self._should_prefetch(item, now, ttl):
             self._try_prefetch(req, key, do, labels, item, now, False)
         if self.keepttl:
-            ttl = item.orig_ttl
+            ttl = item[TTL]
         return self._answer(req, item, ttl, do)
 
     def _typed(self, labels):
@@ -234,7 +247,7 @@ class Cache(Plugin):
             if i is not None:
                 i = i.answering_item()
                 if i is not None:
-                    ttl = i.orig_ttl - int(now - i.stored)
+                    ttl = i[TTL] - int(now - i[STORED])
                     if ttl > 0 or -ttl < int(stale):
                         HITS.inc(self._typed(labels)[0])
                         return i
@@ -245,12 +258,12 @@ class Cache(Plugin):
         nc = self.ncache
         i = nc.shards[h].get(key) if nc.count else None
         if i is not None:
-            ttl = i.orig_ttl - int(now - i.stored)
+            ttl = i[TTL] - int(now - i[STORED])
             if ttl > 0 or (stale > 0 and -ttl < int(stale)):
-                if i.rcode == w.SERVFAIL:
+                if i[RCODE] == w.SERVFAIL:
                     p = self.pcache.get(key)
                     if p is not None:
-                        pt = p.orig_ttl - int(now - p.stored)
+                        pt = p[TTL] - int(now - p[STORED])
                         if pt > 0 or (stale > 0 and -pt < int(stale)):
                             HITS.inc(self._typed(labels)[0])
                             return p
@@ -258,7 +271,7 @@ class Cache(Plugin):
                 return i
         i = self.pcache.shards[h].get(key)
         if i is not None:
-            ttl = i.orig_ttl - int(now - i.stored)
+            ttl = i[TTL] - int(now - i[STORED])
             if ttl > 0 or (stale > 0 and -ttl < int(stale)):
                 HITS.inc(self._typed(labels)[0])
                 return i
@@ -266,12 +279,14 @@ class Cache(Plugin):
 
     def _answer(self, req, item, ttl, do, aa=True, flags=None):
         """Bytes for ``req`` from ``item`` with every TTL set to ``ttl``."""
-        data = req.data
         qend = req.qend
+        segs, hfl, rcode, an, ns, ar, qlen, _, _ = item
+        if qend - 12 != qlen:
+            return None
         rflags = req.flags
         if flags is None:
-            hf = 0x8400 | item.hflags  # QR, AA, RA as stored
-            if item.ad and (do or rflags & w.AD):
+            hf = 0x8400 | (hfl & w.RA)  # QR, AA, RA as stored
+            if hfl & w.AD and (do or rflags & w.AD):
                 hf |= w.AD
             hf |= rflags & 0x7800   # the opcode, and for a QUERY RD
             if not hf & 0x7800:     # and CD: miekg's SetReply (a NOTIFY
@@ -282,24 +297,17 @@ class Cache(Plugin):
             hf = w.QR | (flags & 0x07F0) | (rflags & 0x7800)
             if not do and not rflags & w.AD:
                 hf &= ~w.AD
-        hf |= item.rcode
+        hf |= rcode
         e = req.edns
         if ttl < 0:
             ttl = 0
-        if item.body_ttl == ttl:
-            # Asked again within the same second: the same bytes.
-            body = item.body
-        else:
-            body = item.body = _TTL.pack(ttl).join(item.segs)
-            item.body_ttl = ttl
-        if qend - 12 != item.qlen:
-            return None
+        body = _TTL.pack(ttl).join(segs)
         if e is None:
-            out = (_HDR.pack(req.id, hf, 1, item.an, item.ns, item.ar)
-                   + data[12:qend] + body)
+            out = (_HDR.pack(req.id, hf, 1, an, ns, ar)
+                   + req.data[12:qend] + body)
         else:
-            out = (_HDR.pack(req.id, hf, 1, item.an, item.ns, item.ar + 1)
-                   + data[12:qend] + body + self._opt(e))
+            out = (_HDR.pack(req.id, hf, 1, an, ns, ar + 1)
+                   + req.data[12:qend] + body + self._opt(e))
         if rq.too_big(req, len(out)):
             # Too big for this client uncompressed: the structured path
             # compresses and truncates.
@@ -384,9 +392,12 @@ class Cache(Plugin):
             dur = min(max(minimal_ttl(p, mt, self.pttl), self.minpttl),
                       self.pttl)
         dur = int(dur)
-        item = Item(p, now, dur)
-        if self.prefer_positive:
-            item.answering = answers_question(p)
+        an, ns, ar = p.counts
+        item = entry(p.segs, p.flags, p.rcode, an, ns, ar, p.qlen, now, dur)
+        if self.stateful:
+            item = Item.of(item)
+            if self.prefer_positive:
+                item.answering = answers_question(p)
         if dur > 0 and cacheable(p, mt):
             if matches:
                 self._set(key, item, mt, p.qname, labels, prefetch)
@@ -426,13 +437,12 @@ class Cache(Plugin):
         to ``req`` as _answer sends the answer just received (its own
         flags), without its checks (the entry is made for this
         question): an answer under the positive rules, a denial under
-        the negative ones.  The entry shares the pieces and the body."""
+        the negative ones.  The entry shares the pieces."""
+        segs, flags, rcode, an, ns, ar, ttl, plugin = p
         rflags = req.flags
-        flags = p.flags | (rflags & (w.RD | w.CD))
+        flags |= rflags & (w.RD | w.CD)
         # min(max(ttl, low), high), the denial's ttl capped first
         # (written out: this runs for every miss).
-        ttl = p.ttl
-        an = p.an
         if an:
             low, high = self.minpttl, self.pttl
         else:
@@ -444,16 +454,18 @@ class Cache(Plugin):
         if ttl > high:
             ttl = high
         dur = int(ttl)
-        rcode = p.rcode
-        item = Item.plain(p.segs, flags, an, req.qend - 12, now, dur, rcode,
-                          p.ns, p.ar)
+        # entry()'s work written out: this runs for every miss.
+        item: Any = (segs, flags & _RA_AD, rcode, an, ns, ar,
+                     req.qend - 12, dur, now)
+        if self.stateful:
+            item = Item.of(item)
+            # prefer_positive: an answer answers its question here.
+            item.answering = an > 0
         if not an:
             if dur > 0:
                 self._set(key, item, NAMEERROR if rcode else NODATA,
                           req.qname, labels, None)
         elif self.pexcept or self.prefer_positive:
-            if self.prefer_positive:
-                item.answering = True
             if dur > 0:
                 self._set(key, item, NOERROR, req.qname, labels, None)
         elif dur > 0:
@@ -465,23 +477,22 @@ class Cache(Plugin):
                 ENTRIES.set(self._typed(labels)[0], len(pc))
         if dur < 0:
             dur = 0
-        body = item.body = p.body_at(dur)
-        item.body_ttl = dur
+        body = _TTL.pack(dur).join(segs)
         hf = w.QR | (flags & 0x07F0) | (rflags & 0x7800) | rcode
         if not do and not rflags & w.AD:
             hf &= ~w.AD
         e = req.edns
         if e is None:
-            out = (_HDR.pack(req.id, hf, 1, an, p.ns, p.ar)
+            out = (_HDR.pack(req.id, hf, 1, an, ns, ar)
                    + req.data[12:req.qend] + body)
         else:
-            out = (_HDR.pack(req.id, hf, 1, an, p.ns, p.ar + 1)
+            out = (_HDR.pack(req.id, hf, 1, an, ns, ar + 1)
                    + req.data[12:req.qend] + body + self._opt(e))
         if rq.too_big(req, len(out)):
             resp = rq.parse_response(out)
-            resp.plugin = p.plugin
+            resp.plugin = plugin
             return resp
-        return RawResponse.prebuilt(out, p.plugin, final=True)
+        return RawResponse.prebuilt(out, plugin, final=True)
 
     def _set(self, key, item, mt, qname, labels, prefetch):
         if mt in (NOERROR, DELEGATION):
@@ -518,7 +529,7 @@ class Cache(Plugin):
 
     def _should_prefetch(self, item, now, ttl):
         item.update(self.window, now)
-        threshold = math.ceil(self.percentage / 100 * item.orig_ttl)
+        threshold = math.ceil(self.percentage / 100 * item[TTL])
         return item.hits >= self.prefetch and ttl <= threshold
 
     def _try_prefetch(self, req, key, do, labels, item, now, stale):
@@ -602,8 +613,8 @@ class Cache(Plugin):
         if self.verify_timeout > 0:
             new = self.ncache.get(key) or self.pcache.get(key)
             if new is not None and new is not stale:
-                ttl = new.orig_ttl if self.keepttl else \
-                    new.orig_ttl - int(self.now() - new.stored)
+                ttl = new[TTL] if self.keepttl else \
+                    new[TTL] - int(self.now() - new[STORED])
                 out = self._answer(req, new, ttl, do)
                 if out is not None:
                     return out

@@ -1,16 +1,15 @@
-"""cache's entries: one stored answer (Item) and the sharded map that
-holds them (Store), as CoreDNS's cache and its plugin/pkg/cache lay
-them out."""
+"""cache's entries: one stored answer (a tuple, or an Item when the
+entry keeps state) and the sharded map that holds them (Store), as
+CoreDNS's cache and its plugin/pkg/cache lay them out."""
 
 import random
-from typing import Any
+from typing import Any, Optional
 
 from corednstw.core import dnswire as w
 
 SHARDS = 256
 
 _random = random.Random().random
-_new = object.__new__
 
 
 def _below(n):
@@ -19,60 +18,56 @@ def _below(n):
     return int(_random() * n)
 
 
-class Item:
-    __slots__ = ("segs", "hflags", "ad", "rcode", "an", "ns", "ar",
-                 "orig_ttl", "stored", "hits", "last", "refreshing",
-                 "retry_after", "qlen", "answering", "lkg", "body",
-                 "body_ttl")
+#: The fields of an entry, a tuple: the body after the question cut at
+#: every TTL field; the RA and AD bits of the answer; its rcode; its
+#: section counts; the question's length on the wire; the TTL it was
+#: stored with and when (Unix seconds).
+SEGS, HFLAGS, RCODE, AN, NS, AR, QLEN, TTL, STORED = range(9)
 
-    def __init__(self, p, now, duration):
-        self._fill(p.segs, p.flags, p.rcode, p.counts, p.qlen, now, duration)
+
+def entry(segs, flags, rcode, an, ns, ar, qlen, now, duration):
+    """An entry: an exact tuple of bytes and numbers.  The collector
+    stops tracking such a tuple the first time it looks at it, so a full
+    cache of them adds nothing to its walks (an object per entry, as
+    entries were before, made every full collection walk them all)."""
+    return (segs, flags & (w.RA | w.AD), rcode, an, ns, ar, qlen,
+            int(duration), now)
+
+
+class Item(tuple):
+    """An entry with the state prefetch, serve_stale and prefer_positive
+    keep beside it (their hit counts, refreshes and last known good
+    answer): the cache makes these only when one of those is on.
+    Read as an entry (the same fields); the state lives in the
+    instance's attributes."""
+
+    hits: int
+    last: float
+    refreshing: bool
+    retry_after: Optional[float]
+    answering: bool
+    lkg: Optional["Item"]
 
     @classmethod
-    def plain(cls, segs, flags, an, qlen, now, duration, rcode=w.NOERROR,
-              ns=0, ar=0):
-        """An entry of ``an`` answer records and ``ar`` additional ones
-        (or of ``ns`` authority records: a denial's SOA), built from its
-        parts (cache's quick paths for a miss)."""
-        # _fill's work written out: this runs for every miss.
-        item = _new(cls)
-        item.segs = segs
-        item.hflags = flags & w.RA
-        item.ad = flags & w.AD
-        item.rcode = rcode
-        item.an, item.ns, item.ar = an, ns, ar
-        item.qlen = qlen
-        item.orig_ttl = int(duration)
-        item.body = None
-        item.body_ttl = -1
-        item.stored = item.last = now
+    def of(cls, fields):
+        """An Item holding the fields of the entry ``fields``."""
+        item = cls(fields)
         item.hits = 0
+        item.last = fields[STORED]
         item.refreshing = False
-        item.retry_after = item.lkg = None
-        item.answering = False
-        return item
-
-    def _fill(self, segs, flags, rcode, counts, qlen, now, duration):
-        self.segs = segs
-        self.hflags = flags & w.RA
-        self.ad = flags & w.AD
-        self.rcode = rcode
-        self.an, self.ns, self.ar = counts
-        self.qlen = qlen
-        self.orig_ttl = int(duration)
-        #: The body last sent and its TTL (a hot name is sent many times
-        #: a second with the same TTL).
-        self.body = None
-        self.body_ttl = -1
-        self.stored = now
-        self.hits = 0
-        self.last = now
-        self.refreshing = False
-        self.retry_after = None
+        item.retry_after = None
         #: prefer_positive: whether this entry answers its question, and
         #: the last answering entry it replaced (last known good).
-        self.answering = False
-        self.lkg = None
+        item.answering = False
+        item.lkg = None
+        return item
+
+    @classmethod
+    def parsed(cls, p, now, duration):
+        """An Item of the parsed answer ``p`` (engines.response)."""
+        an, ns, ar = p.counts
+        return cls.of(entry(p.segs, p.flags, p.rcode, an, ns, ar, p.qlen,
+                            now, duration))
 
     def answering_item(self):
         """This entry if it answers its question, else its last known
@@ -83,9 +78,6 @@ class Item:
         if lkg is not None and lkg.answering:
             return lkg
         return None
-
-    def ttl(self, now):
-        return self.orig_ttl - int(now - self.stored)
 
     def update(self, window, now):
         """freq.Update: count hits with no gap of ``window`` or more."""
@@ -127,7 +119,7 @@ class Store:
 
     def __init__(self, size):
         self.shard_size = max(size // SHARDS, 4)
-        self.shards: list[dict[tuple[Any, ...], Item]] = [
+        self.shards: list[dict[tuple[Any, ...], Any]] = [
             {} for _ in range(SHARDS)]
         #: Each shard's keys, in no particular order.
         self.keys: list[list[tuple[Any, ...]]] = [[] for _ in range(SHARDS)]

@@ -655,6 +655,32 @@ class KeptForCacheTest(CacheInFront):
             self.assertEqual(second, first)
 
     @defer.inlineCallbacks
+    def test_answer_that_comes_later(self):
+        # An ExternalName whose target lies outside: kept_answer hands
+        # the cache serve's Deferred answer itself, so the target is
+        # looked up once per miss, and the cache stores what comes.
+        got = self.counted()
+        asked = []
+
+        def lookup(name, qtype, qclass=1, parent=None, do=False):
+            asked.append(name)
+            return defer.succeed(Response(0, [w.RR(
+                "ext.interwebs.test.", w.A, 5, w.a_rdata("1.2.3.4"))]))
+        self.patch(self.app, "lookup", lookup)
+        wire = util.make_query("external.testns.svc.cluster.local.",
+                               "A").to_wire()
+        data = yield self.ask_missing(wire)
+        self.assertEqual(asked, ["ext.interwebs.test."])
+        self.assertTrue(isinstance(got[0], defer.Deferred), got)
+        m = dns.message.from_wire(data)
+        self.assertEqual([str(r.name) for r in m.answer],
+                         ["external.testns.svc.cluster.local.",
+                          "ext.interwebs.test."])
+        hit = yield util.send_udp(self.port, wire)
+        self.assertEqual(asked, ["ext.interwebs.test."])
+        self.assertEqual(dns.message.from_wire(hit).answer, m.answer)
+
+    @defer.inlineCallbacks
     def test_a_hit_after_a_kept_miss(self):
         wire = util.make_query("_http._tcp." + H, "SRV").to_wire()
         yield self.ask_missing(wire)

@@ -182,8 +182,8 @@ class IKeptAnswers(Interface):
         serve would pass the query on or wait (nothing done: the cache
         asks the chain).  The answer must not depend on the query's
         header flags: the cache asks with the client's query, where the
-        chain would get a copy with AD set (a query the plugin passes on
-        later must go with AD set)."""
+        chain would get a copy with AD set: the plugin must not pass the
+        query on once it has taken it."""
 
     def keep_answer(req: Request, cut: Pieces) -> None:
         """``cut`` is the answer the plugin's ``serve`` has just given

@@ -393,8 +393,7 @@ class Kubernetes(Watching, Plugin):
         done once here: a plain service's addresses cut as they are
         looked up, the general path's outcome worked out (and kept, as
         serve keeps it) and cut.  The answers do not depend on the
-        query's flags; a fallthrough after an answer that comes later is
-        asked with AD set, as the cache asks the chain."""
+        query's flags."""
         store = self.store
         if store is None:
             return None
@@ -430,7 +429,9 @@ class Kubernetes(Watching, Plugin):
         if out is None:
             return Response(w.SERVFAIL, plugin=self.name)
         if is_deferred(out):
-            return out.addCallback(self._finish, req, zone, zcase, True)
+            # CNAMEs followed elsewhere: an answer (rcode 0), never a
+            # query passed on.
+            return out.addCallback(self._finish, req, zone, zcase)
         if out[0] == NAME_ERROR and self.fall is not None and \
                 self.fall.through(qname):
             return None
@@ -495,10 +496,7 @@ class Kubernetes(Watching, Plugin):
                         (a if e.rtype == w.A else aaaa).append(e.rdata)
         return a, aaaa
 
-    def _finish(self, out, req, zone, zcase, ad=False):
-        """The Response of an outcome; ``ad``: a query passed on (an
-        NXDOMAIN that falls through) goes with AD set (the cache asked
-        this plugin directly, where the chain would have had AD set)."""
+    def _finish(self, out, req, zone, zcase):
         rcode, answer, extra, tc = out
         if rcode == NAME_ERROR:
             if not self.synced:
@@ -512,8 +510,7 @@ class Kubernetes(Watching, Plugin):
                                 authority=[self.soa_rr(zone, zcase)],
                                 aa=True, plugin=self.name)
             if self.fall is not None and self.fall.through(req.qname):
-                return self.next.serve(req.with_flags(req.flags | w.AD)
-                                       if ad else req)
+                return self.next.serve(req)
             return Response(w.NXDOMAIN, authority=[self.soa_rr(zone, zcase)],
                             aa=True, plugin=self.name)
         if rcode:

@@ -1601,12 +1601,14 @@ class PreferPositiveTest(unittest.TestCase):
                                  (timeout, bad.__name__))
 
 
-def ask_twice(testcase, answer, off, store, qname, qtype, **kw):
-    """Ask a cache in front of ``answer(req)`` (a structured Response)
-    twice, two seconds apart, with its quick path ``off`` (a method name)
-    turned off or not: the two answers and the stored entry's fields,
-    to compare a quick path with the general one."""
-    h = Harness(testcase)
+def ask_twice(testcase, answer, off, store, qname, qtype, options="",
+              **kw):
+    """Ask a cache (with ``options``) in front of ``answer(req)`` (a
+    structured Response) twice, two seconds apart, with its quick path
+    ``off`` (a method name) turned off or not: the two answers and the
+    stored entry's fields, to compare a quick path with the general
+    one."""
+    h = Harness(testcase, options)
     if off:
         testcase.patch(h.cache, off, lambda *a: None)
 
@@ -1687,6 +1689,43 @@ class PlainMissTest(unittest.TestCase):
                     {want} if extra else set())
                 self.assertEqual(str(m.question[0].name), qname)
 
+
+    def test_entries_with_state_alike(self):
+        # With serve_stale and prefer_positive every entry keeps state
+        # (an Item): the quick path's is the general path's, and an
+        # answer answers its question.
+        from corednstw.core.request import Response
+        from corednstw.plugins.cache import store as st
+
+        def answer(req):
+            return Response(0, [w.RR(req.name, w.A, 30, w.a_rdata(
+                "10.0.0.1"))], aa=True, plugin="stub")
+        opts = " serve_stale 1h\n serve_stale_policy prefer_positive"
+        got = [ask_twice(self, answer, off, "pcache", "svc.ns.svc.cluster.",
+                         "A", options=opts) for off in (None, "_cut")]
+        self.assertEqual(got[0], got[1])
+        self.assertTrue(got[0][2][-1])      # answering
+
+        def entry(off):
+            h = Harness(self, opts)
+            if off:
+                self.patch(h.cache, off, lambda *a: None)
+            h.cache.next = util.Stub(answer)
+            h.ask("svc.ns.svc.cluster.")
+            return h.cache.pcache.get(("svc.ns.svc.cluster.", w.A, 1,
+                                       False, False))
+        for off in (None, "_cut"):
+            item = entry(off)
+            self.assertIsInstance(item, st.Item)
+            self.assertEqual(item[st.TTL], 30)
+        # Without those options an entry is a plain tuple (untracked by
+        # the collector once it has looked at it).
+        h = Harness(self)
+        h.cache.next = util.Stub(answer)
+        h.ask("svc.ns.svc.cluster.")
+        item = h.cache.pcache.get(("svc.ns.svc.cluster.", w.A, 1, False,
+                                   False))
+        self.assertIs(type(item), tuple)
 
     def test_declined_once_then_general_path(self):
         # An answer the quick path does not take (a CNAME and its

@@ -595,9 +595,6 @@ def response(rcode: int, answer: Optional[list[w.RR]],
     return r
 
 
-_new = object.__new__
-
-
 #: An answer of records cut at its TTL fields, as the cache keeps
 #: answers: (segs, flags, rcode, an, ns, ar, ttl, plugin).  ``segs``
 #: joined with four bytes of one TTL give the message body after the

@@ -311,10 +311,8 @@ class Kubernetes(Watching, Plugin):
                 resp = Response(w.REFUSED, plugin=self.name)
             return resp
         name = req.name
-        zcase = name[len(name) - len(zone):] if zone != "." else "."
-        base = qname[:-len(zone) - 1] if qname != zone else ""
-        if zone == ".":
-            base = qname[:-1]
+        zcase = _zone_as_asked(name, zone)
+        base = _below(qname, zone)
         # Fast path: A/AAAA of a plain service name.
         if qtype == w.A or qtype == w.AAAA:
             rds = self._plain(qname, qtype, zone, base)
@@ -341,13 +339,12 @@ class Kubernetes(Watching, Plugin):
         """The general path's outcome for ``req`` (see ``_answer``), or a
         Deferred; None when working it out failed (logged).
 
-        Kept for this name as written and type until the store changes:
-        the records' parts, made into new records for each answer (outer
-        plugins may change them).  The apex and ns.dns answer with this
-        server's own addresses: not kept."""
+        Kept for this name as written and type until the store changes
+        (see ``_outcome_kept``): the records' parts, made into new records
+        for each answer (outer plugins may change them)."""
         name = req.name
         key = (name, qtype, req.qclass)
-        keep = base and not base.startswith("ns.dns")
+        keep = _outcome_kept(base)
         if keep:
             kept = self._answers.get(key)
             if kept is not None:
@@ -410,9 +407,7 @@ class Kubernetes(Watching, Plugin):
         zone = match(self.zones, qname)
         if zone is None:
             return None         # serve passes it on
-        base = qname[:-len(zone) - 1] if qname != zone else ""
-        if zone == ".":
-            base = qname[:-1]
+        base = _below(qname, zone)
         if qtype == w.A or qtype == w.AAAA:
             rds = self._fast[qtype == w.AAAA].get(qname)
             if rds is None:
@@ -423,8 +418,7 @@ class Kubernetes(Watching, Plugin):
                 return remember(self._pieces, key,
                                 address_pieces(req, rds, self.ttl,
                                                self.name), ANSWERS_KEPT)
-        name = req.name
-        zcase = name[len(name) - len(zone):] if zone != "." else "."
+        zcase = _zone_as_asked(req.name, zone)
         out = self._outcome(req, qtype, zone, zcase, base)
         if out is None:
             return Response(w.SERVFAIL, plugin=self.name)
@@ -437,7 +431,7 @@ class Kubernetes(Watching, Plugin):
             return None
         resp = self._finish(out, req, zone, zcase)
         got = pieces(req, resp)
-        if base and not base.startswith("ns.dns"):
+        if _outcome_kept(base):
             remember(self._pieces, key, got or False, ANSWERS_KEPT)
         return resp if got is None else got
 
@@ -893,9 +887,7 @@ class Kubernetes(Watching, Plugin):
         if zone is None:
             return
         mc = match(self.multicluster, req.zone) is not None
-        base = qname[:-len(zone) - 1] if qname != zone else ""
-        if zone == ".":
-            base = qname[:-1]
+        base = _below(qname, zone)
         r = parse_request(base, mc, self.zonal)
         if r == NAME_ERROR:
             set_value(req, "kubernetes/parse-error", "invalid query name")
@@ -929,6 +921,26 @@ def _host_search():
         return read_search(RESOLV_CONF)
     except OSError:
         return []
+
+
+def _below(qname, zone):
+    """The part of ``qname`` (lower case) below ``zone``: "" at the
+    apex."""
+    if zone == ".":
+        return qname[:-1]
+    return qname[:-len(zone) - 1] if qname != zone else ""
+
+
+def _zone_as_asked(name, zone):
+    """``zone`` as the question wrote it (``name`` in its own case)."""
+    return name[len(name) - len(zone):] if zone != "." else "."
+
+
+def _outcome_kept(base):
+    """Whether the general path keeps its outcome for a name ``base``
+    below the zone: not the apex or ns.dns, which answer with this
+    server's own addresses."""
+    return bool(base) and not base.startswith("ns.dns")
 
 
 def _join(label, zone):

@@ -73,6 +73,9 @@ class File(authority.ZonePlugin):
         self.fall = Fallthrough()
         #: The query's bytes after its ID -> _Made, the answer given.
         self._made = {}
+        #: answers_as_made(self), worked out at the first query (the
+        #: chain is linked once, when the configuration is built).
+        self._as_made = None
 
     # -- serving --------------------------------------------------------------
 
@@ -94,7 +97,7 @@ class File(authority.ZonePlugin):
         if made is not None and made.proto == req.proto and \
                 made.family == req.family and \
                 self.zone_map.get(made.origin) is made.zone and \
-                answers_as_made(self):
+                self._answers_as_made():
             r = response(made.rcode, made.answer[:], made.authority[:],
                          made.additional[:], made.flags, self.name)
             r.wire = data[:2] + made.tail
@@ -107,13 +110,19 @@ class File(authority.ZonePlugin):
         if type(resp) is Response and resp.plugin == self.name and \
                 z is not None and (req.edns is None or
                                    not req.edns.options) and \
-                answers_as_made(self):
+                self._answers_as_made():
             wire = resp.wire = encode(req, resp)
             if len(wire) <= LONGEST_KEPT:
                 remember(self._made, data[2:],
                          _Made(req, origin, z, resp, wire[2:]),
                          ANSWERS_KEPT)
         return resp
+
+    def _answers_as_made(self):
+        as_made = self._as_made
+        if as_made is None:
+            as_made = self._as_made = answers_as_made(self)
+        return as_made
 
     def add(self, zf, data):
         self.files.append(zf)

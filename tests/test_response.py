@@ -268,3 +268,107 @@ class ParseReplyTest(unittest.TestCase):
         cases.append(bytes(b))
         for c in cases:
             self.same(c)
+
+
+class RelayedPiecesTest(unittest.TestCase):
+    """relayed_pieces: the usual upstream reply cut for the cache in one
+    pass.  A cache in front of a stand-in upstream answers every reply
+    shape alike with the quick cut and with it turned off (the general
+    path of parse_reply): the bytes sent on the miss and on the hit, and
+    the entries stored."""
+
+    def ask(self, qname, qtype, edns, do, flags):
+        from corednstw.core import request as rq
+        q = dns.message.make_query(qname, qtype)
+        q.flags = flags
+        if edns:
+            q.use_edns(0, dns.flags.DO if do else 0, 1232)
+        q.id = 4242
+        req = rq.Request(q.to_wire(), "127.0.0.1", 4000)
+        qd, an, ns, ar = req.parse_header()
+        req.parse_question(an, ns, ar)
+        req.server, req.view = "dns://:53", ""
+        return q, req
+
+    def run_cache(self, reply, qname, qtype, edns, do, flags, quick):
+        from corednstw.core import request as rq
+        from corednstw.plugins.cache import plugin as cp
+
+        class Up:
+            name = "forward"
+
+            def serve(self, req):
+                return rq.RawResponse.prebuilt(reply, "forward")
+
+        c = cp.Cache()
+        c.build()
+        c.next = Up()
+        c.now = lambda: 1_000_000.0
+        if not quick:
+            self.patch(cp, "relayed_pieces", lambda *a: None)
+        sent = []
+        for _ in range(2):
+            _, req = self.ask(qname, qtype, edns, do, flags)
+            out = c.serve(req)
+            sent.append((out.raw, out.plugin, out.rcode))
+        stored = [dict(s) for s in c.pcache.shards if s] + \
+            [dict(s) for s in c.ncache.shards if s]
+        return sent, stored
+
+    def test_same_as_general_path(self):
+        aaaa = "example.org. 30 IN AAAA 2001:db8::1"
+        txt = 'example.org. 20 IN TXT "a b" "c"'
+        replies = [
+            ("A", msg(answer=[A])),
+            ("A", msg(answer=[A, "example.org. 60 IN A 192.0.2.2"])),
+            ("A", msg(answer=[A], edns=4096)),
+            ("A", msg(answer=[A], do=True)),
+            ("AAAA", msg(qtype="AAAA", answer=[aaaa], edns=1232)),
+            ("TXT", msg(qtype="TXT", answer=[txt])),
+            ("A", msg(qname="ExAmple.ORG.",
+                      answer=["EXAMPLE.org. 5 IN A 1.2.3.4"])),
+            ("A", msg(answer=[A], extra=[A])),
+            ("A", msg(answer=[A], ns=[NS])),
+            ("A", msg(rcode=3, ns=[SOA])),
+            ("A", msg(answer=["example.org. 300 IN CNAME www.example.org.",
+                              "www.example.org. 300 IN A 192.0.2.9"])),
+            ("A", msg(qname="other.org.", answer=[
+                "other.org. 300 IN A 192.0.2.1"])),
+            ("A", msg(qtype="AAAA", answer=[aaaa])),
+            ("A", msg(answer=["example.org. 2000000 IN A 192.0.2.1"])),
+            ("A", msg(answer=["example.org. 0 IN A 192.0.2.1"])),
+        ]
+        quick = 0
+        for qtype, m in replies:
+            for bits in (0, dns.flags.AD, dns.flags.RA | dns.flags.AA):
+                m.flags = (m.flags & ~(dns.flags.AD | dns.flags.AA
+                                       | dns.flags.RA)) | bits
+                for rd in (dns.flags.RD, 0):
+                    # A reply whose RD differs from the query's, once.
+                    m.flags = (m.flags & ~dns.flags.RD) | rd
+                    wire = m.to_wire()
+                    for edns, do, flags in ((False, False, dns.flags.RD),
+                                            (True, True, dns.flags.RD),
+                                            (True, False, dns.flags.AD
+                                             | dns.flags.RD | dns.flags.CD)):
+                        _, req = self.ask("example.ORG.", qtype, edns, do,
+                                          flags)
+                        if r.relayed_pieces(wire, req, "forward"):
+                            quick += 1
+                        got = self.run_cache(wire, "example.ORG.", qtype,
+                                             edns, do, flags, True)
+                        want = self.run_cache(wire, "example.ORG.", qtype,
+                                              edns, do, flags, False)
+                        self.assertEqual(got, want, (m.to_text(), flags))
+        self.assertGreater(quick, 40)
+
+    def test_odd_replies_left_to_general_path(self):
+        _, req = self.ask("example.org.", "A", True, False, dns.flags.RD)
+        wire = msg(answer=[A], edns=1232).to_wire()
+        self.assertIsNotNone(r.relayed_pieces(wire, req, "forward"))
+        b = bytearray(wire)
+        b[11] += 1      # an additional record the message lacks
+        cases = [wire[:-1], wire[:-12], wire[:req.qend], wire[:12],
+                 bytes(b), wire[:2] + b"\x00\x00" + wire[4:]]
+        for c in cases:
+            self.assertIsNone(r.relayed_pieces(c, req, "forward"), c)

@@ -242,6 +242,72 @@ def _parse_pointed(wire):
     return p
 
 
+def relayed_pieces(wire, req, plugin):
+    """The upstream's reply ``wire`` to ``req`` cut as ``request.pieces``
+    cuts an answer (a ``request.Pieces``), when it is the usual positive
+    reply: QR, a QUERY, not truncated, NOERROR; the question asked (its
+    name in any case); one or more answer records of the question's type
+    and class, each owned by a pointer to the question's name, with no
+    name in their rdata; no authority; an OPT (left out) or nothing
+    after them.  None for any other shape (``parse_reply`` reads those).
+
+    Such a reply answers its question, is cacheable and is stored under
+    the positive rules with its smallest TTL: the cache keeps it without
+    the general path's classification, and the cut is the one
+    ``_parse_pointed`` makes (owners written as the reply's question
+    writes the name).  A reply whose RD or CD differs from the query's
+    is left to the general path, which sends the upstream's flags."""
+    qend = req.qend
+    if len(wire) < qend + 11:
+        return None
+    flags = (wire[2] << 8) | wire[3]
+    if flags & 0xFA0F != 0x8000 or \
+            (flags ^ req.flags) & (w.RD | w.CD) or \
+            wire[4] or wire[5] != 1 or wire[6] or wire[7] == 0 or \
+            wire[8] or wire[9] or wire[10] or wire[11] > 1:
+        # Not QR with QUERY, no TC, NOERROR and one question; no
+        # answers, authority records, or more than one additional.
+        return None
+    data = req.data
+    tail = qend - 4
+    if wire[tail:qend] != data[tail:qend] or \
+            wire[12:tail].lower() != data[12:tail].lower():
+        return None
+    qtype = req.qtype
+    if qtype in w.RDATA_NAMES or qtype == w.OPT:
+        return None
+    an = wire[7]
+    head = wire[12:qend]
+    rrtail = wire[tail:qend]
+    unpack = _RRHEAD.unpack_from
+    length = len(wire)
+    segs = [head]
+    low = 0xFFFFFFFF
+    off = qend
+    for i in range(an):
+        if off + 12 > length or wire[off] != 0xC0 or wire[off + 1] != 12 or \
+                wire[off + 2:off + 6] != rrtail:
+            return None
+        _, _, ttl, rdlen = unpack(wire, off + 2)
+        if ttl < low:
+            low = ttl
+        end = off + 12 + rdlen
+        if end > length:
+            return None
+        seg = wire[off + 10:end]
+        if i + 1 < an:
+            seg += head
+        segs.append(seg)
+        off = end
+    if wire[11]:
+        # The OPT: the root's, the last record, whole.
+        if off + 11 > length or wire[off] != 0 or \
+                (wire[off + 1] << 8 | wire[off + 2]) != w.OPT or \
+                off + 11 + (wire[off + 9] << 8 | wire[off + 10]) > length:
+            return None
+    return (tuple(segs), flags & 0x07F0, 0, an, 0, 0, low, plugin)
+
+
 def _record(p, i, an, ns, name, rtype, rclass, ttl, target):
     """The ``i``-th record's TTL, type and (an answer's) owner or (an
     authority's) type, into ``p``'s sections."""

@@ -41,6 +41,7 @@ from corednstw.engines.response import (
     minimal_ttl,
     parse,
     parse_reply,
+    relayed_pieces,
     response_type,
 )
 from corednstw.plugins.cache.store import (
@@ -348,11 +349,17 @@ class Cache(Plugin):
             # An error the server writes: CoreDNS's cache never sees it.
             return None if verify else resp
         raw = resp.raw
-        if quick and raw is None and not verify and prefetch is None and \
-                resp.__class__ is Response:
-            out = self._quick(resp, req, key, do, labels)
-            if out is not None:
-                return out
+        if not verify and prefetch is None:
+            if raw is not None:
+                # The usual reply relayed from an upstream: kept as it is
+                # cut, without the general path's reading.
+                p = relayed_pieces(raw, req, resp.plugin)
+                if p is not None and not req.opcode:
+                    return self._keep(p, req, key, do, labels, self.now())
+            elif quick and resp.__class__ is Response:
+                out = self._quick(resp, req, key, do, labels)
+                if out is not None:
+                    return out
         if raw is None:
             # Encode without the client's size limit: the cache keeps the
             # whole answer (the server truncates what it sends).

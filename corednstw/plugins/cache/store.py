@@ -26,11 +26,12 @@ SEGS, HFLAGS, RCODE, AN, NS, AR, QLEN, TTL, STORED = range(9)
 
 
 def entry(segs, flags, rcode, an, ns, ar, qlen, now, duration):
-    """An entry: an exact tuple of bytes and numbers.  The collector
-    stops tracking such a tuple the first time it looks at it, so a full
-    cache of them adds nothing to its walks (an object per entry, as
-    entries were before, made every full collection walk them all)."""
-    return (segs, flags & (w.RA | w.AD), rcode, an, ns, ar, qlen,
+    """An entry: an exact tuple of bytes and numbers (``segs`` made a
+    tuple too).  The collector stops tracking such a tuple the first
+    time it looks at it, so a full cache of them adds nothing to its
+    walks (an object per entry, as entries were before, made every full
+    collection walk them all)."""
+    return (tuple(segs), flags & (w.RA | w.AD), rcode, an, ns, ar, qlen,
             int(duration), now)
 
 

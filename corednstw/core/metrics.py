@@ -20,30 +20,34 @@ _FAMILIES = {}
 
 
 class Counter:
-    """A counter family: ``inc(labels)`` with a tuple of label values."""
+    """A counter family: ``inc(labels)`` with a tuple of label values.
+    ``fn`` makes it computed at scrape time from other families (a total
+    that is the sum of counters already kept costs the query path
+    nothing)."""
 
     kind = "counter"
 
-    def __init__(self, name, help, labels=()):
+    def __init__(self, name, help, labels=(), fn=None):
         self.name = name
         self.help = help
         self.labels = tuple(labels)
         self.values = {}
-        self.always = not labels
+        self.fn = fn
+        self.always = not labels and fn is None
 
     def inc(self, labels=(), n=1):
         v = self.values
         v[labels] = v.get(labels, 0) + n
 
     def get(self, labels=()):
-        return self.values.get(labels, 0)
+        return self.current().get(labels, 0)
 
     def remove(self, labels):
         self.values.pop(labels, None)
 
     def current(self):
         """The values a scrape shows now (computed ones included)."""
-        return self.values
+        return self.fn() if self.fn is not None else self.values
 
     def merge(self, total, values):
         """Add ``values`` (another process's) into ``total``."""
@@ -54,7 +58,7 @@ class Counter:
         """The prometheus_client family of ``values`` (default: ours)."""
         from prometheus_client.core import CounterMetricFamily
         fam = CounterMetricFamily(self.name, self.help, labels=self.labels)
-        vals = self.values if values is None else values
+        vals = self.current() if values is None else values
         if self.always and not vals:
             vals = {(): 0}
         for k, v in vals.items():
@@ -69,9 +73,7 @@ class Gauge(Counter):
     kind = "gauge"
 
     def __init__(self, name, help, labels=(), fn=None, merge="max"):
-        super().__init__(name, help, labels)
-        self.fn = fn
-        self.always = not labels and fn is None
+        super().__init__(name, help, labels, fn)
         #: How the values of several processes combine: "max" (states
         #: every process holds alike: enabled, version, timestamps) or
         #: "sum" (sizes each holds apart, such as cache entries).
@@ -79,9 +81,6 @@ class Gauge(Counter):
 
     def set(self, labels, value):
         self.values[labels] = value
-
-    def current(self):
-        return self.fn() if self.fn is not None else self.values
 
     def merge(self, total, values):
         if self.combine == "sum":
@@ -186,9 +185,9 @@ def register(fam):
     return _register(fam)
 
 
-def counter(name, help, labels=()):
+def counter(name, help, labels=(), fn=None):
     """The counter family ``name`` (created once, shared afterwards)."""
-    return _register(Counter(name, help, labels))
+    return _register(Counter(name, help, labels, fn))
 
 
 def gauge(name, help, labels=(), fn=None, merge="max"):

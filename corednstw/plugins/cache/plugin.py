@@ -69,9 +69,6 @@ _NOT_PLAIN = frozenset((w.RRSIG, w.ANY, w.AXFR, w.IXFR, w.OPT))
 ENTRIES = metrics.gauge(
     "coredns_cache_entries", "The number of elements in the cache.",
     ("server", "type", "zones", "view"), merge="sum")
-REQUESTS = metrics.counter(
-    "coredns_cache_requests_total", "The count of cache requests.",
-    ("server", "zones", "view"))
 HITS = metrics.counter(
     "coredns_cache_hits_total", "The count of cache hits.",
     ("server", "type", "zones", "view"))
@@ -79,6 +76,22 @@ MISSES = metrics.counter(
     "coredns_cache_misses_total",
     "The count of cache misses. Deprecated, derive misses from cache "
     "hits/requests counters.", ("server", "zones", "view"))
+
+
+def _requests():
+    """Every request the cache sees is counted once, as a hit (of a
+    type) or as a miss: the requests counter is their sum, worked out
+    when it is scraped rather than counted again per query."""
+    out = dict(MISSES.values)
+    for (server, _, zones, view), n in HITS.values.items():
+        k = (server, zones, view)
+        out[k] = out.get(k, 0) + n
+    return out
+
+
+REQUESTS = metrics.counter(
+    "coredns_cache_requests_total", "The count of cache requests.",
+    ("server", "zones", "view"), fn=_requests)
 PREFETCHES = metrics.counter(
     "coredns_cache_prefetch_total",
     "The number of times the cache has prefetched a cached item.",
@@ -163,7 +176,6 @@ class Cache(Plugin):
                                       else req.server)
         if labels is None:
             labels = self._labels(req)
-        REQUESTS.inc(labels)
         now = self.now()
         item = self._lookup(key, now, labels)
         if item is None:

@@ -7,7 +7,9 @@ import dns.rrset
 from twisted.trial import unittest
 
 from corednstw.core import dnswire as w
+from corednstw.core import request as rq
 from corednstw.engines import response as r
+from corednstw.plugins.cache import plugin as cp
 
 
 def msg(qname="example.org.", qtype="A", rcode=0, answer=(), ns=(),
@@ -278,7 +280,6 @@ class RelayedPiecesTest(unittest.TestCase):
     the entries stored."""
 
     def ask(self, qname, qtype, edns, do, flags):
-        from corednstw.core import request as rq
         q = dns.message.make_query(qname, qtype)
         q.flags = flags
         if edns:
@@ -291,9 +292,6 @@ class RelayedPiecesTest(unittest.TestCase):
         return q, req
 
     def run_cache(self, reply, qname, qtype, edns, do, flags, quick):
-        from corednstw.core import request as rq
-        from corednstw.plugins.cache import plugin as cp
-
         class Up:
             name = "forward"
 

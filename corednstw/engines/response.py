@@ -258,7 +258,8 @@ def relayed_pieces(wire, req, plugin):
     writes the name).  A reply whose RD or CD differs from the query's
     is left to the general path, which sends the upstream's flags."""
     qend = req.qend
-    if len(wire) < qend + 11:
+    qtype = req.qtype
+    if len(wire) < qend + 11 or qtype in w.RDATA_NAMES or qtype == w.OPT:
         return None
     flags = (wire[2] << 8) | wire[3]
     if flags & 0xFA0F != 0x8000 or \
@@ -272,9 +273,6 @@ def relayed_pieces(wire, req, plugin):
     tail = qend - 4
     if wire[tail:qend] != data[tail:qend] or \
             wire[12:tail].lower() != data[12:tail].lower():
-        return None
-    qtype = req.qtype
-    if qtype in w.RDATA_NAMES or qtype == w.OPT:
         return None
     an = wire[7]
     head = wire[12:qend]

@@ -365,8 +365,9 @@ class Cache(Plugin):
             if raw is not None:
                 # The usual reply relayed from an upstream: kept as it is
                 # cut, without the general path's reading.
-                p = relayed_pieces(raw, req, resp.plugin)
-                if p is not None and not req.opcode:
+                p = None if req.opcode else relayed_pieces(raw, req,
+                                                           resp.plugin)
+                if p is not None:
                     return self._keep(p, req, key, do, labels, self.now())
             elif quick and resp.__class__ is Response:
                 out = self._quick(resp, req, key, do, labels)
